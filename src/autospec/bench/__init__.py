@@ -1,0 +1,71 @@
+"""The benchmark client: workloads, streaming requests, closed-loop levels, records.
+
+    Workload(kind, ...).prompts(n)         seeded prompt sources (synthetic, random,
+                                           JSONL/ShareGPT files, built-in sets)
+    run_level(url, workload, LevelPlan)    one closed-loop level -> LevelResult
+    run_levels(url, workload, plans)       several levels, synchronously
+    run_level_adaptive(...)                repeat a level until its 95% CI is narrow
+
+Per-request failures are records with an `error_kind`, never exceptions; statistics
+live in `autospec.metrics`.
+"""
+
+from __future__ import annotations
+
+from autospec.bench.adaptive import (
+    AdaptiveResult,
+    AdaptiveSettings,
+    precision_verdict,
+    run_level_adaptive,
+    run_level_adaptive_with,
+)
+from autospec.bench.client import BenchClient
+from autospec.bench.records import ERROR_KINDS, LevelResult, RequestRecord
+from autospec.bench.runner import (
+    LevelPlan,
+    Progress,
+    default_num_requests,
+    run_level,
+    run_level_with,
+    run_levels,
+    run_levels_async,
+)
+from autospec.bench.workloads import (
+    APIS,
+    BUILTIN_SETS,
+    KINDS,
+    SYNTHETIC_PROMPT,
+    Prompt,
+    Workload,
+    export_jsonl,
+    load_builtin,
+    load_prompt_file,
+)
+
+__all__ = [
+    "APIS",
+    "AdaptiveResult",
+    "AdaptiveSettings",
+    "BUILTIN_SETS",
+    "BenchClient",
+    "ERROR_KINDS",
+    "KINDS",
+    "LevelPlan",
+    "LevelResult",
+    "Progress",
+    "Prompt",
+    "RequestRecord",
+    "SYNTHETIC_PROMPT",
+    "Workload",
+    "default_num_requests",
+    "export_jsonl",
+    "load_builtin",
+    "load_prompt_file",
+    "precision_verdict",
+    "run_level",
+    "run_level_adaptive",
+    "run_level_adaptive_with",
+    "run_level_with",
+    "run_levels",
+    "run_levels_async",
+]

@@ -1,0 +1,260 @@
+"""Closed-loop concurrency levels: the load shape, separate from the client.
+
+A level with concurrency C runs C workers. Each worker sends a request, waits for
+it to end (success or failure), then sends the next, until the level's request
+count has been sent or its duration has elapsed (whichever is set; both: the first
+reached). Requests still in flight at the deadline finish and count. Warmup
+requests run first, through min(C, warmup) workers, with prompts of their own
+(seed + 1), and the measured phase starts after the last of them ended; their
+records carry `warmup=True` and the metrics leave them out.
+
+Measured prompts are `workload.prompts(n)[i]` for the i-th request sent, the same
+list at every level (so levels and other clients can be fed identical prompts).
+
+If `max_consecutive_errors` requests in a row fail (a dead server), the level stops
+sending; the records say why. Cancelling the task running a level (or Ctrl-C in
+`run_levels`) closes every in-flight stream before the cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from autospec.bench.client import BenchClient
+from autospec.bench.records import LevelResult, RequestRecord
+from autospec.bench.workloads import Prompt, Workload
+from autospec.errors import ConfigError
+
+
+def default_num_requests(concurrency: int) -> int:
+    """The seed's request count per level: 2 x concurrency, 4 at concurrency 1."""
+    return 4 if concurrency == 1 else 2 * concurrency
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """One level: concurrency plus a request count or a duration (neither: the
+    default count `default_num_requests(concurrency)`), and warmup requests."""
+
+    concurrency: int
+    num_requests: int | None = None
+    duration_s: float | None = None
+    warmup_requests: int = 0
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}; use a positive level")
+        if self.num_requests is not None and self.num_requests < 1:
+            raise ConfigError(f"num_requests must be at least 1, got {self.num_requests}; pass a positive count")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise ConfigError(f"duration must be positive, got {self.duration_s}; pass seconds > 0")
+        if self.warmup_requests < 0:
+            raise ConfigError(f"warmup_requests must be >= 0, got {self.warmup_requests}; use 0 for none")
+
+    @property
+    def request_limit(self) -> int | None:
+        """Requests to send in the measured phase (None: duration only)."""
+        if self.num_requests is not None:
+            return self.num_requests
+        if self.duration_s is not None:
+            return None
+        return default_num_requests(self.concurrency)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Passed to `on_progress` after every request (an optional observer)."""
+
+    concurrency: int
+    phase: str  # "warmup" | "measure"
+    completed: int
+    total: int | None
+    record: RequestRecord
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+class _PromptFeed:
+    """Prompt i of a workload, generated in growing blocks (prefix-stable)."""
+
+    def __init__(self, workload: Workload, initial: int) -> None:
+        self._workload = workload
+        self._prompts: list[Prompt] = workload.prompts(max(1, initial))
+
+    def __getitem__(self, index: int) -> Prompt:
+        if index >= len(self._prompts):
+            self._prompts = self._workload.prompts(max(index + 1, 2 * len(self._prompts)))
+        return self._prompts[index]
+
+
+async def _closed_loop(
+    client: BenchClient,
+    feed: _PromptFeed,
+    *,
+    workers: int,
+    limit: int | None,
+    deadline: float | None,
+    warmup: bool,
+    max_consecutive_errors: int,
+    on_record: Callable[[RequestRecord, int], None],
+) -> None:
+    sent = 0
+    completed = 0
+    consecutive_errors = 0
+
+    def next_index() -> int | None:
+        nonlocal sent
+        if limit is not None and sent >= limit:
+            return None
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None
+        if consecutive_errors >= max_consecutive_errors:
+            return None
+        sent += 1
+        return sent - 1
+
+    async def worker() -> None:
+        nonlocal completed, consecutive_errors
+        while (index := next_index()) is not None:
+            record = await client.send(feed[index], warmup=warmup)
+            completed += 1
+            consecutive_errors = 0 if record.ok else consecutive_errors + 1
+            on_record(record, completed)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def run_level_with(
+    client: BenchClient,
+    plan: LevelPlan,
+    *,
+    on_progress: ProgressCallback | None = None,
+    max_consecutive_errors: int | None = None,
+) -> LevelResult:
+    """Run one level through an open `BenchClient` (see `run_level`)."""
+    workload = client.workload
+    records: list[RequestRecord] = []
+    limit = plan.request_limit
+    stop_after = max_consecutive_errors or max(8, 2 * plan.concurrency)
+    start = time.perf_counter()
+
+    def observer(phase: str, total: int | None) -> Callable[[RequestRecord, int], None]:
+        def on_record(record: RequestRecord, completed: int) -> None:
+            records.append(record)
+            if on_progress is not None:
+                on_progress(Progress(plan.concurrency, phase, completed, total, record))
+
+        return on_record
+
+    if plan.warmup_requests:
+        warm_workload = dataclasses.replace(workload, seed=workload.seed + 1)
+        await _closed_loop(
+            client,
+            _PromptFeed(warm_workload, plan.warmup_requests),
+            workers=min(plan.concurrency, plan.warmup_requests),
+            limit=plan.warmup_requests,
+            deadline=None,
+            warmup=True,
+            max_consecutive_errors=stop_after,
+            on_record=observer("warmup", plan.warmup_requests),
+        )
+    deadline = None if plan.duration_s is None else time.perf_counter() + plan.duration_s
+    await _closed_loop(
+        client,
+        _PromptFeed(workload, limit or 4 * plan.concurrency),
+        workers=plan.concurrency if limit is None else min(plan.concurrency, limit),
+        limit=limit,
+        deadline=deadline,
+        warmup=False,
+        max_consecutive_errors=stop_after,
+        on_record=observer("measure", limit),
+    )
+    return LevelResult(
+        records=tuple(records),
+        wall_s=time.perf_counter() - start,
+        concurrency=plan.concurrency,
+        api=workload.api,
+        metadata={
+            "workload": workload.as_dict(),
+            "plan": dataclasses.asdict(plan),
+            "model": client.model,
+            "base_url": client.base_url,
+        },
+    )
+
+
+async def run_level(
+    base_url: str,
+    workload: Workload,
+    plan: LevelPlan,
+    *,
+    model: str | None = None,
+    timeout_s: float = 600,
+    transport: httpx.AsyncBaseTransport | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> LevelResult:
+    """Run one closed-loop level against `base_url`; per-request failures become
+    records, never exceptions. Cancellation closes every stream and propagates."""
+    async with BenchClient(
+        base_url,
+        workload,
+        model=model,
+        timeout_s=timeout_s,
+        max_connections=plan.concurrency,
+        transport=transport,
+    ) as client:
+        await client.resolve_model()
+        return await run_level_with(client, plan, on_progress=on_progress)
+
+
+async def run_levels_async(
+    base_url: str,
+    workload: Workload,
+    plans: Sequence[LevelPlan],
+    *,
+    model: str | None = None,
+    timeout_s: float = 600,
+    transport: httpx.AsyncBaseTransport | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> dict[int, LevelResult]:
+    """Run levels one after another over one connection pool; keyed by concurrency."""
+    _check_distinct(plans)
+    results: dict[int, LevelResult] = {}
+    async with BenchClient(
+        base_url,
+        workload,
+        model=model,
+        timeout_s=timeout_s,
+        max_connections=max((p.concurrency for p in plans), default=1),
+        transport=transport,
+    ) as client:
+        await client.resolve_model()
+        for plan in plans:
+            results[plan.concurrency] = await run_level_with(client, plan, on_progress=on_progress)
+    return results
+
+
+def run_levels(base_url: str, workload: Workload, plans: Sequence[LevelPlan], **kw) -> dict[int, LevelResult]:
+    """Synchronous wrapper of `run_levels_async` (runs its own event loop)."""
+    return asyncio.run(run_levels_async(base_url, workload, plans, **kw))
+
+
+def _check_distinct(plans: Sequence[LevelPlan]) -> None:
+    seen: set[int] = set()
+    for plan in plans:
+        if plan.concurrency in seen:
+            raise ConfigError(f"concurrency {plan.concurrency} is listed twice; list each level once")
+        seen.add(plan.concurrency)

@@ -1,0 +1,110 @@
+"""`autospec optimize`: run (or continue) a study until it holds N launched trials."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from autospec.cli.common import add_study_args, load_space, parse_flag_overrides, study_name_for
+from autospec.cli.render import Progress
+from autospec.config import parse_duration
+from autospec.errors import UsageError
+
+SIM_LOAD_SECONDS = 2.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "optimize",
+        help="tune speculative decoding: launch, benchmark and score configurations",
+        description=(
+            "Run an Optuna study over SGLang speculative-decoding flags. Each trial launches a "
+            "server, benchmarks it at each concurrency level and tears it down. Re-running the "
+            "same command continues the study until it holds --trials launched trials."
+        ),
+    )
+    p.add_argument("--trials", type=int, default=20, help="launched trials the study should hold (default 20)")
+    add_study_args(p)
+    p.add_argument("--sampler", choices=("tpe", "gp", "nsga2", "random"), default="tpe", help="Optuna sampler (default tpe)")
+    p.add_argument("--seed", type=int, default=None, help="sampler seed, for reproducible studies")
+    p.add_argument("--model-path", help="model to serve (overrides [server.flags] model_path)")
+    p.add_argument("--tp-size", type=int, help="tensor parallel size (overrides [server.flags] tp_size)")
+    p.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE",
+                   help="fixed server flag, e.g. --flag attention_backend=fa3 (repeatable)")
+    p.add_argument("--server-command", help="how to start the server, e.g. 'sglang serve' or '/venv/bin/python -m sglang.launch_server'")
+    p.add_argument("--concurrency", help="comma-separated concurrency levels to measure, e.g. 1,4,32")
+    p.add_argument("--output-len", type=int, help="output tokens per request (overrides [workload] output_len)")
+    p.add_argument("--baseline", action="store_true", help="measure the [baseline] configuration of the space file first")
+    p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h or 90m")
+    p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready (default from the space file)")
+    p.add_argument("--no-learn", action="store_true", help="do not skip configurations predicted to fail from earlier failures")
+    p.add_argument("--remeasure", action="store_true", help="launch configurations that resolve to an already measured server again")
+    p.add_argument("--preflight", choices=("auto", "off"), default="auto",
+                   help="check each configuration with the server's own argument resolver before launching (default auto)")
+    p.add_argument("--allow-foreign-gpu-memory", action="store_true",
+                   help="start even if other processes hold GPU memory (they skew memory sizing)")
+    p.add_argument("--sim", action="store_true", help="run against the bundled simulator instead of SGLang (no GPU needed)")
+    p.add_argument("--sim-profile", help="simulator profile TOML (default: the seed-calibrated profile)")
+    p.add_argument("--sim-load-seconds", type=float, default=SIM_LOAD_SECONDS, help="simulated model load time (default 2)")
+    p.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration (default 1)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(handler=run)
+
+
+def _levels(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        levels = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--concurrency {text!r} is not a list of integers; write e.g. 1,32") from None
+    if not levels or any(c < 1 for c in levels):
+        raise UsageError("--concurrency needs positive integers, e.g. 1,32")
+    return levels
+
+
+def run(args: argparse.Namespace) -> int:
+    from autospec import study as study_api
+    from autospec.cli import wiring
+
+    if args.trials < 1:
+        raise UsageError(f"--trials must be at least 1 (got {args.trials})")
+    space = load_space(args.space)
+    flags: dict[str, Any] = parse_flag_overrides(args.flag)
+    if args.model_path:
+        flags["model_path"] = args.model_path
+    if args.tp_size:
+        flags["tp_size"] = args.tp_size
+    command = tuple(shlex.split(args.server_command)) if args.server_command else None
+    space = space.with_overrides(
+        flags=flags, command=command, concurrency=_levels(args.concurrency), output_len=args.output_len,
+    )
+    timeout_s = parse_duration(args.timeout) if args.timeout else None
+    studies_dir = Path(args.studies_dir)
+    name = study_name_for(args, space)
+    target = wiring.build_target(
+        space, studies_dir=studies_dir, sim=args.sim, sim_profile=args.sim_profile,
+        sim_load_seconds=args.sim_load_seconds, sim_time_scale=args.sim_time_scale,
+        preflight=args.preflight, allow_foreign=args.allow_foreign_gpu_memory, out=sys.stderr,
+    )
+    request = study_api.OptimizeRequest(
+        space=space, study_name=name, n_trials=args.trials, command=target.command,
+        studies_dir=studies_dir, storage=args.storage, sampler=args.sampler, seed=args.seed,
+        env=target.env, launcher=target.launcher, preflight=target.preflight, to_argv=target.to_argv,
+        sglang_version=target.sglang_version, baseline=args.baseline, timeout_s=timeout_s,
+        learn=not args.no_learn, remeasure=args.remeasure, ready_timeout_s=args.ready_timeout,
+    )
+    progress = Progress([(o.name, o.direction) for o in space.objectives], quiet=args.quiet)
+    result = study_api.optimize(request, progress)
+    if result.stopped_because == "timeout":
+        print(f"stopped at --timeout with {result.launched}/{result.target} trials; run the same command to continue")
+    elif result.stopped_because == "exhausted":
+        print(f"search space exhausted after {result.launched} launched trials")
+    print(f"study {result.study_name} in {result.storage}: {result.launched} launched trials. "
+          f"See the front with: autospec pareto --study {result.study_name}"
+          + (f" --storage {args.storage}" if args.storage else "")
+          + (f" --studies-dir {args.studies_dir}" if args.studies_dir != "studies" else ""))
+    return 0

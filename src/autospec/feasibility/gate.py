@@ -1,0 +1,90 @@
+"""The one question the study asks before a launch: should this configuration run?
+
+Order (cheapest and most certain first): static rules for the SGLang version ->
+SGLang's own resolver (preflight, when available; it overrides static rewrites) ->
+rules learned from earlier failures -> deduplication against configurations that
+resolve to the same server. Each step returns the shared `Verdict` type.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from autospec.feasibility.learned import LearnedRules
+from autospec.feasibility.rules import check_static
+from autospec.feasibility.verdict import Verdict
+
+__all__ = ["FeasibilityGate", "Measurement", "dedup_key"]
+
+# Flags that never change what server runs (where it listens, its logs).
+_IRRELEVANT = {"host", "port", "log_level", "random_seed"}
+
+
+def dedup_key(resolved: Mapping[str, Any]) -> str:
+    """Canonical text of the resolved flags: equal keys mean the same server."""
+    canon = {
+        k: (round(v, 6) if isinstance(v, float) else v)
+        for k, v in resolved.items()
+        if k not in _IRRELEVANT
+    }
+    return json.dumps(canon, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    number: int
+    values: Sequence[float] | None
+    constraints: Mapping[str, float]
+    bench: dict
+
+
+@dataclass
+class FeasibilityGate:
+    """Stateful: learns from every launch the study reports back to it."""
+
+    sglang_version: str = "0.5.23"
+    preflight: Any | None = None  # autospec.feasibility.Preflight (duck-typed: .check(argv))
+    to_argv: Callable[[Mapping[str, Any]], list[str]] | None = None
+    learn: bool = True
+    remeasure: bool = False
+    rules: LearnedRules = field(default_factory=LearnedRules)
+    measured: dict[str, Measurement] = field(default_factory=dict)
+
+    def verdict(self, flags: Mapping[str, Any]) -> Verdict:
+        static = check_static(flags, self.sglang_version)
+        if not static.ok:
+            return static
+        resolved = dict(static.resolved)
+        if self.preflight is not None and self.to_argv is not None:
+            pre = self.preflight.check(self.to_argv(flags))
+            if not pre.ok:
+                return pre
+            resolved.update({k: pre.resolved[k] for k in flags if k in pre.resolved})
+        if self.learn:
+            explained = self.rules.explain(resolved)
+            if explained is not None:
+                rule, reason = explained
+                return Verdict(status="skipped", reason=reason, source="learned", rule=rule, resolved=resolved)
+        if not self.remeasure and dedup_key(resolved) in self.measured:
+            first = self.measured[dedup_key(resolved)].number
+            return Verdict(
+                status="duplicate",
+                reason=f"resolves to the same server as trial {first}; its measurement is reused",
+                source="dedup", rule="same_resolved_flags", resolved=resolved,
+            )
+        return Verdict(status="ok", reason="", source=static.source, rule=None, resolved=resolved)
+
+    def learn_failure(self, resolved: Mapping[str, Any], kind: str) -> None:
+        self.rules.record_failure(resolved, kind)
+
+    def learn_success(self, resolved: Mapping[str, Any], startup: Mapping[str, Any]) -> None:
+        self.rules.record_success(resolved, startup)
+
+    def remember(self, number: int, resolved: Mapping[str, Any], values, constraints, bench) -> None:
+        """Record a launched trial's measurement so repeats of it are not launched."""
+        self.measured.setdefault(dedup_key(resolved), Measurement(number, values, dict(constraints), bench))
+
+    def measurement_of(self, resolved: Mapping[str, Any]) -> Measurement | None:
+        return self.measured.get(dedup_key(resolved))

@@ -1,0 +1,116 @@
+"""Startup facts parsed from an SGLang server log (pure).
+
+Lines read (wording checked against sglang 0.5.16 logs from an H200 and the 0.5.16 and
+0.5.23 source; older wording from 0.5.10-and-earlier logs):
+
+- ``max_total_num_tokens=N, chunked_prefill_size=N, max_prefill_tokens=N,
+  max_running_requests=N, context_len=N, available_gpu_mem=X GB`` (managers/scheduler,
+  rank 0 only; all versions).
+- ``KV Cache is allocated. dtype: ..., #tokens: N, K size: ...`` (0.5.x; 0.4.x omits
+  ``dtype``). The first one is the target model's pool (a draft model prints a second).
+- CUDA-graph capture, summed over phases: 0.5.16+ prints one line per phase,
+  ``Capture target verify CUDA graph end. elapsed=2.76 s, ...`` (also ``target prefill``,
+  ``target decode``, ``draft prefill/decode/extend``); 0.5.10 and earlier print
+  ``Capture cuda graph end. Time elapsed: 7.00 s`` once per model (target, draft).
+- ``Load weight end. elapsed=0.17 s, ...``, summed over target and draft.
+- ``The server is fired up and ready to roll!``: ``ready_seconds`` is the time from the
+  first timestamped line to it (1 s resolution; the launcher replaces it with the
+  wall-clock time it measured from spawn to readiness).
+
+With tensor parallelism, lines carry a rank tag (``[time TP1]``); only rank 0 is read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+__all__ = ["StartupFacts", "parse_startup"]
+
+_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)([^\]]*)\]")
+_NONZERO_RANK = re.compile(r"\b(?:TP|DP|PP|EP|CP|ATTN_CP|MOE_DP)0*[1-9]\d*\b")
+_SUMMARY_INT = {
+    "max_total_num_tokens": re.compile(r"max_total_num_tokens=(-?\d+)"),
+    "chunked_prefill_size": re.compile(r"chunked_prefill_size=(-?\d+)"),
+    "max_prefill_tokens": re.compile(r"max_prefill_tokens=(-?\d+)"),
+    "max_running_requests": re.compile(r"max_running_requests=(-?\d+)"),
+    "context_len": re.compile(r"context_len=(-?\d+)"),
+}
+_AVAILABLE_MEM = re.compile(r"available_gpu_mem=([\d.]+)\s*GB")
+_KV_ALLOCATED = re.compile(r"KV Cache is allocated\..*?#tokens: (\d+)")
+_GRAPH_END_PHASED = re.compile(r"Capture [\w -]*CUDA graph end\. elapsed=([\d.]+) s")
+_GRAPH_END_OLD = re.compile(r"Capture (?:draft )?cuda graph end\. Time elapsed: ([\d.]+) s")
+_WEIGHTS_END = re.compile(r"Load weight end\. elapsed=([\d.]+) s")
+_READY = "The server is fired up and ready to roll!"
+
+
+@dataclass(frozen=True)
+class StartupFacts:
+    """What a server said about itself while starting; None where the log did not say."""
+
+    max_total_num_tokens: int | None = None
+    max_running_requests: int | None = None
+    context_len: int | None = None
+    available_gpu_mem_gb: float | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+    kv_cache_tokens: int | None = None
+    cuda_graph_seconds: float | None = None
+    ready_seconds: float | None = None
+    weight_load_seconds: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _rank0_lines(log_text: str) -> list[tuple[str | None, str]]:
+    """(timestamp or None, line) for lines not tagged with a non-zero rank."""
+    out = []
+    for physical in log_text.split("\n"):
+        for line in physical.split("\r"):
+            match = _PREFIX.match(line)
+            if match and _NONZERO_RANK.search(match.group(2)):
+                continue
+            out.append((match.group(1) if match else None, line))
+    return out
+
+
+def _sum_or_none(values: list[float]) -> float | None:
+    return round(sum(values), 3) if values else None
+
+
+def parse_startup(log_text: str) -> StartupFacts:
+    """Parse the facts above from a whole (or partial) log; never raises on odd input."""
+    lines = _rank0_lines(log_text)
+    fields: dict = {}
+    for _, line in lines:
+        if "max_total_num_tokens=" in line and "context_len=" in line:
+            for name, pattern in _SUMMARY_INT.items():
+                match = pattern.search(line)
+                if match:
+                    fields[name] = int(match.group(1))
+            mem = _AVAILABLE_MEM.search(line)
+            if mem:
+                fields["available_gpu_mem_gb"] = float(mem.group(1))
+            break
+    for _, line in lines:
+        match = _KV_ALLOCATED.search(line)
+        if match:
+            fields["kv_cache_tokens"] = int(match.group(1))
+            break
+    graph = [float(m.group(1)) for _, line in lines for m in [_GRAPH_END_PHASED.search(line) or _GRAPH_END_OLD.search(line)] if m]
+    weights = [float(m.group(1)) for _, line in lines for m in [_WEIGHTS_END.search(line)] if m]
+    fields["cuda_graph_seconds"] = _sum_or_none(graph)
+    fields["weight_load_seconds"] = _sum_or_none(weights)
+    fields["ready_seconds"] = _ready_seconds(lines)
+    return StartupFacts(**fields)
+
+
+def _ready_seconds(lines: list[tuple[str | None, str]]) -> float | None:
+    first = next((stamp for stamp, _ in lines if stamp), None)
+    ready = next((stamp for stamp, line in lines if stamp and _READY in line), None)
+    if first is None or ready is None:
+        return None
+    fmt = "%Y-%m-%d %H:%M:%S"
+    return (datetime.strptime(ready, fmt) - datetime.strptime(first, fmt)).total_seconds()

@@ -1,0 +1,31 @@
+"""Records -> per-level summaries and objective values (pure; never imports Optuna).
+
+    summarize(result)            one level run -> LevelSummary
+    summarize_repeats(results)   several runs of one level -> LevelSummary with
+                                 intervals across runs
+    metric_value(summary, name)  objective by name (METRICS lists the names)
+    metric_uncertainty(...)      half-width of its 95% interval, where known
+"""
+
+from __future__ import annotations
+
+from autospec.metrics.objectives import (
+    METRIC_DIRECTIONS,
+    METRICS,
+    metric_direction,
+    metric_uncertainty,
+    metric_value,
+)
+from autospec.metrics.summary import DEFAULT_MAX_ERROR_RATE, LevelSummary, summarize, summarize_repeats
+
+__all__ = [
+    "DEFAULT_MAX_ERROR_RATE",
+    "LevelSummary",
+    "METRICS",
+    "METRIC_DIRECTIONS",
+    "metric_direction",
+    "metric_uncertainty",
+    "metric_value",
+    "summarize",
+    "summarize_repeats",
+]

@@ -1,0 +1,336 @@
+"""Per-level summaries from request records (pure; no I/O, no Optuna).
+
+Definitions (docs/benchmarking.md has the long form; docs/architecture.md the
+contract). Over the level's *measured* requests (warmup excluded), successful ones
+unless stated:
+
+    output_tok_s      mean over requests of completion_tokens / (t_done - t_sent):
+                      the speed one user saw, queueing and TTFT included
+    decode_tok_s      mean of (completion_tokens - tokens of the first chunk) /
+                      (t_done - t_first): the speed once tokens flow
+    agg_output_tok_s  sum of completion_tokens / (last t_done - first t_sent), the
+                      window spanning every measured request, failed ones included
+    ttft_ms           t_first - t_sent
+    tpot_ms           (t_done - t_first) / (completion_tokens - 1), as SGLang's
+                      bench_serving defines it (requests with more than one token)
+    itl_ms            per token: each gap between output events divided over the
+                      tokens the later event carried (pooled over requests); the
+                      raw gap when the server gave no per-event counts
+    e2e_ms            t_done - t_sent
+    accept_length     sum completion_tokens / sum spec_verify_ct over requests that
+                      report spec_verify_ct (SGLang's own per-request definition)
+    error_rate        failed / measured requests
+
+Uncertainty: 95% intervals. One run: a seeded bootstrap over requests (for the
+aggregate, the ratio sum(tokens) / sum(latency) is resampled and its relative spread
+applied to the measured aggregate, since in a closed loop aggregate = concurrency x
+tokens / latency). Several repeat runs (`summarize_repeats`): a Student-t interval
+over the runs' values for output_tok_s and agg_output_tok_s, which also captures
+run-to-run noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from autospec.metrics import stats
+
+if TYPE_CHECKING:  # bench sits above metrics; only its record types are read here
+    from autospec.bench.records import LevelResult, RequestRecord
+
+DEFAULT_MAX_ERROR_RATE = 0.05
+
+_NAN = math.nan
+_NAN2 = stats.NAN_INTERVAL
+
+
+@dataclass(frozen=True)
+class LevelSummary:
+    """Figures of one concurrency level (or of several repeat runs of it).
+
+    Speeds are tokens/s, times milliseconds; NaN where a figure cannot be formed
+    (no successful request, no second token). `failed_reason` is set when the level
+    must not be trusted (error share above the threshold, or nothing succeeded).
+    `cis` holds 95% intervals by metric name where they are known.
+    """
+
+    concurrency: int
+    n_requests: int
+    n_ok: int
+    n_errors: int
+    errors_by_kind: dict[str, int]
+    error_rate: float
+    failed_reason: str | None
+    output_tok_s: float
+    output_tok_s_ci: tuple[float, float]
+    output_tok_s_std: float
+    decode_tok_s: float
+    agg_output_tok_s: float
+    agg_output_tok_s_ci: tuple[float, float]
+    ttft_ms_mean: float
+    ttft_ms_p50: float
+    ttft_ms_p90: float
+    ttft_ms_p99: float
+    tpot_ms_mean: float
+    tpot_ms_p50: float
+    tpot_ms_p90: float
+    tpot_ms_p99: float
+    itl_ms_p50: float
+    itl_ms_p90: float
+    itl_ms_p99: float
+    e2e_ms_p50: float
+    e2e_ms_p90: float
+    e2e_ms_p99: float
+    accept_length: float | None
+    wall_s: float
+    completion_tokens: int
+    prompt_tokens_mean: float
+    n_repeats: int = 1
+    cis: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.failed_reason is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: tuples become lists, NaN becomes None."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            out[f.name] = _jsonable(getattr(self, f.name))
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class _Requests:
+    """Column arrays of the successful measured requests."""
+
+    tokens: np.ndarray
+    latency: np.ndarray
+    ttft: np.ndarray  # NaN where no output arrived
+    decode_time: np.ndarray
+    first_tokens: np.ndarray
+    verify: np.ndarray  # NaN where not reported
+    prompt_tokens: np.ndarray
+    itl: np.ndarray  # pooled per-token gaps, seconds
+
+    @classmethod
+    def of(cls, records: Sequence[RequestRecord]) -> _Requests:
+        n = len(records)
+        tokens = np.empty(n)
+        latency = np.empty(n)
+        ttft = np.full(n, np.nan)
+        decode_time = np.full(n, np.nan)
+        first_tokens = np.ones(n)
+        verify = np.full(n, np.nan)
+        prompt_tokens = np.full(n, np.nan)
+        gaps: list[np.ndarray] = []
+        for i, r in enumerate(records):
+            tokens[i] = r.completion_tokens
+            latency[i] = (r.t_done if r.t_done is not None else r.t_sent) - r.t_sent
+            if r.t_first is not None and r.t_done is not None:
+                ttft[i] = r.t_first - r.t_sent
+                decode_time[i] = r.t_done - r.t_first
+            if r.chunk_tokens:
+                first_tokens[i] = r.chunk_tokens[0]
+            if r.spec_verify_ct:
+                verify[i] = r.spec_verify_ct
+            if r.prompt_tokens is not None:
+                prompt_tokens[i] = r.prompt_tokens
+            if len(r.chunk_times) > 1:
+                gaps.append(_per_token_gaps(r))
+        itl = np.concatenate(gaps) if gaps else np.empty(0)
+        return cls(tokens, latency, ttft, decode_time, first_tokens, verify, prompt_tokens, itl)
+
+
+def _per_token_gaps(record: RequestRecord) -> np.ndarray:
+    times = np.asarray(record.chunk_times, dtype=float)
+    gaps = np.diff(times)
+    if not record.chunk_tokens:
+        return gaps
+    counts = np.asarray(record.chunk_tokens[1:], dtype=int)
+    keep = counts > 0
+    return np.repeat(gaps[keep] / counts[keep], counts[keep])
+
+
+def _window(records: Sequence[RequestRecord]) -> float:
+    if not records:
+        return _NAN
+    start = min(r.t_sent for r in records)
+    end = max((r.t_done if r.t_done is not None else r.t_sent) for r in records)
+    return end - start
+
+
+def _ms(seconds: float) -> float:
+    return seconds * 1000.0
+
+
+def _failed_reason(n_ok: int, n_total: int, errors: Counter, max_error_rate: float) -> str | None:
+    kinds = ", ".join(f"{kind} x{count}" for kind, count in errors.most_common())
+    if n_total == 0:
+        return "no measured request was sent"
+    if n_ok == 0:
+        return f"no request succeeded ({kinds})"
+    rate = (n_total - n_ok) / n_total
+    if rate > max_error_rate:
+        return (
+            f"{n_total - n_ok} of {n_total} requests failed ({rate:.1%} > {max_error_rate:.1%} allowed): {kinds}"
+        )
+    return None
+
+
+def _speed_columns(req: _Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_request = np.where(req.latency > 0, req.tokens / req.latency, np.nan)
+        decode_tokens = req.tokens - req.first_tokens
+        decode = np.where(
+            (decode_tokens > 0) & (req.decode_time > 0), decode_tokens / req.decode_time, np.nan
+        )
+        tpot = np.where(req.tokens > 1, req.decode_time / (req.tokens - 1), np.nan)
+    return per_request, decode, tpot
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
+
+
+def _summarize_records(
+    concurrency: int,
+    measured: Sequence[RequestRecord],
+    windows: Sequence[float],
+    max_error_rate: float,
+    n_repeats: int,
+) -> LevelSummary:
+    ok = [r for r in measured if r.ok]
+    errors = Counter(r.error_kind for r in measured if not r.ok)
+    req = _Requests.of(ok)
+    per_request, decode, tpot = _speed_columns(req)
+    per_request_f, decode_f, tpot_f = _finite(per_request), _finite(decode), _finite(tpot)
+    ttft_f = _finite(req.ttft)
+    latency_f = req.latency
+
+    wall = float(sum(windows)) if windows else _NAN
+    total_tokens = int(req.tokens.sum()) if ok else 0
+    agg = total_tokens / wall if wall and wall > 0 else _NAN
+    has_verify = np.isfinite(req.verify)
+    accept = float(req.tokens[has_verify].sum() / req.verify[has_verify].sum()) if has_verify.any() else None
+
+    cis: dict[str, tuple[float, float]] = {
+        "output_tok_s": stats.bootstrap_mean_ci(per_request_f),
+        "decode_tok_s": stats.bootstrap_mean_ci(decode_f),
+        "ttft_ms_mean": _scaled(stats.bootstrap_mean_ci(ttft_f)),
+        "tpot_ms_mean": _scaled(stats.bootstrap_mean_ci(tpot_f)),
+    }
+    for q in (50, 90, 99):
+        cis[f"ttft_ms_p{q}"] = _scaled(stats.bootstrap_percentile_ci(ttft_f, q))
+        cis[f"tpot_ms_p{q}"] = _scaled(stats.bootstrap_percentile_ci(tpot_f, q))
+        cis[f"e2e_ms_p{q}"] = _scaled(stats.bootstrap_percentile_ci(latency_f, q))
+    ratio_ci = stats.bootstrap_ratio_ci(req.tokens, req.latency)
+    ratio = req.tokens.sum() / req.latency.sum() if ok and req.latency.sum() > 0 else _NAN
+    cis["agg_output_tok_s"] = (
+        (agg * ratio_ci[0] / ratio, agg * ratio_ci[1] / ratio) if ratio and not math.isnan(ratio) else _NAN2
+    )
+    if has_verify.sum() >= 2:
+        cis["accept_length"] = stats.bootstrap_ratio_ci(req.tokens[has_verify], req.verify[has_verify])
+
+    n_total = len(measured)
+    return LevelSummary(
+        concurrency=concurrency,
+        n_requests=n_total,
+        n_ok=len(ok),
+        n_errors=n_total - len(ok),
+        errors_by_kind=dict(errors),
+        error_rate=(n_total - len(ok)) / n_total if n_total else _NAN,
+        failed_reason=_failed_reason(len(ok), n_total, errors, max_error_rate),
+        output_tok_s=stats.mean(per_request_f),
+        output_tok_s_ci=cis["output_tok_s"],
+        output_tok_s_std=float(per_request_f.std(ddof=1)) if per_request_f.size > 1 else _NAN,
+        decode_tok_s=stats.mean(decode_f),
+        agg_output_tok_s=agg,
+        agg_output_tok_s_ci=cis["agg_output_tok_s"],
+        ttft_ms_mean=_ms(stats.mean(ttft_f)),
+        ttft_ms_p50=_ms(stats.percentile(ttft_f, 50)),
+        ttft_ms_p90=_ms(stats.percentile(ttft_f, 90)),
+        ttft_ms_p99=_ms(stats.percentile(ttft_f, 99)),
+        tpot_ms_mean=_ms(stats.mean(tpot_f)),
+        tpot_ms_p50=_ms(stats.percentile(tpot_f, 50)),
+        tpot_ms_p90=_ms(stats.percentile(tpot_f, 90)),
+        tpot_ms_p99=_ms(stats.percentile(tpot_f, 99)),
+        itl_ms_p50=_ms(stats.percentile(req.itl, 50)),
+        itl_ms_p90=_ms(stats.percentile(req.itl, 90)),
+        itl_ms_p99=_ms(stats.percentile(req.itl, 99)),
+        e2e_ms_p50=_ms(stats.percentile(latency_f, 50)),
+        e2e_ms_p90=_ms(stats.percentile(latency_f, 90)),
+        e2e_ms_p99=_ms(stats.percentile(latency_f, 99)),
+        accept_length=accept,
+        wall_s=wall,
+        completion_tokens=total_tokens,
+        prompt_tokens_mean=stats.mean(_finite(req.prompt_tokens)),
+        n_repeats=n_repeats,
+        cis=cis,
+    )
+
+
+def _scaled(interval: tuple[float, float]) -> tuple[float, float]:
+    return (_ms(interval[0]), _ms(interval[1]))
+
+
+def summarize(result: LevelResult, *, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> LevelSummary:
+    """Summary of one level run (warmup records excluded)."""
+    measured = [r for r in result.records if not r.warmup]
+    return _summarize_records(result.concurrency, measured, [_window(measured)], max_error_rate, 1)
+
+
+def summarize_repeats(
+    results: Iterable[LevelResult], *, max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+) -> LevelSummary:
+    """One summary of several runs of the same level.
+
+    Percentiles pool every run's requests; `output_tok_s` and `agg_output_tok_s`
+    are the means of the runs' values with Student-t intervals across runs (one
+    run: identical to `summarize`). The aggregate's window is the sum of the runs'
+    windows (tokens over time actually spent measuring).
+    """
+    runs = list(results)
+    if not runs:
+        raise ValueError("summarize_repeats needs at least one LevelResult")
+    concurrencies = {r.concurrency for r in runs}
+    if len(concurrencies) != 1:
+        raise ValueError(f"repeat runs must share one concurrency, got {sorted(concurrencies)}")
+    if len(runs) == 1:
+        return summarize(runs[0], max_error_rate=max_error_rate)
+    per_run = [summarize(r, max_error_rate=max_error_rate) for r in runs]
+    measured = [rec for r in runs for rec in r.records if not rec.warmup]
+    windows = [_window([rec for rec in r.records if not rec.warmup]) for r in runs]
+    pooled = _summarize_records(runs[0].concurrency, measured, windows, max_error_rate, len(runs))
+    run_speeds = [s.output_tok_s for s in per_run if not math.isnan(s.output_tok_s)]
+    run_aggs = [s.agg_output_tok_s for s in per_run if not math.isnan(s.agg_output_tok_s)]
+    cis = dict(pooled.cis)
+    cis["output_tok_s"] = stats.t_interval(run_speeds)
+    cis["agg_output_tok_s"] = stats.t_interval(run_aggs)
+    failed = pooled.failed_reason or next((s.failed_reason for s in per_run if s.failed_reason), None)
+    return replace(
+        pooled,
+        output_tok_s=stats.mean(run_speeds),
+        output_tok_s_ci=cis["output_tok_s"],
+        agg_output_tok_s=stats.mean(run_aggs),
+        agg_output_tok_s_ci=cis["agg_output_tok_s"],
+        failed_reason=failed,
+        cis=cis,
+    )
+

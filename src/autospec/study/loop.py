@@ -1,0 +1,252 @@
+"""The optimisation loop: ask -> trial chain -> record -> tell, until the target is met.
+
+Contract:
+
+- ``--trials N`` counts *launched* trials (COMPLETE with ``launched`` true). Rejected,
+  skipped and duplicate candidates are recorded (so samplers learn from them) but do not
+  consume the budget. Re-running the same command continues the same study until it
+  holds N launched trials.
+- A trial that was RUNNING when an earlier tuner died is failed and its parameters are
+  enqueued again (`autospec.study.recovery`), so it is retried, not lost or counted twice.
+- KeyboardInterrupt (Ctrl-C, and SIGTERM/SIGHUP mapped to it by the CLI) stops the
+  current trial after its server is torn down, records it as FAIL (outcome
+  "interrupted") and raises `StudyInterrupted`.
+- Infeasible trials (rejected, skipped, failed at init, too many request errors,
+  violated SLO) are COMPLETE with worst-case values and a violated ``feasible``
+  constraint: TPE, GPSampler and NSGA-II all read COMPLETE trials with constraints, none
+  of them can put such a trial on the Pareto front.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import optuna
+
+from autospec.config import SearchSpace
+from autospec.errors import RuntimeFailure, UsageError
+from autospec.feasibility.gate import FeasibilityGate
+from autospec.launcher import Launcher
+from autospec.space import grid, suggest, to_distribution_params
+from autospec.study import recovery
+from autospec.study.chain import ChainHooks, TrialChain, worst_values
+from autospec.study.records import FEASIBLE_KEY, OK, SERVER_KEY, WORKER_KEY, TrialRecord
+from autospec.study.storage import open_storage, open_study
+
+__all__ = ["OptimizeRequest", "OptimizeResult", "Observer", "StudyInterrupted", "optimize", "make_sampler", "count_launched"]
+
+SAMPLERS = ("tpe", "gp", "nsga2", "random")
+MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
+
+
+class StudyInterrupted(RuntimeFailure):
+    """The user stopped the study; everything measured is stored."""
+
+    exit_code = 130
+
+
+class Observer(Protocol):
+    def study_started(self, study_name: str, done: int, target: int) -> None: ...
+    def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None: ...
+    def phase(self, name: str) -> None: ...
+    def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None: ...
+    def message(self, text: str) -> None: ...
+
+
+class NullObserver:
+    def study_started(self, study_name, done, target): pass
+    def trial_started(self, number, index, target, candidate): pass
+    def phase(self, name): pass
+    def trial_finished(self, number, record, done, target): pass
+    def message(self, text): pass
+
+
+@dataclass
+class OptimizeRequest:
+    space: SearchSpace
+    study_name: str
+    n_trials: int
+    command: Sequence[str]
+    studies_dir: Path = Path("studies")
+    storage: str | None = None
+    sampler: str = "tpe"
+    seed: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    launcher: Launcher | None = None
+    preflight: Any | None = None
+    to_argv: Callable[[Mapping[str, Any]], list[str]] | None = None
+    sglang_version: str = "0.5.23"
+    baseline: bool = False
+    timeout_s: float | None = None
+    learn: bool = True
+    remeasure: bool = False
+    ready_timeout_s: float | None = None
+
+
+@dataclass
+class OptimizeResult:
+    study_name: str
+    storage: str
+    launched: int
+    target: int
+    stopped_because: str  # "target" | "timeout" | "exhausted"
+
+
+def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.samplers.BaseSampler:
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=8)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise UsageError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
+
+
+def count_launched(study: optuna.Study) -> int:
+    return sum(
+        1 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if t.user_attrs.get("launched")
+    )
+
+
+class _Heartbeat:
+    """Records a heartbeat for the running trial (RDB storages) from a daemon thread."""
+
+    def __init__(self, handle, trial_id: int, interval: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(handle, trial_id, interval), daemon=True)
+        if handle.heartbeat:
+            handle.record_heartbeat(trial_id)
+            self._thread.start()
+
+    def _run(self, handle, trial_id: int, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                handle.record_heartbeat(trial_id)
+            except Exception:  # a transient DB error must not kill the trial
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+def _store(trial: optuna.Trial, record: TrialRecord, space: SearchSpace, artifacts) -> tuple[list[float], optuna.trial.TrialState]:
+    """Write the record onto the running trial; return what to `tell`."""
+    for key, value in record.user_attrs().items():
+        trial.set_user_attr(key, value)
+    feasible = record.values is not None and record.outcome in (OK, "constraint_violated", "duplicate")
+    constraints = {FEASIBLE_KEY: 0.0 if feasible else 1.0, **record.constraints}
+    for key, value in constraints.items():
+        trial.set_constraint(key, value)
+    # optuna-dashboard 0.21.0 reads only the old list-valued attribute.
+    trial.storage.set_trial_system_attr(trial._trial_id, "constraints", list(constraints.values()))
+    if artifacts is not None and record.log_path:
+        artifacts.upload(trial, record.log_path)
+    values = list(record.values) if feasible else worst_values(space)
+    return values, optuna.trial.TrialState.COMPLETE
+
+
+def optimize(req: OptimizeRequest, observer: Observer | None = None) -> OptimizeResult:
+    obs = observer or NullObserver()
+    handle = open_storage(req.storage, req.study_name, req.studies_dir)
+    sampler = make_sampler(req.sampler, req.seed, len(req.space.objectives))
+    study = open_study(handle, req.study_name, req.space, sampler)
+    launcher = req.launcher or Launcher()
+    work_dir = (handle.local_path.parent if handle.local_path else req.studies_dir) / f"{req.study_name}-trials"
+    events = recovery.EventLog(work_dir.parent / f"{req.study_name}-events.log")
+    artifacts = recovery.Artifacts(work_dir.parent / f"{req.study_name}-artifacts")
+
+    recovered = recovery.recover(study, req.space, launcher)
+    for line in recovered:
+        obs.message(line)
+        events.write(line)
+
+    gate = FeasibilityGate(
+        sglang_version=req.sglang_version, preflight=req.preflight, to_argv=req.to_argv,
+        learn=req.learn, remeasure=req.remeasure,
+    )
+    recovery.replay(study, gate)
+    if req.baseline and req.space.baseline and not study.user_attrs.get("autospec:baseline_enqueued"):
+        study.enqueue_trial(to_distribution_params(req.space.baseline, req.space), user_attrs={"baseline": True})
+        study.set_user_attr("autospec:baseline_enqueued", True)
+
+    chain = TrialChain(
+        space=req.space, launcher=launcher, gate=gate, command=req.command, work_dir=work_dir,
+        env=req.env, ready_timeout_s=req.ready_timeout_s,
+    )
+    done = count_launched(study)
+    target = req.n_trials
+    obs.study_started(req.study_name, done, target)
+    deadline = time.monotonic() + req.timeout_s if req.timeout_s else None
+    idle = 0
+    index = done
+    stopped = "target"
+    rng = random.Random(req.seed)
+    while done < target:
+        if deadline is not None and time.monotonic() >= deadline:
+            stopped = "timeout"
+            break
+        if idle >= MAX_IDLE_ASKS:
+            remaining = [c for c in grid(req.space) if gate.verdict({**req.space.server.flags, **c}).ok]
+            if not remaining:
+                stopped = "exhausted"
+                break
+            study.enqueue_trial(to_distribution_params(rng.choice(remaining), req.space))
+            idle = 0
+        if handle.heartbeat:
+            optuna.storages.fail_stale_trials(study)
+        trial = study.ask()
+        trial.storage.set_trial_system_attr(trial._trial_id, WORKER_KEY, recovery.this_worker())
+        candidate = suggest(trial, req.space)
+        obs.trial_started(trial.number, index + 1, target, candidate)
+        beat = _Heartbeat(handle, trial._trial_id, interval=10)
+
+        def spawned(info: dict[str, Any], _trial=trial) -> None:
+            _trial.storage.set_trial_system_attr(_trial._trial_id, SERVER_KEY, recovery.server_record(info))
+
+        try:
+            record = chain.run(trial.number, candidate, ChainHooks(phase=obs.phase, spawned=spawned))
+        except KeyboardInterrupt:
+            beat.stop()
+            trial.set_user_attr("outcome", "interrupted")
+            trial.set_user_attr("launched", False)
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            events.write(f"trial {trial.number}: interrupted; its parameters will be retried")
+            study.enqueue_trial(dict(trial.params), user_attrs={"retry_of": trial.number})
+            raise StudyInterrupted(
+                f"interrupted: {done} of {target} trials are stored in {handle.description}; "
+                "run the same command again to continue"
+            ) from None
+        beat.stop()
+        values, state = _store(trial, record, req.space, artifacts)
+        study.tell(trial, values=values, state=state)
+        events.write(_event_line(trial.number, record))
+        if record.launched:
+            done += 1
+            index += 1
+            idle = 0
+            if record.values is not None:
+                gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
+        else:
+            idle += 1
+        obs.trial_finished(trial.number, record, done, target)
+    if stopped == "exhausted":
+        obs.message("every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch")
+    return OptimizeResult(req.study_name, handle.description, done, target, stopped)
+
+
+def _event_line(number: int, record: TrialRecord) -> str:
+    secs = " ".join(f"{k}={v:.1f}s" for k, v in record.seconds.items())
+    values = "" if record.values is None else " values=" + ",".join(f"{v:.1f}" for v in record.values)
+    reason = f" reason={record.reason!r}" if record.reason else ""
+    return f"trial {number}: outcome={record.outcome} launched={record.launched}{values} {secs}{reason} candidate={dict(record.candidate)}"
+

@@ -1,0 +1,158 @@
+"""Where studies live: storage URLs, study creation/opening and clash checks.
+
+Accepted storage specs (checked against Optuna 5.0.0):
+
+- ``None``: SQLite file ``<studies_dir>/<study>.db`` (one worker).
+- ``sqlite:///path.db``, ``postgresql://user@host/db`` (any SQLAlchemy URL): ``RDBStorage``
+  with heartbeats, so a trial whose worker died is failed before the next ``ask``.
+- a path ending in ``.log``, ``.journal`` or ``.jsonl``: ``JournalStorage`` on a
+  ``JournalFileBackend`` (several workers on one host). Journal storage has no heartbeat;
+  `autospec.study.recovery` fails stale trials itself.
+
+A study remembers the search-space fingerprint, objectives and metric names it was
+created with; opening it with a different space is a `StorageError` that changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+
+from autospec.config import SearchSpace
+from autospec.errors import StorageError
+
+__all__ = ["StorageHandle", "open_storage", "open_study", "FINGERPRINT_KEY", "study_exists"]
+
+FINGERPRINT_KEY = "autospec:fingerprint"
+SPACE_SOURCE_KEY = "autospec:space_source"
+HEARTBEAT_INTERVAL_S = 20
+GRACE_PERIOD_S = 60
+_JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
+
+
+@dataclass
+class StorageHandle:
+    """An opened storage plus what the tool needs to know about it."""
+
+    storage: optuna.storages.BaseStorage
+    description: str  # for messages: a path or a URL with the password removed
+    heartbeat: bool
+    local_path: Path | None  # the file holding the study, when it is a file
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        if self.heartbeat:
+            self.storage.record_heartbeat(trial_id)  # type: ignore[attr-defined]
+
+
+def check_study_name(name: str) -> str:
+    if not _NAME_RE.match(name):
+        raise StorageError(
+            f"study name {name!r} is not usable; use letters, digits, '-', '_' and '.', starting with a letter or digit"
+        )
+    return name
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def open_storage(spec: str | None, study_name: str, studies_dir: Path) -> StorageHandle:
+    """Open (creating files as needed) the storage named by `spec`; errors are one line."""
+    check_study_name(study_name)
+    if spec is None:
+        studies_dir.mkdir(parents=True, exist_ok=True)
+        path = studies_dir / f"{study_name}.db"
+        spec = f"sqlite:///{path}"
+    if "://" not in spec:
+        path = Path(spec)
+        if path.suffix not in _JOURNAL_SUFFIXES:
+            raise StorageError(
+                f"storage {spec!r} is neither a database URL nor a journal file; use sqlite:///FILE.db, "
+                "postgresql://USER@HOST/DB, or a path ending in .log/.journal"
+            )
+        if path.exists() and path.is_dir():
+            raise StorageError(f"journal path {spec!r} is a directory; name a file such as studies/run.log")
+        if not path.parent.exists():
+            raise StorageError(f"folder {str(path.parent)!r} for the journal file does not exist; create it first")
+        try:
+            backend = optuna.storages.journal.JournalFileBackend(str(path))
+            storage = optuna.storages.JournalStorage(backend)
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"cannot open journal file {spec!r}: {exc}; check the path and permissions") from None
+        return StorageHandle(storage, str(path), heartbeat=False, local_path=path)
+    scheme = spec.split("://", 1)[0].lower()
+    if not re.match(r"^(sqlite|postgresql|postgres|mysql)(\+\w+)?$", scheme):
+        raise StorageError(
+            f"storage URL scheme {scheme!r} is not supported; use sqlite:///FILE.db, postgresql://USER@HOST/DB or a journal file path"
+        )
+    local: Path | None = None
+    if scheme.startswith("sqlite"):
+        raw = spec.split("://", 1)[1]
+        file_part = raw[1:] if raw.startswith("/") else raw
+        if not file_part:
+            raise StorageError("sqlite URL has no file; write sqlite:///studies/NAME.db")
+        local = Path(file_part)
+        if not local.parent.exists():
+            raise StorageError(f"folder {str(local.parent)!r} for the SQLite file does not exist; create it first")
+    try:
+        storage = optuna.storages.RDBStorage(
+            spec,
+            heartbeat_interval=HEARTBEAT_INTERVAL_S,
+            grace_period=GRACE_PERIOD_S,
+            engine_kwargs={"pool_pre_ping": True} if not scheme.startswith("sqlite") else None,
+        )
+    except ImportError as exc:
+        raise StorageError(f"storage {_redact(spec)} needs a database driver that is not installed ({exc}); pip install it") from None
+    except Exception as exc:  # sqlalchemy.exc.* and driver errors: unreachable, auth, bad URL
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"cannot open storage {_redact(spec)}: {first}; check the URL, that the server runs and the credentials") from None
+    return StorageHandle(storage, _redact(spec), heartbeat=True, local_path=local)
+
+
+def study_exists(handle: StorageHandle, study_name: str) -> bool:
+    return any(s.study_name == study_name for s in optuna.get_all_study_summaries(handle.storage))
+
+
+def open_study(
+    handle: StorageHandle,
+    study_name: str,
+    space: SearchSpace,
+    sampler: optuna.samplers.BaseSampler,
+    *,
+    create: bool = True,
+) -> optuna.Study:
+    """Open the named study, or create it when `create`; refuse one made for another space.
+
+    The check runs before anything is written, so a clash leaves the study untouched.
+    """
+    directions = [o.direction for o in space.objectives]
+    names = [o.name for o in space.objectives]
+    if study_exists(handle, study_name):
+        study = optuna.load_study(study_name=study_name, storage=handle.storage, sampler=sampler)
+        stored = study.user_attrs.get(FINGERPRINT_KEY)
+        stored_names = study.metric_names
+        if [d.name.lower() for d in study.directions] != directions or (stored_names and list(stored_names) != names):
+            raise StorageError(
+                f"study {study_name!r} in {handle.description} was created with objectives "
+                f"{stored_names or [d.name.lower() for d in study.directions]}, not {names}; pick another --study name"
+            )
+        if stored is not None and stored != space.fingerprint():
+            source = study.user_attrs.get(SPACE_SOURCE_KEY, "another search space")
+            raise StorageError(
+                f"study {study_name!r} in {handle.description} was created from {source} with a different search space, "
+                "workload or objectives; pick another --study name or use the same space file"
+            )
+        return study
+    if not create:
+        raise StorageError(f"no study named {study_name!r} in {handle.description}; check --study and --storage")
+    study = optuna.create_study(
+        study_name=study_name, storage=handle.storage, sampler=sampler, directions=directions
+    )
+    study.set_metric_names(names)
+    study.set_user_attr(FINGERPRINT_KEY, space.fingerprint())
+    study.set_user_attr(SPACE_SOURCE_KEY, space.source)
+    return study
