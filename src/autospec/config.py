@@ -439,9 +439,10 @@ def _parse_objective(raw: Mapping[str, Any], index: int, source: str) -> Objecti
 
 
 def _default_direction(metric: Any) -> str:
-    if isinstance(metric, str) and ("_ms" in metric or metric.startswith("error")):
-        return "minimize"
-    return "maximize"
+    """The metric's natural direction (latencies and errors down, speeds up)."""
+    from autospec.metrics import METRIC_DIRECTIONS
+
+    return METRIC_DIRECTIONS.get(metric, "maximize") if isinstance(metric, str) else "maximize"
 
 
 def _parse_constraint(raw: Mapping[str, Any], index: int, source: str) -> ConstraintSpec:

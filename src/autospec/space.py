@@ -54,7 +54,8 @@ def _suggest_one(trial: optuna.trial.BaseTrial, p: ParamSpec) -> Any:
         return trial.suggest_categorical(p.name, list(p.choices))
     if p.type == "int":
         return trial.suggest_int(p.name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
-    return trial.suggest_float(p.name, float(p.low), float(p.high), step=p.step, log=p.log)
+    value = trial.suggest_float(p.name, float(p.low), float(p.high), step=p.step, log=p.log)
+    return round(value, 6)  # 0.9199999999999999 (a step grid's float error) -> 0.92
 
 
 def _ordered(space: SearchSpace) -> list[ParamSpec]:

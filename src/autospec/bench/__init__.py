@@ -34,12 +34,12 @@ from autospec.bench.workloads import (
     APIS,
     BUILTIN_SETS,
     KINDS,
-    SYNTHETIC_PROMPT,
     Prompt,
     Workload,
     export_jsonl,
     load_builtin,
     load_prompt_file,
+    synthetic_prompt,
 )
 
 __all__ = [
@@ -55,7 +55,6 @@ __all__ = [
     "Progress",
     "Prompt",
     "RequestRecord",
-    "SYNTHETIC_PROMPT",
     "Workload",
     "default_num_requests",
     "export_jsonl",
@@ -68,4 +67,5 @@ __all__ = [
     "run_level_with",
     "run_levels",
     "run_levels_async",
+    "synthetic_prompt",
 ]

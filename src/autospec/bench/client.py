@@ -134,7 +134,7 @@ class BenchClient:
                 raise StreamError("http_status", f"HTTP {response.status_code}: {detail}")
             splitter = SseSplitter()
             clock = time.perf_counter
-            async for chunk in response.aiter_raw():
+            async for chunk in response.aiter_bytes():
                 events = splitter.feed(chunk)
                 if events:
                     now = clock()

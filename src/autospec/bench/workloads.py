@@ -8,7 +8,9 @@ same prompts in the same order (see `export_jsonl`).
 Kinds:
 
     synthetic  the seed's method: one fixed prompt repeated, temperature 0 and
-               ignore_eos by default, fixed output length (input_len is not used)
+               ignore_eos by default, fixed output length; the prompt is the
+               numbers 1..input_len, whose continuation is as predictable as the
+               seed's (near-100% acceptance)
     random     random English words, about `input_len` of them per prompt (one word
                is about one token; the server's prompt_tokens is recorded)
     file       a JSONL file (one {"prompt": str} or {"messages": [...]} per line) or
@@ -38,13 +40,17 @@ APIS = ("generate", "completions", "chat")
 BUILTIN_SETS = ("chat", "code", "summarize")
 _BUILTIN_ALIASES = {"summarise": "summarize", "summary": "summarize"}
 
-# The seed's benchmark sent one short fixed prompt at temperature 0 with ignore_eos;
-# its exact wording is not known, so this is a stand-in of the same shape: a short
-# instruction whose continuation is highly predictable.
-SYNTHETIC_PROMPT = (
-    "Repeat the following sentence over and over, without stopping: "
-    "the quick brown fox jumps over the lazy dog."
-)
+
+def synthetic_prompt(input_len: int) -> str:
+    """The synthetic workload's one prompt: "1 2 3 ... input_len".
+
+    The seed's benchmark sent one short fixed prompt at temperature 0 with
+    ignore_eos; its wording is not known, so this stands in with a prompt whose
+    continuation is as predictable (counting on), which is what made the seed's
+    acceptance near 100%. The simulator classifies it as "synthetic".
+    """
+    return " ".join(str(i) for i in range(1, input_len + 1))
+
 
 # Common English words for kind="random" (one word is roughly one token for most
 # tokenizers; the server's own prompt_tokens is recorded per request).
@@ -139,7 +145,8 @@ class Workload:
         if n < 0:
             raise ValueError("n must be >= 0")
         if self.kind == "synthetic":
-            return [Prompt.from_text(SYNTHETIC_PROMPT, 0) for _ in range(n)]
+            text = synthetic_prompt(self.input_len)
+            return [Prompt.from_text(text, 0) for _ in range(n)]
         if self.kind == "random":
             return [Prompt.from_text(_random_text(self.seed, i, self.input_len), i) for i in range(n)]
         pool = self._load_pool()

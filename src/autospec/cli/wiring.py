@@ -32,10 +32,25 @@ class Target:
 
 
 def flags_to_argv(flags: Mapping[str, Any]) -> list[str]:
-    """Server flags -> argv words, with the launcher's own conversion (host/port excluded)."""
-    from autospec.launcher import flag_words
+    """Server flags -> argv words, with the launcher's own conversion (host/port left out)."""
+    import os
 
-    return flag_words(flags)
+    from autospec.launcher import LaunchRequest, build_argv
+
+    argv = build_argv(LaunchRequest(command=("server",), flags=flags, log_path=Path(os.devnull)), port=0)
+    return argv[1:-4]  # drop the command word and the trailing --host H --port P
+
+
+def default_probe() -> Any:
+    """NVML when it answers on this host, else no GPU-memory checks (said once)."""
+    from autospec.launcher import NullGpuProbe, NvmlGpuProbe, ProbeUnavailable
+
+    try:
+        probe = NvmlGpuProbe()
+        probe.snapshot()
+        return probe
+    except (ProbeUnavailable, ImportError, OSError):
+        return NullGpuProbe()
 
 
 def _server_python(command: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -79,11 +94,10 @@ def build_target(
             to_argv=flags_to_argv, sglang_version=pre.sglang_version() if pre else "0.5.23",
         )
 
-    from autospec.launcher import doctor
-    from autospec.launcher.probes import default_probe
+    from autospec.launcher import foreign_gpu_holders
 
     probe = default_probe()
-    holders = doctor.foreign_gpu_holders(probe)
+    holders = foreign_gpu_holders(probe)
     if holders and not allow_foreign:
         pid, cmd, mem = holders[0]
         raise UsageError(

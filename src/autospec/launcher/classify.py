@@ -311,7 +311,7 @@ def classify_failure(
         return _ERROR_FOR_CAUSE[cause.kind](cause.line, log_excerpt=cause.excerpt, **common)
     if timed_out:
         return StartupTimeout(
-            f"not ready after {seconds:.0f} s" if seconds is not None else "",
+            f"not ready after {seconds:g} s" if seconds is not None else "",
             log_excerpt=log_tail(log_text), **common,
         )
     return UnknownLaunchFailure(exception, log_excerpt=log_tail(log_text), **common)

@@ -87,6 +87,9 @@ class LaunchError(RuntimeFailure):
             text += f" (log: {self.log_path})"
         return text
 
+    def __reduce__(self):  # keep every attribute across pickling (e.g. to another process)
+        return (_rebuild, (type(self), self.__dict__.copy()))
+
     def as_dict(self) -> dict:
         """JSON-ready summary for trial attributes."""
         return {
@@ -169,6 +172,13 @@ ERROR_BY_KIND: dict[str, type[LaunchError]] = {
         UnknownLaunchFailure,
     )
 }
+
+
+def _rebuild(cls: type[LaunchError], state: dict) -> LaunchError:
+    error = cls.__new__(cls)
+    error.__dict__.update(state)
+    RuntimeFailure.__init__(error, error._message())
+    return error
 
 
 def _one_line(text: str) -> str:

@@ -14,6 +14,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Mapping
 
 __all__ = ["ProcInfo", "read_proc", "scan_procs", "is_alive", "read_cmdline", "ProcessTracker"]
 
@@ -98,15 +99,26 @@ class ProcessTracker:
     """
 
     def __init__(self, root_pid: int, pgid: int | None = None, sid: int | None = None,
-                 extra_pids: tuple[int, ...] = ()) -> None:
+                 extra_pids: Iterable[int] | Mapping[int, int | None] = ()) -> None:
+        """``extra_pids``: more processes of the server, as PIDs or PID -> start time.
+
+        A root whose process group is no longer ``pgid`` is not the server any more (its
+        PID was recycled) and is not remembered.
+        """
         self.root_pid = root_pid
         self.pgid = root_pid if pgid is None else pgid
         self.sid = sid
         self._lock = threading.Lock()
         self._known: dict[int, int | None] = {}
-        for pid in (root_pid, *extra_pids):
-            info = read_proc(pid)
-            self._known[pid] = info.starttime if info else None
+        root = read_proc(root_pid)
+        if root is not None and root.pgid == self.pgid:
+            self._known[root_pid] = root.starttime
+        extra = extra_pids if isinstance(extra_pids, Mapping) else dict.fromkeys(extra_pids)
+        for pid, start in extra.items():
+            if start is None:
+                info = read_proc(pid)
+                start = info.starttime if info else None
+            self._known[int(pid)] = start
 
     def refresh(self) -> None:
         """Scan ``/proc`` once and remember new members of the server."""

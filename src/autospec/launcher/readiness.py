@@ -20,17 +20,11 @@ from __future__ import annotations
 
 import http.client
 import threading
-from dataclasses import dataclass
 
 __all__ = ["READINESS_PATHS", "ReadinessChecker", "check_once"]
 
 READINESS_PATHS: tuple[str, ...] = ("/health_generate", "/ready", "/health")
 _MISSING = (404, 405)
-
-
-@dataclass(frozen=True)
-class _Answer:
-    status: int | None  # None: no HTTP answer (refused, reset, timeout)
 
 
 def check_once(host: str, port: int, path: str, timeout_s: float) -> int | None:

@@ -10,30 +10,37 @@ Pipeline:  flags --resolve_args--> ServerConfig --init_outcome--> InitOutcome
    48 (applied before the memory model caps it); unset attention backend, page size,
    CUDA-graph batch size and memory fraction -> the profile's defaults. What SGLang
    rejects at argument time raises `ArgumentRejected` with SGLang's message; which rules
-   apply depends on the profile's `sglang_version` (see `_REJECTION_RULES`).
+   apply depends on the profile's `sglang_version` (see the comment above `resolve_args`).
 
 2. Memory, per GPU (`init_outcome`). With total memory M, fraction f, tensor-parallel
    size tp (x pipeline size pp):
        weights   W = weights_gb / (tp*pp),   draft  Wd = draft_weights_gb / (tp*pp)
-       reserve   R = fixed_state_gb + spec_state_gb * slots * D_eff
+       pre       P = M - runtime_overhead_gb      (free memory before loading)
+       reserve   R = fixed_state_gb + spec_state_gb * slots * D
                  slots = the requested max_running_requests (user value, or 48 under
-                         speculation): SGLang sizes its per-request pools for it before
-                         capping it; D_eff = draft tokens (x topk for trees), 0 without
-                         speculation. This is the seed's hybrid-model (GDN) effect: the
-                         speculative path keeps per-draft-position state per request slot,
-                         so every extra step costs a fixed slice of the KV pool (~80k tokens).
-       KV pool   K = f*M - W - Wd - R
-       max_total_num_tokens T = floor(K / (kv_bytes_per_token / tp)), rounded down to
-                         page_size;  T < min_kv_tokens  ->  "kv_pool_too_small"
+                         speculation; / dp_size with DP attention), D = draft tokens (0
+                         without speculation). This is the seed's hybrid-model (GDN) effect:
+                         SGLang keeps an intermediate recurrent state per request slot and
+                         draft position (sglang 0.5.10 handle_max_mamba_cache), so every
+                         extra step costs a fixed slice of the KV pool (~80k tokens).
+       KV pool   K = f*P - W - Wd - R
+       max_total_num_tokens T = floor(K / (kv_bytes_per_token / tp)) (no /tp for MLA, whose
+                         latent KV every rank holds in full), rounded down to
+                         page_size;  K <= 0 or T < min_kv_tokens  ->  "kv_pool_too_small".
+                         For a hybrid model kv_bytes_per_token is effective: SGLang splits
+                         what is left between recurrent state and KV at a fixed ratio, so
+                         both scale with K.
        max_running_requests = min(requested, floor(T / tokens_per_running_request))
-       headroom  H = (1-f)*M - runtime_overhead_gb must cover
+                         (SGLang: max_mamba_cache_size // ratio, proportional to T)
+       headroom  H = (1-f)*P must cover
                  activation_gb + G,  G = cuda_graph_base_gb + cuda_graph_gb_per_token *
                  cuda_graph_max_bs * (draft + steps*topk) (x tree_graph_factor if topk > 1)
-                 else "cuda_graph_oom";  W + Wd + runtime_overhead_gb > M -> "weights_oom".
+                 else "cuda_graph_oom";  W + Wd > P -> "weights_oom"; a draft tree with
+                 draft > steps*topk + 1 -> "invalid_draft_tree" (fails in graph capture).
    Order of checks (as SGLang initialises): weights, KV pool, draft-tree shape, graphs.
 
 3. Acceptance (`accept_length`). Per-position top-1 acceptance at depth i:
-       a_i = base[workload] * decay^(i-1) * exp(-temperature_penalty * T)   (x ngram_factor for NGRAM)
+       a_i = base[workload] * decay^((i-1)^decay_power) * exp(-temperature_penalty * T)   (x ngram_factor for NGRAM)
    A chain (topk == 1, depth = steps) emits E = 1 + sum_{i=1..steps} prod_{j<=i} a_j
    tokens per verify step. A tree (topk > 1) has a budget of draft-1 nodes, at most topk
    candidates per depth and at most `steps` depths; m candidates at depth i accept with
@@ -101,7 +108,20 @@ INIT_STATUSES = ("ok", "kv_pool_too_small", "cuda_graph_oom", "weights_oom", "in
 
 
 class ArgumentRejected(ValueError):
-    """SGLang rejected the flags at argument time; str(e) is SGLang's own message."""
+    """SGLang rejected the flags at argument time; str(e) is SGLang's own message.
+
+    `exc_type` is the exception class SGLang raises ("ValueError", "AssertionError",
+    "TypeError"); the last line of the real traceback is f"{exc_type}: {message}"
+    (`traceback_line`). The real server exits non-zero within about a second."""
+
+    def __init__(self, message: str, exc_type: str = "ValueError") -> None:
+        super().__init__(message)
+        self.exc_type = exc_type
+
+    @property
+    def traceback_line(self) -> str:
+        text = str(self)
+        return f"{self.exc_type}: {text}" if text else self.exc_type
 
 
 @dataclass(frozen=True)
@@ -123,14 +143,19 @@ class ServerConfig:
     enable_dp_attention: bool
     dp_size: int
     pp_size: int
+    #: SGLang's warning lines for the rewrites it applied, in order, worded as the profile's
+    #: sglang_version logs them (e.g. "Max running requests is reset to 48 ..."); not a flag
+    notes: tuple[str, ...] = ()
 
     @property
     def speculative(self) -> bool:
         return self.speculative_algorithm is not None
 
     def as_dict(self) -> dict[str, Any]:
-        """Field name -> value, as SGLang's /server_info reports resolved arguments."""
-        return asdict(self)
+        """Flag name -> value, as SGLang's /server_info reports resolved arguments."""
+        data = asdict(self)
+        data.pop("notes")
+        return data
 
 
 @dataclass(frozen=True)
@@ -154,38 +179,76 @@ class InitOutcome:
 
 
 # --------------------------------------------------------------------------- arguments
+#
+# Rules and wording checked against the released wheels of sglang 0.5.4, 0.5.5, 0.5.6,
+# 0.5.7, 0.5.10, 0.5.12, 0.5.13, 0.5.16, 0.5.20-0.5.23 (server_args.py
+# _handle_speculative_decoding up to 0.5.12; arg_groups/speculative_hook.py from 0.5.13;
+# check_server_args / validation_hook.py for pipeline parallelism). Releases in between
+# were not checked; each boundary below is the first checked release with the new rule.
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
-def _in_range(version: str, lo: str | None, hi: str | None) -> bool:
-    v = _version_tuple(version)
-    return (lo is None or v >= _version_tuple(lo)) and (hi is None or v < _version_tuple(hi))
+def version_at_least(version: str, minimum: str) -> bool:
+    """True if release `version` is `minimum` or newer (numeric comparison)."""
+    return _version_tuple(version) >= _version_tuple(minimum)
 
 
-# Backends that accept EAGLE topk > 1 with page_size > 1, by SGLang version range [lo, hi).
-# Checked against sglang's python/sglang/srt/server_args.py (_handle_speculative_decoding):
-# "!= flashinfer" up to 0.5.x; "not in [flashinfer, fa3]" later; newest adds triton.
-_TREE_PAGED_BACKENDS: tuple[tuple[str | None, str | None, tuple[str, ...]], ...] = (
-    (None, "0.5.5", ("flashinfer",)),
-    ("0.5.5", "0.5.20", ("flashinfer", "fa3")),
-    ("0.5.20", None, ("flashinfer", "fa3", "triton")),
-)
+def tree_paged_backends(version: str) -> tuple[str, ...]:
+    """Attention backends on which EAGLE accepts topk > 1 with page_size > 1.
 
-_MSG_TREE_PAGED_OLD = (
-    "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results "
-    "for paged attention backends. This combination is only supported for the 'flashinfer' backend."
-)
+    <= 0.5.5: flashinfer only; 0.5.6-0.5.12: flashinfer, fa3; >= 0.5.13: flashinfer, fa3, triton."""
+    if version_at_least(version, "0.5.13"):
+        return ("flashinfer", "fa3", "triton")
+    if version_at_least(version, "0.5.6"):
+        return ("flashinfer", "fa3")
+    return ("flashinfer",)
+
+
+def _tree_paged_message(version: str, backend: str) -> str:
+    if version_at_least(version, "0.5.13"):
+        allowed = tree_paged_backends(version)
+        return (
+            f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {allowed}; "
+            f"got attention_backend={backend!r}. Use page_size == 1 or one of those backends."
+        )
+    return (
+        "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results "
+        "for paged attention backends. This combination is only supported for the 'flashinfer' backend."
+    )
+
+
 _MSG_TRTLLM_TOPK = "trtllm_mha backend only supports topk = 1 for speculative decoding."
 _MSG_NGRAM_PAGED = (
-    "speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable and produces "
-    "incorrect results for paged attention backends. This combination is only supported for "
-    "the 'flashinfer' backend."
+    "speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable "
+    "and produces incorrect results for paged attention backends. "
+    "This combination is only supported for the 'flashinfer' backend."
 )
-_MSG_DP_ATTENTION = "Currently {algo} speculative decoding does not support dp attention."
-_MSG_PP_SPEC = "Pipeline parallelism is not compatible with speculative decoding."
+_MSG_STANDALONE_DP = "Currently standalone speculative decoding does not support dp attention."
+_MSG_NGRAM_DP = "Currently ngram speculative decoding does not support dp attention."
+_MSG_NONE_COMPARE = "'>' not supported between instances of 'NoneType' and 'int'"
+_NOTE_MRR = "Max running requests is reset to 48 for speculative decoding."
+_NOTE_MRR_OVERRIDE = " You can override this by explicitly setting --max-running-requests."
+_NOTE_DRAFT = (
+    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+)
+_NOTE_NGRAM_DRAFT = (
+    "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
+    "You can override this by explicitly setting --speculative-num-draft-tokens."
+)
+
+
+def _pp_message(version: str, algo: str) -> str | None:
+    """AssertionError text for speculation with pipeline parallelism, or None if accepted."""
+    if version_at_least(version, "0.5.21"):
+        if algo == "EAGLE":
+            return None
+        return "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
+    if version_at_least(version, "0.5.12"):
+        return "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
+    return "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill."
 
 
 def _flag(flags: Mapping[str, Any], *names: str) -> Any:
@@ -196,51 +259,44 @@ def _flag(flags: Mapping[str, Any], *names: str) -> Any:
     return None
 
 
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
     """Apply SGLang's rewrites and argument-time rejections to `flags` (ServerArgs field
-    names, values already typed). Raises ArgumentRejected with SGLang's wording."""
+    names, values already typed; unknown names are ignored). Raises ArgumentRejected with
+    the wording of the profile's sglang_version."""
+    version = profile.sglang_version
     algo = _flag(flags, "speculative_algorithm")
     algo = str(algo).upper() if algo else None
-    if algo == "NEXTN":  # SGLang: NEXTN is an alias of EAGLE (MTP heads)
-        algo = "EAGLE"
     if algo is not None and algo not in ALGORITHMS:
-        raise ArgumentRejected(
-            f"argument --speculative-algorithm: invalid choice: '{algo}' "
-            f"(choose from {', '.join(repr(a) for a in ALGORITHMS)})"
-        )
-    backend = _flag(flags, "attention_backend") or profile.attention_backend
+        choices = ", ".join(repr(a) for a in ALGORITHMS)
+        raise ArgumentRejected(f"argument --speculative-algorithm: invalid choice: '{algo}' (choose from {choices})",
+                               "SystemExit")
+    if algo == "NEXTN":  # SGLang: NEXTN (MTP heads) is an alias of EAGLE
+        algo = "EAGLE"
+    backend = str(_flag(flags, "attention_backend") or profile.attention_backend)
     page_size = int(_flag(flags, "page_size") or profile.page_size)
     dp_attention = bool(flags.get("enable_dp_attention") or False)
-    dp_size = int(_flag(flags, "dp_size") or 1)
-    pp_size = int(_flag(flags, "pp_size") or 1)
-    tp_size = int(_flag(flags, "tp_size", "tensor_parallel_size") or profile.tp_size)
-    mrr = _flag(flags, "max_running_requests")
-    mrr = int(mrr) if mrr is not None else None
-
+    pp_size = int(_flag(flags, "pp_size", "pipeline_parallel_size") or 1)
+    mrr = _opt_int(_flag(flags, "max_running_requests"))
+    notes: list[str] = []
     steps = topk = draft = 0
+
     if algo is not None:
-        steps, topk, draft = _resolve_spec_shape(profile, algo, flags)
-        if algo in ("STANDALONE", "NGRAM") and dp_attention:
-            raise ArgumentRejected(_MSG_DP_ATTENTION.format(algo=algo))
-        if pp_size > 1 and _in_range(profile.sglang_version, None, "0.5.20"):
-            raise ArgumentRejected(_MSG_PP_SPEC)
-        if algo == "NGRAM":
-            if page_size > 1 and backend != "flashinfer":
-                raise ArgumentRejected(_MSG_NGRAM_PAGED.format(topk=topk, page=page_size))
-        else:
-            if backend == "trtllm_mha" and topk > 1:
-                raise ArgumentRejected(_MSG_TRTLLM_TOPK)
-            if topk == 1:
-                draft = steps + 1
-            if topk > 1 and page_size > 1:
-                allowed = _tree_paged_backends(profile.sglang_version)
-                if backend not in allowed:
-                    raise ArgumentRejected(_tree_paged_message(profile.sglang_version))
+        if mrr is None:
+            notes.append(_NOTE_MRR + (_NOTE_MRR_OVERRIDE if version_at_least(version, "0.5.7") else ""))
+        steps, topk, draft = (_resolve_ngram(flags, backend, page_size, dp_attention, notes) if algo == "NGRAM"
+                              else _resolve_eagle(profile, algo, flags, backend, page_size, dp_attention, notes))
+        pp_problem = _pp_message(version, algo) if pp_size > 1 else None
+        if pp_problem:
+            raise ArgumentRejected(pp_problem, "AssertionError")
 
     context = _flag(flags, "context_length")
     return ServerConfig(
         model_path=str(_flag(flags, "model_path") or profile.model_name),
-        tp_size=tp_size,
+        tp_size=int(_flag(flags, "tp_size", "tensor_parallel_size") or profile.tp_size),
         speculative_algorithm=algo,
         speculative_num_steps=steps,
         speculative_eagle_topk=topk,
@@ -249,48 +305,62 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
         max_running_requests=mrr,
         cuda_graph_max_bs=int(_flag(flags, "cuda_graph_max_bs", "cuda_graph_max_bs_decode")
                               or profile.cuda_graph_max_bs),
-        attention_backend=str(backend),
+        attention_backend=backend,
         page_size=page_size,
         context_length=int(context) if context is not None else None,
         enable_dp_attention=dp_attention,
-        dp_size=dp_size,
+        dp_size=int(_flag(flags, "dp_size", "data_parallel_size") or 1),
         pp_size=pp_size,
+        notes=tuple(notes),
     )
 
 
-def _tree_paged_backends(version: str) -> tuple[str, ...]:
-    for lo, hi, allowed in _TREE_PAGED_BACKENDS:
-        if _in_range(version, lo, hi):
-            return allowed
-    return ("flashinfer",)
-
-
-def _tree_paged_message(version: str) -> str:
-    allowed = _tree_paged_backends(version)
-    if "triton" in allowed:
-        return f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {allowed}"
-    return _MSG_TREE_PAGED_OLD
-
-
-def _resolve_spec_shape(profile: Profile, algo: str, flags: Mapping[str, Any]) -> tuple[int, int, int]:
-    steps = flags.get("speculative_num_steps")
-    topk = flags.get("speculative_eagle_topk")
-    draft = flags.get("speculative_num_draft_tokens")
-    if algo == "NGRAM":
-        # SGLang: NGRAM's topk is speculative_ngram_max_bfs_breadth (default 10) and
-        # draft tokens default to 12; steps are not used (the trie depth is).
-        breadth = int(flags.get("speculative_ngram_max_bfs_breadth") or 10)
-        return (int(steps or 1), breadth, int(draft or 12))
-    if steps is None and topk is None and draft is None:
-        return profile.auto_spec
-    auto_steps, auto_topk, auto_draft = profile.auto_spec
-    steps = int(steps) if steps is not None else auto_steps
-    topk = int(topk) if topk is not None else auto_topk
-    draft = int(draft) if draft is not None else (steps + 1 if topk == 1 else auto_draft)
+def _resolve_eagle(profile: Profile, algo: str, flags: Mapping[str, Any], backend: str, page_size: int,
+                   dp_attention: bool, notes: list[str]) -> tuple[int, int, int]:
+    """EAGLE / EAGLE3 / STANDALONE, in the order SGLang checks them."""
+    if algo == "STANDALONE" and dp_attention:
+        raise ArgumentRejected(_MSG_STANDALONE_DP)
+    steps = _opt_int(flags.get("speculative_num_steps"))
+    topk = _opt_int(flags.get("speculative_eagle_topk"))
+    draft = _opt_int(flags.get("speculative_num_draft_tokens"))
+    if steps is None:
+        if topk is not None or draft is not None:  # SGLang: a bare `assert topk is None and draft is None`
+            raise ArgumentRejected("", "AssertionError")
+        steps, topk, draft = (3, 1, 4) if algo == "STANDALONE" else profile.auto_spec
+    if backend == "trtllm_mha":
+        if topk is None:
+            raise ArgumentRejected(_MSG_NONE_COMPARE, "TypeError")
+        if topk > 1:
+            raise ArgumentRejected(_MSG_TRTLLM_TOPK)
+    if topk == 1 and draft != steps + 1:
+        notes.append(_NOTE_DRAFT)
+        draft = steps + 1
+    if topk is None:
+        raise ArgumentRejected(_MSG_NONE_COMPARE, "TypeError")
+    if topk > 1 and page_size > 1 and backend not in tree_paged_backends(profile.sglang_version):
+        raise ArgumentRejected(_tree_paged_message(profile.sglang_version, backend))
+    if draft is None:  # topk > 1 without draft tokens: SGLang fails on the first use of the None
+        raise ArgumentRejected("unsupported operand type(s) for -: 'NoneType' and 'int'", "TypeError")
     for name, value in (("speculative_num_steps", steps), ("speculative_eagle_topk", topk),
                         ("speculative_num_draft_tokens", draft)):
         if value < 1:
-            raise ArgumentRejected(f"{name} must be a positive integer, got {value}")
+            raise ArgumentRejected(f"{name} must be a positive integer, got {value}", "ValueError")
+    return steps, topk, draft
+
+
+def _resolve_ngram(flags: Mapping[str, Any], backend: str, page_size: int, dp_attention: bool,
+                   notes: list[str]) -> tuple[int, int, int]:
+    """NGRAM: topk := speculative_ngram_max_bfs_breadth (default 10); draft defaults to 12."""
+    topk = int(flags.get("speculative_ngram_max_bfs_breadth") or 10)
+    draft = _opt_int(flags.get("speculative_num_draft_tokens"))
+    if draft is None:
+        notes.append(_NOTE_NGRAM_DRAFT)
+        draft = 12
+    steps = _opt_int(flags.get("speculative_num_steps")) or max(draft // topk, 1)
+    if topk > 1 and page_size > 1 and backend != "flashinfer":
+        raise ArgumentRejected(_MSG_NGRAM_PAGED.format(topk=topk, page=page_size))
+    if dp_attention:
+        raise ArgumentRejected(_MSG_NGRAM_DP)
     return steps, topk, draft
 
 
@@ -298,21 +368,35 @@ def _resolve_spec_shape(profile: Profile, algo: str, flags: Mapping[str, Any]) -
 
 
 def _effective_draft(cfg: ServerConfig) -> int:
-    """Draft positions that keep per-request state: draft tokens (x topk for trees)."""
-    if not cfg.speculative:
-        return 0
-    d = cfg.speculative_num_draft_tokens
-    return d * cfg.speculative_eagle_topk if cfg.speculative_eagle_topk > 1 else d
+    """Draft positions that keep per-request state. SGLang sizes the hybrid model's
+    intermediate SSM-state cache as [layers, slots, speculative_num_draft_tokens, ...]
+    (sglang 0.5.10 mem_cache/memory_pool.py; the draft tokens already count every tree
+    node, so trees pay for their node budget, not for topk on top of it)."""
+    return cfg.speculative_num_draft_tokens if cfg.speculative else 0
 
 
 def requested_running_requests(cfg: ServerConfig) -> int:
+    """max_running_requests before the memory cap: the user's value, 48 under speculation."""
     if cfg.max_running_requests is not None:
         return cfg.max_running_requests
     return SPEC_DEFAULT_MAX_RUNNING_REQUESTS if cfg.speculative else GENERIC_MAX_RUNNING_REQUESTS
 
 
+def spec_reserve_gb(profile: Profile, cfg: ServerConfig) -> float:
+    """Per-GPU static memory taken before the KV pool: fixed state + per-draft-position state.
+
+    sglang 0.5.10 model_runner_kv_cache_mixin.handle_max_mamba_cache reserves
+    mamba_cache_per_req * max_running_requests (// dp_size under DP attention) *
+    speculative_num_draft_tokens before splitting the rest between recurrent state and KV;
+    max_running_requests there is the requested value (48 when unset under speculation)."""
+    slots = requested_running_requests(cfg)
+    if cfg.enable_dp_attention and cfg.dp_size > 1:
+        slots //= cfg.dp_size
+    return profile.fixed_state_gb + profile.spec_state_gb * slots * _effective_draft(cfg)
+
+
 def cuda_graph_gb(profile: Profile, cfg: ServerConfig) -> float:
-    """Per-GPU memory for captured CUDA graphs (verify + draft graphs under speculation)."""
+    """Per-GPU memory of the captured CUDA graphs (verify + draft graphs under speculation)."""
     if cfg.speculative:
         per_slot = cfg.speculative_num_draft_tokens + cfg.speculative_num_steps * cfg.speculative_eagle_topk
     else:
@@ -330,95 +414,129 @@ def _gb(x: float) -> float:
 def init_outcome(profile: Profile, cfg: ServerConfig) -> InitOutcome:
     """Server start-up under the memory model (module docstring, section 2)."""
     total = profile.gpu_mem_gb
+    pre = total - profile.runtime_overhead_gb  # free before loading (SGLang's pre_model_load_memory)
     shards = cfg.tp_size * max(cfg.pp_size, 1)
     weights = profile.weights_gb / shards
     draft = profile.draft_weights_gb / shards if cfg.speculative and cfg.speculative_algorithm != "NGRAM" else 0.0
     context_len = cfg.context_length or profile.context_len
     f = cfg.mem_fraction_static
+    loaded = weights + draft
 
-    def fail(status: str, message: str, used: float, kv: float = 0.0, graph: float = 0.0,
-             tokens: int = 0, mrr: int = 0) -> InitOutcome:
-        return InitOutcome(status, message, tokens, mrr, context_len, _gb(max(total - used, 0.0)),
-                           _gb(min(used, total)), _gb(weights + draft), _gb(kv), _gb(graph))
+    def outcome(status: str, message: str, used: float, kv: float = 0.0, graph: float = 0.0,
+                tokens: int = 0, mrr: int = 0) -> InitOutcome:
+        used = min(used, total)
+        return InitOutcome(status, message, tokens, mrr, context_len, _gb(total - used), _gb(used),
+                           _gb(loaded), _gb(kv), _gb(graph))
 
-    loaded = weights + draft + profile.runtime_overhead_gb
-    if loaded > total:
-        return fail("weights_oom", _weights_oom_message(total, loaded), total)
+    if loaded > pre:
+        return outcome("weights_oom", _weights_oom_message(profile, pre), total)
 
-    slots = requested_running_requests(cfg)
-    reserve = profile.fixed_state_gb + profile.spec_state_gb * min(slots, SPEC_DEFAULT_MAX_RUNNING_REQUESTS * 8) \
-        * _effective_draft(cfg)
-    kv_gb = f * total - weights - draft - reserve
-    bytes_per_token = profile.kv_bytes_per_token / cfg.tp_size
-    tokens = int(max(kv_gb, 0.0) * GB // bytes_per_token)
+    kv_gb = f * pre - loaded - spec_reserve_gb(profile, cfg)
+    kv_bytes = profile.kv_bytes_per_token if profile.kv_replicated else profile.kv_bytes_per_token / cfg.tp_size
+    tokens = int(max(kv_gb, 0.0) * GB // kv_bytes)
     tokens -= tokens % max(cfg.page_size, 1)
     if kv_gb <= 0 or tokens < profile.min_kv_tokens:
-        return fail("kv_pool_too_small", _kv_message(profile, cfg, weights + draft, total), loaded)
+        return outcome("kv_pool_too_small", _kv_message(profile, cfg, kv_gb, loaded / pre),
+                       profile.runtime_overhead_gb + loaded)
 
+    slots = requested_running_requests(cfg)
     cap = int(tokens // profile.tokens_per_running_request) if profile.tokens_per_running_request else slots
     mrr = max(min(slots, cap), 1)
-    static_used = f * total
+    static_used = profile.runtime_overhead_gb + f * pre
     if cfg.speculative and cfg.speculative_num_draft_tokens > cfg.speculative_num_steps * cfg.speculative_eagle_topk + 1:
-        return fail("invalid_draft_tree", _invalid_tree_message(cfg), static_used + profile.runtime_overhead_gb,
-                    kv=kv_gb, tokens=tokens, mrr=mrr)
+        return outcome("invalid_draft_tree", _graph_failure_message(profile, "selected index k out of range"),
+                       static_used, kv=kv_gb, tokens=tokens, mrr=mrr)
     graph = cuda_graph_gb(profile, cfg)
-    headroom = (1.0 - f) * total - profile.runtime_overhead_gb
+    headroom = (1.0 - f) * pre
     if headroom < profile.activation_gb + graph:
-        return fail("cuda_graph_oom", _graph_oom_message(profile, cfg, headroom), total, kv=kv_gb,
-                    tokens=tokens, mrr=mrr)
-    used = static_used + profile.runtime_overhead_gb + graph
-    return InitOutcome("ok", "", tokens, mrr, context_len, _gb(total - used), _gb(used),
-                       _gb(weights + draft), _gb(kv_gb), _gb(graph))
+        free = max(headroom - profile.activation_gb, 0.0)
+        torch_error = _torch_oom_text(profile, alloc_gb=graph - free + 0.25, free_gb=free,
+                                      in_use_gb=total - free, private_pools_gb=free * 0.9)
+        return outcome("cuda_graph_oom", _graph_failure_message(profile, torch_error), total,
+                       kv=kv_gb, tokens=tokens, mrr=mrr)
+    used = static_used + graph
+    return outcome("ok", "", used, kv=kv_gb, graph=graph, tokens=tokens, mrr=mrr)
 
 
-def _kv_message(profile: Profile, cfg: ServerConfig, loaded_gb: float, total: float) -> str:
-    if _in_range(profile.sglang_version, "0.5.16", None):
-        # sglang 0.5.16 kv_cache_configurator._profile_available_bytes (real log in
-        # data/real-sglang-0.5.16-h200/kvsmall.log); minimum = 1 - available/pre
-        minimum = loaded_gb / total
+def _kv_message(profile: Profile, cfg: ServerConfig, kv_gb: float, minimum: float) -> str:
+    """SGLang's KV-pool failure, worded as the profile's release prints it."""
+    version = profile.sglang_version
+    f = cfg.mem_fraction_static
+    if version_at_least(version, "0.5.16") and kv_gb <= 0:
+        # mem_cache/kv_cache_configurator.py _profile_available_bytes (0.5.16; real log in
+        # data/real-sglang-0.5.16-h200/kvsmall.log). It fires when the static budget minus
+        # the loaded weights minus the hybrid-state pool is <= 0; "minimum" counts weights only.
+        suggested = math.ceil(minimum * 1000) / 1000
         return (
-            f"ValueError: Loaded weights leave no GPU memory for the KV cache under "
-            f"--mem-fraction-static={cfg.mem_fraction_static}. Raise --mem-fraction-static above "
-            f"{math.ceil(minimum * 1000) / 1000:.3f} (minimum viable = 1 - available/pre = {minimum:.4f}). "
-            f"If using speculative decoding, draft weights are now counted."
+            f"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={f}. "
+            f"Raise --mem-fraction-static above {suggested:.3f} "
+            f"(minimum viable = 1 - available/pre = {minimum:.4f}). If using speculative "
+            "decoding, draft weights are now counted."
         )
-    return "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    base = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    if version_at_least(version, "0.5.12"):  # pool_configurator.MemoryPoolConfig, built without the fraction
+        return base
+    if version_at_least(version, "0.5.10"):  # MemoryPoolConfig(..., mem_fraction_static=...)
+        return f"{base} Current value: mem_fraction_static={f}"
+    return f"{base} Current value: self.server_args.mem_fraction_static={f}"  # f"{x=}" in model_runner
 
 
-def _graph_oom_message(profile: Profile, cfg: ServerConfig, headroom: float) -> str:
-    free_mib = max(headroom - profile.activation_gb, 0.0) * 1024
+def _graph_failure_message(profile: Profile, error: str) -> str:
+    """`Exception: Capture cuda graph failed: <error>` plus the advice block of that release."""
+    if version_at_least(profile.sglang_version, "0.5.16"):
+        advice = (
+            "Possible solutions:\n"
+            "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+            "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
+            "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
+            "(Not recommended. Huge performance loss)\n"
+            "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+        )
+    else:
+        advice = (
+            "Possible solutions:\n"
+            "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+            "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+            "3. disable torch compile by not using --enable-torch-compile\n"
+            "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+            "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+        )
+    return f"Exception: Capture cuda graph failed: {error}\n{advice}"
+
+
+def format_size(n_bytes: float) -> str:
+    """PyTorch's c10 format_size: bytes / KiB / MiB / GiB with two decimals."""
+    n = int(max(n_bytes, 0))
+    if n <= 1024:
+        return f"{n} bytes"
+    if n <= 1048576:
+        return f"{n / 1024:.2f} KiB"
+    if n <= 1073741824:
+        return f"{n / 1048576:.2f} MiB"
+    return f"{n / 1073741824:.2f} GiB"
+
+
+def _torch_oom_text(profile: Profile, alloc_gb: float, free_gb: float, in_use_gb: float,
+                    private_pools_gb: float = 0.0) -> str:
+    """str(torch.OutOfMemoryError) as CUDACachingAllocator words it (torch 2.8-2.11)."""
+    allocated = max(in_use_gb - 0.5, 0.0)
+    pools = f"with {format_size(private_pools_gb * GB)} allocated in private pools (e.g., CUDA Graphs), " \
+        if private_pools_gb > 0 else ""
     return (
-        "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB. "
-        f"GPU 0 has a total capacity of {profile.gpu_mem_gb:.2f} GiB of which "
-        f"{free_mib:.2f} MiB is free.\n"
-        "Possible solutions:\n"
-        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
-        "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
-        "3. disable torch compile by not using --enable-torch-compile\n"
-        "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
-        "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+        f"CUDA out of memory. Tried to allocate {format_size(max(alloc_gb, 0.02) * GB)}. GPU 0 has a total "
+        f"capacity of {format_size(profile.gpu_mem_gb * GB)} of which {format_size(free_gb * GB)} is free. "
+        f"Including non-PyTorch memory, this process has {format_size(in_use_gb * GB)} memory in use. "
+        f"Of the allocated memory {format_size(allocated * GB)} is allocated by PyTorch, {pools}"
+        f"and {format_size(0.25 * GB)} is reserved by PyTorch but unallocated. If reserved but unallocated "
+        "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+        "fragmentation.  See documentation for Memory Management  "
+        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
     )
 
 
-def _weights_oom_message(total: float, need: float) -> str:
-    gib = 2**30 / 1e9
-    return (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. "
-        f"GPU 0 has a total capacity of {total / gib:.2f} GiB of which 0 bytes is free. "
-        f"Including non-PyTorch memory, this process has {total / gib:.2f} GiB memory in use. "
-        f"Of the allocated memory {(total - 1.0) / gib:.2f} GiB is allocated by PyTorch, and "
-        "0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory is large "
-        "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
-        "See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
-    )
-
-
-def _invalid_tree_message(cfg: ServerConfig) -> str:
-    steps, topk, draft = cfg.speculative_num_steps, cfg.speculative_eagle_topk, cfg.speculative_num_draft_tokens
-    return (
-        f"RuntimeError: selected index k out of range (speculative_num_draft_tokens={draft} > "
-        f"speculative_num_steps * speculative_eagle_topk + 1 = {steps * topk + 1})"
-    )
+def _weights_oom_message(profile: Profile, pre: float) -> str:
+    """The last line of the weight-loading traceback when the shard does not fit."""
+    return "torch.OutOfMemoryError: " + _torch_oom_text(profile, alloc_gb=1.25, free_gb=0.0, in_use_gb=pre)
 
 
 # --------------------------------------------------------------------------- acceptance
@@ -433,7 +551,9 @@ def acceptance_per_depth(profile: Profile, cfg: ServerConfig, workload: str, tem
     base = profile.accept_base_for(workload) * math.exp(-profile.temperature_penalty * max(temperature, 0.0))
     if cfg.speculative_algorithm == "NGRAM":
         base *= profile.ngram_factor
-    return [min(base * profile.accept_decay ** i, 1.0) for i in range(cfg.speculative_num_steps)]
+    # NGRAM drafts from a suffix trie, whose depth is bounded by the draft tokens, not by steps
+    depth = cfg.speculative_num_draft_tokens - 1 if cfg.speculative_algorithm == "NGRAM" else cfg.speculative_num_steps
+    return [min(base * profile.accept_decay ** (i ** profile.decay_power), 1.0) for i in range(depth)]
 
 
 def _tree_accept(a: float, m: int, gain: float) -> float:

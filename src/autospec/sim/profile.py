@@ -48,9 +48,10 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True)
 class Profile:
-    """One model on one machine. All memory sizes are GB (1e9 bytes); times are seconds
-    unless the field name says `_ms`. Sizes marked "whole model" are split over the
-    tensor-parallel (and pipeline) ranks by the model; the rest are per GPU."""
+    """One model on one machine. Memory sizes are in SGLang's "GB" (2**30 bytes, what its
+    log lines print); times are seconds unless the name ends in `_ms`. Sizes marked
+    "whole model" are split over the tensor-parallel (and pipeline) ranks by the model;
+    the rest are per GPU."""
 
     name: str
     description: str
@@ -63,7 +64,8 @@ class Profile:
     weights_gb: float  # whole model, target
     draft_weights_gb: float  # whole model, draft (EAGLE head / MTP layer / small model)
     context_len: int
-    kv_bytes_per_token: float  # whole model (all layers, K+V); divided by tp per GPU
+    kv_bytes_per_token: float  # whole model (all layers, K+V); divided by tp per GPU unless kv_replicated
+    kv_replicated: bool  # True for MLA (DeepSeek): every TP rank holds the whole latent KV
     moe_experts: int  # 0 = dense
     moe_topk: int
 
@@ -95,7 +97,8 @@ class Profile:
 
     # [acceptance]
     accept_base: Mapping[str, float]  # per-position top-1 acceptance at depth 1, per workload
-    accept_decay: float  # multiplicative per extra depth
+    accept_decay: float  # a_i = base * decay ** ((i - 1) ** decay_power)
+    decay_power: float  # 1 = geometric; > 1 = acceptance falls faster with depth (reused MTP heads)
     temperature_penalty: float  # a(T) = a * exp(-penalty * T)
     tree_gain: float  # share of the remaining misses each extra candidate catches
     ngram_factor: float  # NGRAM acceptance relative to a draft model
@@ -235,6 +238,13 @@ class _Reader:
         return value
 
 
+def _boolean(r: _Reader, table: str, key: str, default: bool) -> bool:
+    value = r.get(table, key, default, required=False)
+    if not isinstance(value, bool):
+        raise r.fail(f"{table}.{key}", f"must be true or false, got {value!r}", "write true or false")
+    return value
+
+
 def _parse_version(text: str, reader: _Reader) -> str:
     parts = text.split(".")
     if len(parts) < 2 or not all(p.isdigit() for p in parts[:3]):
@@ -300,6 +310,7 @@ def profile_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> Profile
         draft_weights_gb=r.number("model", "draft_weights_gb", 0.0, lo=0),
         context_len=r.integer("model", "context_len", lo=1),
         kv_bytes_per_token=r.number("model", "kv_bytes_per_token", lo=0, lo_open=True),
+        kv_replicated=_boolean(r, "model", "kv_replicated", False),
         moe_experts=r.integer("model", "moe_experts", 0, lo=0),
         moe_topk=r.integer("model", "moe_topk", 0, lo=0),
         gpu_name=r.string("gpu", "name"),
@@ -324,6 +335,7 @@ def profile_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> Profile
         tree_graph_factor=r.number("memory", "tree_graph_factor", 1.0, lo=1),
         accept_base=accept_base,
         accept_decay=r.number("acceptance", "decay", lo=0, hi=1, lo_open=True),
+        decay_power=r.number("acceptance", "decay_power", 1.0, lo=0.5, hi=4.0),
         temperature_penalty=r.number("acceptance", "temperature_penalty", lo=0),
         tree_gain=r.number("acceptance", "tree_gain", lo=0, hi=1),
         ngram_factor=r.number("acceptance", "ngram_factor", 0.6, lo=0, hi=1),

@@ -10,6 +10,7 @@ only KeyboardInterrupt (after teardown) and bugs propagate.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,14 +102,20 @@ class TrialChain:
         hooks.phase("launch")
         t_launch = time.monotonic()
         server = None
+        spawned: dict[str, Any] = {}
+
+        def on_spawn(pid: int, pgid: int, argv: list, port: int) -> None:
+            spawned.update(pid=pid, pgid=pgid, argv=argv, port=port)
+            hooks.spawned(dict(spawned))
+
         try:
             try:
-                server = self.launcher.start(request, on_spawn=hooks.spawned)
+                server = self.launcher.start(request, on_spawn=on_spawn)
             except LaunchError as err:
                 record.seconds["launch"] = time.monotonic() - t_launch
                 record.outcome = err.kind
-                record.reason = err.one_line()
-                record.server_args = list(getattr(err, "argv", None) or []) or None
+                record.reason = str(err)
+                record.server_args = spawned.get("argv")
                 if err.teardown is not None:
                     record.teardown = err.teardown.as_dict()
                     record.seconds["teardown"] = err.teardown.seconds
@@ -141,7 +148,7 @@ class TrialChain:
             try:
                 server.check_alive()
             except LaunchError as err:
-                record.outcome, record.reason = err.kind, err.one_line()
+                record.outcome, record.reason = err.kind, str(err)
                 break
             if summary.failed_reason:
                 record.outcome, record.reason = "bench_failed", f"c={plan.concurrency}: {summary.failed_reason}"
@@ -153,9 +160,18 @@ class TrialChain:
         (Path(record.log_path).parent / "bench.json").write_text(json.dumps(record.bench, indent=1, default=str))
         if record.outcome != OK:
             return
-        record.values = [metric_value(summaries[o.concurrency], o.metric) for o in self.space.objectives]
+        measured = {
+            spec.name: metric_value(summaries[spec.concurrency], spec.metric)
+            for spec in (*self.space.objectives, *self.space.constraints)
+        }
+        missing = [name for name, v in measured.items() if not math.isfinite(v)]
+        if missing:
+            record.outcome = "bench_failed"
+            record.reason = f"{', '.join(missing)} could not be measured (no successful request reported it)"
+            return
+        record.values = [measured[o.name] for o in self.space.objectives]
         for c in self.space.constraints:
-            record.constraints[c.name] = c.violation(metric_value(summaries[c.concurrency], c.metric))
+            record.constraints[c.name] = c.violation(measured[c.name])
         if any(v > 0 for v in record.constraints.values()):
             record.outcome = "constraint_violated"
             broken = [k for k, v in record.constraints.items() if v > 0]

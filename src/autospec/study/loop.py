@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
@@ -156,6 +157,15 @@ def _store(trial: optuna.Trial, record: TrialRecord, space: SearchSpace, artifac
 
 
 def optimize(req: OptimizeRequest, observer: Observer | None = None) -> OptimizeResult:
+    with warnings.catch_warnings():
+        # Optuna 5.0 flags heartbeats, metric names and grouped TPE as experimental, and
+        # warns that heartbeats are meant for Study.optimize; autospec drives them itself.
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+        return _optimize(req, observer)
+
+
+def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult:
     obs = observer or NullObserver()
     handle = open_storage(req.storage, req.study_name, req.studies_dir)
     sampler = make_sampler(req.sampler, req.seed, len(req.space.objectives))
@@ -165,7 +175,7 @@ def optimize(req: OptimizeRequest, observer: Observer | None = None) -> Optimize
     events = recovery.EventLog(work_dir.parent / f"{req.study_name}-events.log")
     artifacts = recovery.Artifacts(work_dir.parent / f"{req.study_name}-artifacts")
 
-    recovered = recovery.recover(study, req.space, launcher)
+    recovered = recovery.recover(study, launcher.probe)
     for line in recovered:
         obs.message(line)
         events.write(line)

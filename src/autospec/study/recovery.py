@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import optuna
 
-from autospec.config import SearchSpace
+from autospec.launcher import stop_process_group
 from autospec.study.records import LAUNCH_FAILURES, SERVER_KEY, WORKER_KEY
 
 __all__ = ["recover", "replay", "this_worker", "server_record", "EventLog", "Artifacts", "process_start_time"]
@@ -74,7 +74,7 @@ def _alive_same(record: Mapping[str, Any]) -> bool:
     return start is not None and start == record.get("start_time") and _cmdline(pid) == record.get("cmdline")
 
 
-def recover(study: optuna.Study, space: SearchSpace, launcher: Any) -> list[str]:
+def recover(study: optuna.Study, probe: Any) -> list[str]:
     """Fail and re-enqueue trials orphaned by a dead tuner; stop their servers. Returns log lines."""
     lines: list[str] = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -85,7 +85,9 @@ def recover(study: optuna.Study, space: SearchSpace, launcher: Any) -> list[str]
             continue  # a tuner still running this trial
         server = t.system_attrs.get(SERVER_KEY)
         if isinstance(server, dict) and _alive_same(server):
-            report = launcher.stop_leftover(pid=server["pid"], pgid=server["pgid"], port=server.get("port"))
+            report = stop_process_group(
+                server["pgid"], {server["pid"]: server["start_time"]}, probe=probe, port=server.get("port"),
+            )
             lines.append(
                 f"stopped leftover server of trial {t.number} (pid {server['pid']}) in {report.seconds:.1f}s"
             )

@@ -1,0 +1,85 @@
+"""`autospec doctor`: GPUs, processes holding GPU memory, sglang, model path.
+
+Exit code 0 when every check passed, 1 when one found a problem (for example a leftover
+server still holding GPU memory); a host without NVML is reported, not a problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from autospec.errors import UsageError
+from autospec.launcher.doctor import render_text, run_doctor
+from autospec.launcher.probes import GpuProbe, NvmlGpuProbe, ProbeUnavailable, SimGpuProbe
+
+__all__ = ["register", "run", "hf_cache_dirs"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "doctor",
+        help="check GPUs, processes holding GPU memory, sglang and the model path",
+        description="Report GPUs and free memory (NVML), processes holding GPU memory (PID, command "
+                    "line), whether sglang imports in the server's Python, and whether --model-path resolves.",
+    )
+    p.add_argument("--python", default=sys.executable,
+                   help="the Python that runs the server (default: this one)")
+    p.add_argument("--model-path", help="model folder or Hugging Face id to look up")
+    p.add_argument("--gpus", help="NVML GPU indices to check, comma-separated (default: all)")
+    p.add_argument("--sim-gpu-state-dir", type=Path,
+                   help="read the simulator's recorded GPU memory from this folder instead of NVML")
+    p.add_argument("--no-sglang", action="store_true", help="skip the sglang import check")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=run)
+    return p
+
+
+def hf_cache_dirs(environ: dict[str, str] | None = None) -> list[Path]:
+    """Hugging Face hub cache folders, as huggingface_hub looks them up."""
+    env = dict(os.environ if environ is None else environ)
+    dirs: list[Path] = []
+    if env.get("HF_HUB_CACHE"):
+        dirs.append(Path(env["HF_HUB_CACHE"]))
+    if env.get("HF_HOME"):
+        dirs.append(Path(env["HF_HOME"]) / "hub")
+    dirs.append(Path(env.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "huggingface" / "hub")
+    return list(dict.fromkeys(dirs))
+
+
+def _gpu_indices(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--gpus {text!r} is not a list of GPU indices; use e.g. --gpus 0,1") from None
+
+
+def _probe(args: argparse.Namespace) -> tuple[GpuProbe | None, str, str | None]:
+    if args.sim_gpu_state_dir is not None:
+        return SimGpuProbe(args.sim_gpu_state_dir), "simulator", None
+    try:
+        return NvmlGpuProbe(gpus=_gpu_indices(args.gpus)), "nvml", None
+    except ProbeUnavailable as exc:
+        return None, "nvml", str(exc)
+
+
+def run(args: argparse.Namespace) -> int:
+    probe, source, error = _probe(args)
+    report = run_doctor(
+        probe,
+        gpu_source=source,
+        probe_error=error,
+        python=None if args.no_sglang else args.python,
+        model_path=args.model_path,
+        hf_cache_dirs=hf_cache_dirs(),
+    )
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(render_text(report))
+    return 0 if report.ok else 1

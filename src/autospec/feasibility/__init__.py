@@ -1,0 +1,37 @@
+"""Feasibility: should a candidate configuration be launched at all?
+
+Static rules per SGLang version (``rules``), SGLang's own resolver run on the exact argv
+(``preflight``; its probe script is ``resolver_probe``), rules learned from failures
+(``learned``) and deduplication (``gate``); every step answers with one
+:class:`Verdict`. Nothing here launches or benchmarks a server.
+"""
+
+from __future__ import annotations
+
+from autospec.feasibility.preflight import HARDWARE_MARKERS, Preflight, PreflightError
+from autospec.feasibility.rules import (
+    EAGLE_FAMILY,
+    RULES,
+    Rule,
+    check_static,
+    dp_attention_enabled,
+    max_draft_tokens,
+    resolve_static,
+    rules_for,
+)
+from autospec.feasibility.verdict import Verdict
+
+__all__ = [
+    "Verdict",
+    "Rule",
+    "RULES",
+    "EAGLE_FAMILY",
+    "check_static",
+    "resolve_static",
+    "rules_for",
+    "max_draft_tokens",
+    "dp_attention_enabled",
+    "Preflight",
+    "PreflightError",
+    "HARDWARE_MARKERS",
+]

@@ -1,0 +1,501 @@
+"""Static feasibility rules: the one table of what SGLang rewrites or rejects, per version.
+
+Contract:
+
+- :data:`RULES` is the only table. Rows are evaluated in order, which is the order in which
+  SGLang's own argument code runs them (``ServerArgs`` resolution, then
+  ``check_server_args``), so the first rejection is the one SGLang would raise.
+- A row applies to the SGLang versions in its ``versions`` specifier (PEP 440, e.g.
+  ``">=0.5.13"``); a rule whose wording or scope changed between releases has one row per
+  range, all under the same ``id``. ``checked`` names the releases whose source the row was
+  read against; a boundary between two read releases is placed at the first release read
+  that shows the new behaviour (``docs/feasibility.md`` lists the unread releases in
+  between).
+- ``effect``: ``"rewrite"`` changes the flags the way SGLang does (no rejection);
+  ``"reject"`` means SGLang raises ``error_type`` with ``message`` (origin ``"sglang"`` or
+  ``"python"``), or, for origin ``"autospec"``, that SGLang accepts the arguments but the
+  server cannot run them; ``"note"`` marks a verdict as hardware-dependent without
+  rejecting it (only the GPU host can tell).
+- Flags are SGLang ``ServerArgs`` field names. :func:`check_static` and
+  :func:`resolve_static` are pure functions of the flags and the version.
+
+Static rules assume a CUDA device and that ``SGLANG_ENABLE_PP_SPEC`` is unset; what depends
+on the GPU model (default attention backend, SM90+ kernels) is flagged, not guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Iterable, Mapping
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from autospec.errors import ConfigError
+from autospec.feasibility.verdict import Verdict
+
+__all__ = [
+    "Rule",
+    "RULES",
+    "EAGLE_FAMILY",
+    "check_static",
+    "resolve_static",
+    "rules_for",
+    "max_draft_tokens",
+    "dp_attention_enabled",
+]
+
+ALGO = "speculative_algorithm"
+STEPS = "speculative_num_steps"
+TOPK = "speculative_eagle_topk"
+DRAFT = "speculative_num_draft_tokens"
+PAGE = "page_size"
+BACKEND = "attention_backend"
+
+# Algorithms handled by SGLang's `_handle_eagle_family` (NEXTN is rewritten to EAGLE first).
+EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
+SPECULATIVE = EAGLE_FAMILY | {"NGRAM"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the table; see the module docstring for the meaning of each field."""
+
+    id: str
+    versions: str
+    message: str
+    check: Callable[[Mapping[str, Any]], bool]
+    effect: str = "reject"  # "reject" | "rewrite" | "note"
+    rewrite: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    error_type: str = "ValueError"
+    origin: str = "sglang"  # "sglang" | "python" | "autospec"
+    where: str = ""
+    checked: tuple[str, ...] = ()
+    hint: str = ""
+    hardware_dependent: bool = False
+
+    def __post_init__(self) -> None:
+        if self.effect not in ("reject", "rewrite", "note"):
+            raise ValueError(f"rule {self.id}: effect {self.effect!r} is not reject/rewrite/note")
+        if (self.effect == "rewrite") != (self.rewrite is not None):
+            raise ValueError(f"rule {self.id}: a rewrite row needs a rewrite function, others none")
+        SpecifierSet(self.versions)  # raises on a malformed range
+
+    @cached_property
+    def _specifier(self) -> SpecifierSet:
+        return SpecifierSet(self.versions)
+
+    def applies_to(self, version: Version) -> bool:
+        return self._specifier.contains(version, prereleases=True)
+
+    def sglang_message(self, flags: Mapping[str, Any]) -> str:
+        """``message`` with the flag values filled in, as SGLang prints it."""
+        return self.message.format_map(_Fields(flags))
+
+    def reason(self, flags: Mapping[str, Any]) -> str:
+        text = self.sglang_message(flags)
+        if self.hint:
+            text = f"{text} ({self.hint.format_map(_Fields(flags))})" if text else self.hint.format_map(_Fields(flags))
+        return text
+
+
+class _Fields(dict):
+    """Format fields: flag values, plus a few derived ones; unknown names read as None."""
+
+    def __init__(self, flags: Mapping[str, Any]) -> None:
+        super().__init__(flags)
+        steps, topk = _int(flags, STEPS), _int(flags, TOPK)
+        self["max_draft"] = max_draft_tokens(steps, topk) if steps and topk else None
+        self.setdefault("allowed", "('flashinfer', 'fa3', 'triton')")  # 0.5.13+ _PAGE_TREE_SPEC_BACKENDS
+
+    def __missing__(self, key: str) -> Any:
+        return None
+
+
+# --- flag helpers -------------------------------------------------------------------------
+
+
+def _int(flags: Mapping[str, Any], key: str) -> int | None:
+    value = flags.get(key)
+    return None if value is None else int(value)
+
+
+def _algo(flags: Mapping[str, Any]) -> str | None:
+    value = flags.get(ALGO)
+    return None if value is None else str(value)
+
+
+def _eagle(flags: Mapping[str, Any]) -> bool:
+    return _algo(flags) in EAGLE_FAMILY
+
+
+def _ngram(flags: Mapping[str, Any]) -> bool:
+    return _algo(flags) == "NGRAM"
+
+
+def _backends(flags: Mapping[str, Any]) -> set[str]:
+    names = ("attention_backend", "decode_attention_backend", "prefill_attention_backend")
+    return {str(flags[n]) for n in names if flags.get(n) is not None}
+
+
+def _topk_gt1_paged(flags: Mapping[str, Any]) -> bool:
+    topk, page = _int(flags, TOPK), _int(flags, PAGE)
+    return topk is not None and topk > 1 and page is not None and page > 1
+
+
+def _pp(flags: Mapping[str, Any]) -> bool:
+    return (_int(flags, "pp_size") or 1) > 1
+
+
+def dp_attention_enabled(flags: Mapping[str, Any]) -> bool:
+    """DP attention is on. Every version checked turns ``--enable-dp-attention`` off when
+    ``dp_size == 1`` (0.5.4 ``_handle_data_parallelism``; 0.5.23 maps it to
+    ``attn_dp_size = dp_size``), and 0.5.22+ also takes ``--attn-dp-size N``."""
+    dp = _int(flags, "dp_size") or 1
+    attn_dp = _int(flags, "attn_dp_size") or 1
+    return (bool(flags.get("enable_dp_attention")) and dp > 1) or attn_dp > 1
+
+
+def max_draft_tokens(steps: int, topk: int) -> int:
+    """Most draft tokens an EAGLE tree of ``steps`` and ``topk`` can hold.
+
+    SGLang picks the ``num_draft_tokens - 1`` best of ``topk + (steps - 1) * topk**2``
+    scored candidates with ``torch.topk`` (0.5.23 ``speculative/eagle_utils.py``
+    ``organize_draft_results``; buffers are sized ``max(steps * topk, draft)``), so more
+    than ``1 + topk + (steps - 1) * topk**2`` fails at the first decode. With topk == 1
+    this is ``steps + 1``.
+    """
+    return 1 + topk + (steps - 1) * topk * topk
+
+
+def _set(**changes: Any) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    def apply(flags: Mapping[str, Any]) -> dict[str, Any]:
+        return {**flags, **changes}
+
+    return apply
+
+
+def _with(fn: Callable[[Mapping[str, Any]], dict[str, Any]]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    def apply(flags: Mapping[str, Any]) -> dict[str, Any]:
+        return {**flags, **fn(flags)}
+
+    return apply
+
+
+_ALL = ("0.5.4", "0.5.10", "0.5.16", "0.5.23")
+_SPEC_HOOK = "arg_groups/speculative_hook.py"  # 0.5.13+; earlier: server_args.py
+_UNKNOWN_BACKEND_HINT = (
+    "attention backend unset: SGLang picks it from the GPU, so whether topk > 1 with "
+    "page_size > 1 is allowed is only known on the GPU host"
+)
+
+RULES: tuple[Rule, ...] = (
+    # --- rewrites that run before the speculative checks --------------------------------
+    Rule(
+        "nextn_is_eagle", ">=0", "", lambda f: _algo(f) == "NEXTN",
+        effect="rewrite", rewrite=_set(speculative_algorithm="EAGLE"),
+        where="_handle_speculative_decoding / _resolve_speculative_algorithm_alias",
+        checked=_ALL, hint="NEXTN is EAGLE",
+    ),
+    Rule(
+        "page_size_default", ">=0", "", lambda f: f.get(PAGE) is None,
+        effect="rewrite", rewrite=_set(page_size=1),
+        where="_handle_page_size (0.5.4) / overrides._page_size_default (0.5.23); CUDA",
+        checked=_ALL,
+    ),
+    Rule(
+        "flashmla_page_size", ">=0",
+        "FlashMLA only supports a page_size of 64, change page_size to 64.",
+        lambda f: "flashmla" in _backends(f) and _int(f, PAGE) != 64,
+        effect="rewrite", rewrite=_set(page_size=64),
+        where="_handle_attention_backend_compatibility / overrides._mla_backend_page_constraints",
+        checked=("0.5.4", "0.5.23"),
+    ),
+    Rule(
+        "trtllm_mla_page_size", ">=0",
+        "TensorRT-LLM MLA only supports page_size of 32 or 64, changing page_size from {page_size} to 64.",
+        lambda f: "trtllm_mla" in _backends(f) and _int(f, PAGE) not in (32, 64),
+        effect="rewrite", rewrite=_set(page_size=64),
+        where="_handle_attention_backend_compatibility / overrides._mla_backend_page_constraints",
+        checked=("0.5.4", "0.5.23"),
+    ),
+    Rule(
+        "trtllm_mha_page_size", "<0.5.20",
+        "TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size from {page_size} to 64.",
+        lambda f: "trtllm_mha" in _backends(f) and _int(f, PAGE) not in (16, 32, 64),
+        effect="rewrite", rewrite=_set(page_size=64),
+        where="_handle_attention_backend_compatibility", checked=("0.5.4", "0.5.10", "0.5.16"),
+    ),
+    Rule(
+        "trtllm_mha_page_size", ">=0.5.20",
+        "TensorRT-LLM MHA only supports page_size of 16, 32, 64 or 128, changing page_size from {page_size} to 64.",
+        lambda f: "trtllm_mha" in _backends(f) and _int(f, PAGE) not in (16, 32, 64, 128),
+        effect="rewrite", rewrite=_set(page_size=64),
+        where="overrides._mla_backend_page_constraints", checked=("0.5.20", "0.5.22", "0.5.23"),
+    ),
+    # --- hardware: decided by the GPU, not by the arguments ------------------------------
+    Rule(
+        "trtllm_mha_needs_gpu", "<0.5.10",
+        "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.",
+        lambda f: "trtllm_mha" in _backends(f),
+        effect="note", where="_handle_attention_backend_compatibility",
+        checked=("0.5.4", "0.5.5", "0.5.6", "0.5.7"), hardware_dependent=True,
+    ),
+    Rule(
+        "trtllm_mha_needs_gpu", ">=0.5.10,<0.5.20",
+        "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
+        "Please use a different prefill backend.",
+        lambda f: "trtllm_mha" in _backends(f),
+        effect="note", where="_handle_attention_backend_compatibility",
+        checked=("0.5.10", "0.5.13", "0.5.16"), hardware_dependent=True,
+    ),
+    Rule(
+        "trtllm_mha_needs_gpu", ">=0.5.20",
+        "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs. "
+        "Please use a different prefill backend.",
+        lambda f: "trtllm_mha" in _backends(f),
+        effect="note", where="arg_groups/attention_hook.py", checked=("0.5.20", "0.5.22", "0.5.23"),
+        hardware_dependent=True,
+    ),
+    # --- EAGLE / EAGLE3 / STANDALONE (SGLang's _handle_eagle_family) ----------------------
+    Rule(
+        "standalone_dp_attention", ">=0",
+        "Currently standalone speculative decoding does not support dp attention.",
+        lambda f: _algo(f) == "STANDALONE" and dp_attention_enabled(f),
+        where=f"{_SPEC_HOOK} _handle_eagle_family", checked=_ALL,
+    ),
+    Rule(
+        "spec_max_running_requests", "<0.5.5",
+        "Max running requests is reset to 48 for speculative decoding.",
+        lambda f: _algo(f) in SPECULATIVE and f.get("max_running_requests") is None,
+        effect="rewrite", rewrite=_set(max_running_requests=48),
+        where="_handle_speculative_decoding", checked=("0.5.4",),
+    ),
+    Rule(
+        "spec_max_running_requests", ">=0.5.5",
+        "Max running requests is reset to 48 for speculative decoding. "
+        "You can override this by explicitly setting --max-running-requests.",
+        lambda f: _algo(f) in SPECULATIVE and f.get("max_running_requests") is None,
+        effect="rewrite", rewrite=_set(max_running_requests=48),
+        where=f"{_SPEC_HOOK} _handle_eagle_family / _handle_ngram",
+        checked=("0.5.5", "0.5.10", "0.5.16", "0.5.23"),
+    ),
+    Rule(
+        "partial_spec_params", ">=0", "",
+        lambda f: _eagle(f) and f.get(STEPS) is None and (f.get(TOPK) is not None or f.get(DRAFT) is not None),
+        error_type="AssertionError", where=f"{_SPEC_HOOK} _handle_eagle_family (a bare assert)",
+        checked=_ALL,
+        hint="SGLang asserts that speculative_eagle_topk and speculative_num_draft_tokens are unset "
+        "when speculative_num_steps is unset; set all three or none",
+    ),
+    Rule(
+        "trtllm_mha_topk", ">=0",
+        "trtllm_mha backend only supports topk = 1 for speculative decoding.",
+        lambda f: _eagle(f) and "trtllm_mha" in _backends(f) and (_int(f, TOPK) or 0) > 1,
+        where=f"{_SPEC_HOOK} _handle_eagle_family", checked=_ALL,
+    ),
+    Rule(
+        "topk_unset", ">=0",
+        "'>' not supported between instances of 'NoneType' and 'int'",
+        lambda f: _eagle(f) and f.get(STEPS) is not None and f.get(TOPK) is None,
+        error_type="TypeError", origin="python", where=f"{_SPEC_HOOK} _handle_eagle_family",
+        checked=_ALL,
+        hint="speculative_num_steps is set but speculative_eagle_topk is not; SGLang compares "
+        "the unset top-k with 1 and crashes",
+    ),
+    Rule(
+        "topk1_draft_tokens", ">=0",
+        "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1",
+        lambda f: _eagle(f) and _int(f, TOPK) == 1 and f.get(STEPS) is not None
+        and _int(f, DRAFT) != _int(f, STEPS) + 1,
+        effect="rewrite", rewrite=_with(lambda f: {DRAFT: _int(f, STEPS) + 1}),
+        where=f"{_SPEC_HOOK} _handle_eagle_family", checked=_ALL,
+    ),
+    Rule(
+        "topk_gt1_page_size_backend", "<0.5.6",
+        "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results "
+        "for paged attention backends. This combination is only supported for the 'flashinfer' backend.",
+        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None
+        and f[BACKEND] != "flashinfer",
+        where="_handle_speculative_decoding", checked=("0.5.4", "0.5.5"),
+    ),
+    Rule(
+        "topk_gt1_page_size_backend", ">=0.5.6,<0.5.13",
+        "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results "
+        "for paged attention backends. This combination is only supported for the 'flashinfer' backend.",
+        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None
+        and f[BACKEND] not in ("flashinfer", "fa3"),
+        where="_handle_speculative_decoding", checked=("0.5.6", "0.5.7", "0.5.10", "0.5.11", "0.5.12"),
+        hint="this version also allows fa3",
+    ),
+    Rule(
+        "topk_gt1_page_size_backend", ">=0.5.13",
+        "speculative_eagle_topk > 1 with page_size > 1 is only supported on {allowed}; "
+        "got attention_backend={attention_backend!r}. Use page_size == 1 or one of those backends.",
+        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None
+        and f[BACKEND] not in ("flashinfer", "fa3", "triton"),
+        where=f"{_SPEC_HOOK} _handle_eagle_family (_PAGE_TREE_SPEC_BACKENDS)",
+        checked=("0.5.13", "0.5.16", "0.5.20", "0.5.22", "0.5.23"),
+    ),
+    Rule(
+        "topk_gt1_page_size_default_backend", ">=0", _UNKNOWN_BACKEND_HINT,
+        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is None,
+        effect="note", origin="autospec", checked=_ALL, hardware_dependent=True,
+    ),
+    # --- NGRAM (SGLang's _handle_ngram) -------------------------------------------------
+    Rule(
+        "ngram_topk", ">=0", "",
+        lambda f: _ngram(f) and _int(f, TOPK) != int(f.get("speculative_ngram_max_bfs_breadth") or 10),
+        effect="rewrite",
+        rewrite=_with(lambda f: {TOPK: int(f.get("speculative_ngram_max_bfs_breadth") or 10)}),
+        where=f"{_SPEC_HOOK} _handle_ngram", checked=_ALL,
+        hint="NGRAM's top-k is speculative_ngram_max_bfs_breadth (default 10)",
+    ),
+    Rule(
+        "ngram_draft_default", "<0.5.10", "",
+        lambda f: _ngram(f) and f.get(DRAFT) is None,
+        effect="rewrite",
+        rewrite=_with(lambda f: {DRAFT: int(f.get("speculative_ngram_max_match_window_size") or 12)}),
+        where="_handle_speculative_decoding", checked=("0.5.4",),
+    ),
+    Rule(
+        "ngram_draft_default", ">=0.5.10",
+        "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
+        "You can override this by explicitly setting --speculative-num-draft-tokens.",
+        lambda f: _ngram(f) and f.get(DRAFT) is None,
+        effect="rewrite", rewrite=_set(speculative_num_draft_tokens=12),
+        where=f"{_SPEC_HOOK} _handle_ngram", checked=("0.5.10", "0.5.16", "0.5.23"),
+    ),
+    Rule(
+        "ngram_steps_default", ">=0.5.16", "",
+        lambda f: _ngram(f) and f.get(STEPS) is None,
+        effect="rewrite", rewrite=_with(lambda f: {STEPS: _int(f, DRAFT) // _int(f, TOPK)}),
+        where=f"{_SPEC_HOOK} _handle_ngram", checked=("0.5.16", "0.5.20", "0.5.23"),
+        hint="0.5.13 leaves it unset",
+    ),
+    Rule(
+        "ngram_page_size_backend", ">=0",
+        "speculative_eagle_topk({speculative_eagle_topk}) > 1 with page_size({page_size}) > 1 is unstable "
+        "and produces incorrect results for paged attention backends. "
+        "This combination is only supported for the 'flashinfer' backend.",
+        lambda f: _ngram(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None
+        and f[BACKEND] != "flashinfer",
+        where=f"{_SPEC_HOOK} _handle_ngram", checked=_ALL,
+    ),
+    Rule(
+        "ngram_page_size_default_backend", ">=0", _UNKNOWN_BACKEND_HINT.replace(
+            "topk > 1 with page_size > 1 is allowed", "NGRAM with page_size > 1 is allowed (flashinfer only)"),
+        lambda f: _ngram(f) and _topk_gt1_paged(f) and f.get(BACKEND) is None,
+        effect="note", origin="autospec", checked=_ALL, hardware_dependent=True,
+    ),
+    Rule(
+        "ngram_dp_attention", ">=0",
+        "Currently ngram speculative decoding does not support dp attention.",
+        lambda f: _ngram(f) and dp_attention_enabled(f),
+        where=f"{_SPEC_HOOK} _handle_ngram", checked=_ALL,
+    ),
+    # --- pipeline parallelism (check_server_args, after resolution) ---------------------
+    Rule(
+        "pp_speculative", "<0.5.11",
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, "
+        "mixed chunked prefill.",
+        lambda f: _pp(f) and _algo(f) is not None,
+        error_type="AssertionError", where="ServerArgs.check_server_args",
+        checked=("0.5.4", "0.5.6", "0.5.7", "0.5.10"),
+    ),
+    Rule(
+        "pp_speculative", ">=0.5.11,<0.5.21",
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
+        lambda f: _pp(f) and _algo(f) is not None,
+        error_type="AssertionError", where="check_server_args",
+        checked=("0.5.11", "0.5.12", "0.5.13", "0.5.16", "0.5.20"),
+    ),
+    Rule(
+        "pp_speculative", ">=0.5.21",
+        "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding",
+        lambda f: _pp(f) and (_algo(f) not in (None, "EAGLE", "DSPARK")
+                              or (_algo(f) == "EAGLE" and bool(f.get("enable_multi_layer_eagle")))),
+        error_type="AssertionError",
+        where="arg_groups/validation_hook.py check_pipeline_parallel_compat",
+        checked=("0.5.21", "0.5.22", "0.5.23"),
+    ),
+    Rule(
+        "pp_speculative_prefill_only", ">=0.5.21",
+        "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)",
+        lambda f: _pp(f) and _algo(f) == "EAGLE"
+        and f.get("disaggregation_mode", "null") != "prefill",
+        error_type="AssertionError",
+        where="arg_groups/validation_hook.py check_pipeline_parallel_compat",
+        checked=("0.5.21", "0.5.22", "0.5.23"),
+        hint="unless SGLANG_ENABLE_PP_SPEC is set",
+    ),
+    # --- accepted by SGLang's argument code, fails at runtime ---------------------------
+    Rule(
+        "draft_tokens_exceed_tree", ">=0",
+        "speculative_num_draft_tokens={speculative_num_draft_tokens} is more than the {max_draft} "
+        "tokens a draft tree of speculative_num_steps={speculative_num_steps} and "
+        "speculative_eagle_topk={speculative_eagle_topk} holds (1 + topk + (steps - 1) * topk^2); "
+        "SGLang accepts these arguments but the server fails at its first decode",
+        lambda f: _eagle(f) and None not in (f.get(STEPS), f.get(TOPK), f.get(DRAFT))
+        and _int(f, TOPK) >= 1 and _int(f, DRAFT) > max_draft_tokens(_int(f, STEPS), _int(f, TOPK)),
+        error_type="RuntimeError", origin="autospec",
+        where="speculative/eagle_utils.py organize_draft_results (torch.topk of draft - 1 candidates)",
+        checked=("0.5.23",),
+    ),
+)
+
+def _version(sglang_version: str | Version) -> Version:
+    if isinstance(sglang_version, Version):
+        return sglang_version
+    try:
+        return Version(str(sglang_version))
+    except InvalidVersion:
+        raise ConfigError(
+            f"sglang version {sglang_version!r} is not a version number; give one such as 0.5.23"
+        ) from None
+
+
+def rules_for(sglang_version: str | Version) -> tuple[Rule, ...]:
+    """The rows of :data:`RULES` that apply to this SGLang version, in evaluation order."""
+    version = _version(sglang_version)
+    return tuple(rule for rule in RULES if rule.applies_to(version))
+
+
+def _walk(flags: Mapping[str, Any], rules: Iterable[Rule], stop_at_reject: bool):
+    resolved = dict(flags)
+    notes: list[Rule] = []
+    for rule in rules:
+        if not rule.check(resolved):
+            continue
+        if rule.effect == "rewrite":
+            resolved = rule.rewrite(resolved)  # type: ignore[misc]
+        elif rule.effect == "note":
+            notes.append(rule)
+        elif stop_at_reject:
+            return resolved, rule, notes
+    return resolved, None, notes
+
+
+def resolve_static(flags: Mapping[str, Any], sglang_version: str | Version = "0.5.23") -> dict[str, Any]:
+    """The flags after SGLang's rewrites for this version (rejections are not checked)."""
+    resolved, _, _ = _walk(flags, rules_for(sglang_version), stop_at_reject=False)
+    return resolved
+
+
+def check_static(flags: Mapping[str, Any], sglang_version: str | Version = "0.5.23") -> Verdict:
+    """Verdict of the static rules: the first rejection in SGLang's order, else ok.
+
+    ``resolved`` holds the flags after the rewrites that ran before the verdict. An ok
+    verdict is ``hardware_dependent`` when a "note" row matched (its text is the reason).
+    """
+    resolved, rejected, notes = _walk(flags, rules_for(sglang_version), stop_at_reject=True)
+    if rejected is not None:
+        return Verdict(
+            status="rejected", reason=rejected.reason(resolved), source="static", rule=rejected.id,
+            resolved=resolved, hardware_dependent=rejected.hardware_dependent or bool(notes),
+        )
+    return Verdict(
+        status="ok", reason="; ".join(n.reason(resolved) for n in notes), source="static",
+        rule=notes[0].id if notes else None, resolved=resolved, hardware_dependent=bool(notes),
+    )

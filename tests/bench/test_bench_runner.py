@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from autospec.bench import LevelPlan, Progress, Workload, default_num_requests, run_level, run_levels
+from autospec.errors import ConfigError
+from autospec.metrics import summarize
+
+from .fake_server import Reply
+from .sim_process import free_port
+
+
+def test_default_request_counts_follow_the_seed() -> None:
+    assert default_num_requests(1) == 4
+    assert default_num_requests(32) == 64
+    assert LevelPlan(8).request_limit == 16
+    assert LevelPlan(8, duration_s=1.0).request_limit is None
+    assert LevelPlan(8, num_requests=3, duration_s=1.0).request_limit == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"concurrency": 0}, "concurrency must be at least 1"),
+        ({"concurrency": 1, "num_requests": 0}, "num_requests must be at least 1"),
+        ({"concurrency": 1, "duration_s": 0}, "duration must be positive"),
+        ({"concurrency": 1, "warmup_requests": -1}, "warmup_requests must be >= 0"),
+    ],
+)
+def test_bad_plans(kwargs: dict, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        LevelPlan(**kwargs)
+
+
+def test_closed_loop_keeps_exactly_c_in_flight_and_excludes_warmup(fake_server) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=8, per_event=2, delay_s=0.01))
+    events: list[Progress] = []
+    results = run_levels(
+        server.url,
+        Workload("random", input_len=5, output_len=8, seed=7),
+        [LevelPlan(1), LevelPlan(4, warmup_requests=3)],
+        on_progress=events.append,
+    )
+    assert set(results) == {1, 4}
+    one, four = results[1], results[4]
+    assert len(one.records) == 4 and not any(r.warmup for r in one.records)
+    assert sum(r.warmup for r in four.records) == 3 and len(four.measured) == 8
+    assert server.max_open_streams == 4
+    # Measured prompts are the workload's first n, whatever the level; warmup uses others.
+    expected = [p.text for p in Workload("random", input_len=5, output_len=8, seed=7).prompts(8)]
+    measured_texts = [b["text"] for b in server.bodies[4 + 3 :]]
+    assert sorted(measured_texts) == sorted(expected)
+    assert not set(b["text"] for b in server.bodies[4 : 4 + 3]) & set(expected)
+    assert [e.phase for e in events if e.concurrency == 4][:3] == ["warmup"] * 3
+    assert events[-1].completed == 8 and events[-1].total == 8
+    summary = summarize(four)
+    assert summary.n_requests == 8 and summary.completion_tokens == 64
+
+
+def test_duration_mode_stops_sending_at_the_deadline(fake_server) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=4, per_event=1, delay_s=0.01))
+    start = time.perf_counter()
+    result = asyncio.run(run_level(server.url, Workload("synthetic", output_len=4), LevelPlan(2, duration_s=0.3)))
+    sends = [r.t_sent - start for r in result.records]
+    assert len(sends) >= 4
+    assert max(sends) < 0.3 + 0.05  # nothing sent after the deadline (one loop turn of slack)
+    assert all(r.ok for r in result.records)
+
+
+def test_faults_mid_level_are_counted_never_raised_never_tokens(fake_server) -> None:
+    kinds = ["ok", "status", "ok", "truncate", "ok", "hang", "ok", "error_event"]
+
+    def script(n: int, body: dict) -> Reply:
+        return Reply(kind=kinds[n % len(kinds)], tokens=6, per_event=2)
+
+    server = fake_server(script)
+    result = asyncio.run(
+        run_level(server.url, Workload("synthetic", output_len=6), LevelPlan(4, num_requests=16), timeout_s=0.5)
+    )
+    summary = summarize(result)
+    assert summary.n_requests == 16 and summary.n_ok == 8
+    assert summary.errors_by_kind == {"http_status": 2, "truncated": 2, "timeout": 2, "stream_error": 2}
+    assert summary.completion_tokens == 8 * 6
+    assert summary.error_rate == 0.5
+    assert summary.failed_reason is not None and "8 of 16 requests failed" in summary.failed_reason
+
+
+def test_a_dead_server_stops_the_level_after_consecutive_errors() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = asyncio.run(run_level(url, Workload("synthetic"), LevelPlan(2, duration_s=30)))
+    assert 8 <= len(result.records) <= 8 + 2  # stops after max(8, 2C) failures in a row
+    assert {r.error_kind for r in result.records} == {"connection"}
+    assert summarize(result).failed_reason.startswith("no request succeeded (connection x")
+
+
+def test_cancellation_closes_every_in_flight_stream(fake_server) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=500, per_event=1, delay_s=0.02))
+
+    async def scenario() -> None:
+        task = asyncio.create_task(
+            run_level(server.url, Workload("synthetic", output_len=500), LevelPlan(5, num_requests=50))
+        )
+        for _ in range(500):
+            if server.open_streams == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert server.open_streams == 5
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    for _ in range(500):  # the server notices closed sockets on its next write
+        if server.open_streams == 0:
+            break
+        time.sleep(0.01)
+    assert server.open_streams == 0
+    assert server.client_disconnects == 5
+    assert len(server.bodies) == 5  # nothing new was sent after the cancellation
+
+
+def test_levels_must_be_distinct() -> None:
+    with pytest.raises(ConfigError, match="concurrency 4 is listed twice"):
+        run_levels("http://127.0.0.1:1", Workload("synthetic"), [LevelPlan(4), LevelPlan(4)])

@@ -1,0 +1,80 @@
+"""The client against the simulator (`python -m autospec.sim`, noise off): measured
+per-request and aggregate tok/s agree with the simulator's noiseless `predict()`
+within 3% at C=1, 4, 16, 32, for the seed's synthetic workload and a chat workload."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autospec.bench import LevelPlan, Workload, run_levels
+from autospec.bench.records import LevelResult
+from autospec.metrics import LevelSummary, summarize
+from autospec.sim import classify_prompt, default_profile_path, load_profile, predict
+
+from .sim_process import SimProcess
+
+TIME_SCALE = 0.5  # the sim runs twice as fast as the profile; predictions are scaled by 1 / 0.5
+OUTPUT_LEN = 64
+LEVELS = (1, 4, 16, 32)
+FLAGS = {
+    "model_path": "sim",
+    "speculative_algorithm": "NEXTN",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
+WORKLOADS = {
+    "synthetic": Workload("synthetic", input_len=32, output_len=OUTPUT_LEN),
+    "chat": Workload("builtin", name="chat", api="chat", output_len=OUTPUT_LEN),
+}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    process = SimProcess(TIME_SCALE, tmp_path_factory.mktemp("sim") / "sim.log")
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def measured(sim: SimProcess) -> dict[str, dict[int, LevelResult]]:
+    # Warmup = C requests per level: the sim is warm and C connections are open
+    # before the measured wave starts.
+    plans = [LevelPlan(c, warmup_requests=c) for c in LEVELS]
+    return {name: run_levels(sim.url, workload, plans) for name, workload in WORKLOADS.items()}
+
+
+def test_builtin_chat_prompts_are_chat_for_the_simulator() -> None:
+    assert {classify_prompt(p.text) for p in WORKLOADS["chat"].prompts(32)} == {"chat"}
+    assert classify_prompt(WORKLOADS["synthetic"].prompts(1)[0].text) == "synthetic"
+
+
+@pytest.mark.parametrize("concurrency", LEVELS)
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_measured_speeds_match_the_prediction(measured, workload: str, concurrency: int) -> None:
+    result = measured[workload][concurrency]
+    summary: LevelSummary = summarize(result)
+    assert summary.failed_reason is None
+    assert summary.n_ok == (4 if concurrency == 1 else 2 * concurrency)
+    assert all(r.completion_tokens == OUTPUT_LEN for r in result.measured)
+    prediction = predict(
+        load_profile(default_profile_path()),
+        FLAGS,
+        concurrency,
+        workload,
+        input_len=round(summary.prompt_tokens_mean),
+        output_len=OUTPUT_LEN,
+        num_requests=summary.n_requests,
+    )
+    per_request = summary.output_tok_s * TIME_SCALE
+    aggregate = summary.agg_output_tok_s * TIME_SCALE
+    assert per_request == pytest.approx(prediction.per_request_tok_s, rel=0.03)
+    assert aggregate == pytest.approx(prediction.aggregate_tok_s, rel=0.03)
+    if workload == "synthetic":  # the native API reports spec_verify_ct
+        assert summary.accept_length == pytest.approx(prediction.accept_length, rel=0.03)

@@ -1,0 +1,131 @@
+"""Bad input: one line naming the problem and the fix, exit 2, and no study created
+or existing study data changed."""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autospec.cli.main import main
+
+GOOD = textwrap.dedent("""
+    [server.flags]
+    model_path = "m"
+    [params.speculative_num_steps]
+    type = "int"
+    low = 1
+    high = 4
+    [params.mem_fraction_static]
+    type = "float"
+    low = 0.8
+    high = 0.9
+    step = 0.05
+""")
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture
+def existing_study(tmp_path: Path) -> Path:
+    """A study with one finished trial, made through the same storage code."""
+    from autospec.cli.common import load_space
+    from autospec.study.storage import open_storage, open_study
+
+    space_path = tmp_path / "good.toml"
+    space_path.write_text(GOOD)
+    space = load_space(str(space_path))
+    studies = tmp_path / "studies"
+    handle = open_storage(None, "kept", studies)
+    study = open_study(handle, "kept", space, optuna.samplers.RandomSampler(seed=0))
+    study.add_trial(optuna.trial.create_trial(
+        params={"speculative_num_steps": 2},
+        distributions={"speculative_num_steps": optuna.distributions.IntDistribution(1, 4)},
+        values=[100.0, 900.0], user_attrs={"launched": True, "outcome": "ok"},
+    ))
+    return studies
+
+
+CASES = [
+    ("malformed", "[params.x\n", "not valid TOML"),
+    ("unknown metric", GOOD + '[[objectives]]\nmetric = "joules"\nconcurrency = 1\n', "unknown metric 'joules'"),
+    ("empty range", GOOD.replace("high = 4", "high = 0"), "speculative_num_steps"),
+    ("steps below 1", GOOD.replace("low = 1", "low = 0"), "speculative_num_steps must stay within"),
+    ("mem fraction 1.0", GOOD.replace("high = 0.9", "high = 1.0"), "mem_fraction_static must stay within"),
+    ("unknown parameter type", GOOD.replace('type = "int"', 'type = "integer"'), "type must be one of"),
+    ("tunable and fixed", GOOD.replace('model_path = "m"', 'model_path = "m"\nmem_fraction_static = 0.8'), "both tunable"),
+]
+
+
+@pytest.mark.parametrize("label, text, needle", CASES, ids=[c[0] for c in CASES])
+def test_bad_space_file(tmp_path, existing_study, capsys, label, text, needle):
+    space = tmp_path / "bad.toml"
+    space.write_text(text)
+    before = digest(existing_study)
+    code = main(["optimize", "--space", str(space), "--study", "kept", "--studies-dir", str(existing_study), "--sim"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert needle in err
+    assert len(err.splitlines()) == 1 and err.startswith("autospec: error:")
+    assert digest(existing_study) == before
+
+
+@pytest.mark.parametrize(
+    "storage, needle",
+    [
+        ("redis://localhost/0", "scheme 'redis' is not supported"),
+        ("studies.txt", "neither a database URL nor a journal file"),
+        ("postgresql://nobody@127.0.0.1:1/none", "cannot open storage"),
+        ("sqlite:////nonexistent-dir/x.db", "does not exist"),
+    ],
+)
+def test_bad_storage(tmp_path, capsys, storage, needle):
+    space = tmp_path / "good.toml"
+    space.write_text(GOOD)
+    code = main(["optimize", "--space", str(space), "--storage", storage, "--studies-dir", str(tmp_path / "s"), "--sim"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_study_name_reused_with_another_space_changes_nothing(tmp_path, existing_study, capsys):
+    other = tmp_path / "other.toml"
+    other.write_text(GOOD.replace("high = 4", "high = 6"))
+    before = digest(existing_study)
+    code = main(["optimize", "--space", str(other), "--study", "kept", "--studies-dir", str(existing_study), "--sim"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert "different search space" in err and "pick another --study name" in err
+    assert digest(existing_study) == before
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["optimize", "--trials", "0", "--sim"], "--trials must be at least 1"),
+        (["optimize", "--space", "nope", "--sim"], "no search-space file 'nope'"),
+        (["optimize", "--concurrency", "1,x", "--sim"], "not a list of integers"),
+        (["optimize", "--timeout", "8x", "--sim"], "bad duration"),
+        (["optimize", "--flag", "oops", "--sim"], "needs NAME=VALUE"),
+        (["optimize", "--sampler", "bayes"], "invalid choice"),
+        (["pareto", "--study", "absent"], "no study 'absent'"),
+    ],
+)
+def test_bad_arguments(tmp_path, capsys, argv, needle):
+    with_dir = argv + ["--studies-dir", str(tmp_path / "s")] if argv[0] in ("optimize", "pareto") else argv
+    try:
+        code = main(with_dir)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert needle in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "s").exists() or not any((tmp_path / "s").glob("*.db"))

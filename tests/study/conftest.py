@@ -1,0 +1,94 @@
+"""Fixtures for end-to-end studies against the simulator (real subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+from pathlib import Path
+
+import pytest
+
+FAST_SPACE = textwrap.dedent("""
+    [server.flags]
+    model_path = "sim-model"
+    speculative_algorithm = "NEXTN"
+    tp_size = 4
+    attention_backend = "triton"
+    page_size = 16
+    cuda_graph_max_bs = 32
+
+    [params.speculative_num_steps]
+    type = "int"
+    low = 1
+    high = 4
+
+    [params.speculative_eagle_topk]
+    type = "categorical"
+    choices = [1, 2]
+
+    [params.speculative_num_draft_tokens]
+    type = "draft_tokens"
+
+    [params.mem_fraction_static]
+    type = "float"
+    low = 0.80
+    high = 0.88
+    step = 0.04
+
+    [workload]
+    kind = "synthetic"
+    output_len = 24
+
+    [bench]
+    concurrency = [1, 4]
+    requests_multiplier = 1
+    min_requests = 2
+    warmup_requests = 0
+
+    [[objectives]]
+    metric = "output_tok_s"
+    concurrency = 1
+
+    [[objectives]]
+    metric = "agg_output_tok_s"
+    concurrency = 4
+""")
+
+SIM_ARGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
+
+
+@pytest.fixture
+def fast_space(tmp_path: Path) -> Path:
+    path = tmp_path / "fast.toml"
+    path.write_text(FAST_SPACE)
+    return path
+
+
+def sim_pids(marker: str) -> set[int]:
+    """PIDs of running simulator processes (python -m autospec.sim ...) whose command
+    line contains `marker` (the test's tmp_path: its sims keep their GPU state there)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"autospec.sim" in cmd and any(marker.encode() in part for part in cmd):
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def no_leftover_sims(tmp_path: Path):
+    """Fails the test if it leaves a simulator process running (and kills it)."""
+    yield
+    left = sim_pids(str(tmp_path))
+    for pid in left:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not left, f"simulator processes left running: {sorted(left)}"

@@ -1,0 +1,81 @@
+"""The whole trial chain end to end: CLI -> study -> launcher -> simulator subprocess ->
+benchmark client -> metrics -> Optuna storage, and back out through `autospec pareto`."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+
+from autospec.cli.main import main
+
+from .conftest import SIM_ARGS
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leftover_sims")]
+
+
+def run(*argv: str) -> int:
+    return main(list(argv))
+
+
+def load(tmp_path, name):
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'studies' / (name + '.db')}")
+
+
+def test_study_runs_records_every_trial_and_resumes_to_the_target(tmp_path, fast_space, capsys):
+    studies = str(tmp_path / "studies")
+    args = ["optimize", "--space", str(fast_space), "--study", "e2e", "--studies-dir", studies, "--seed", "3", *SIM_ARGS]
+    assert run(*args, "--trials", "4") == 0
+    study = load(tmp_path, "e2e")
+    launched = [t for t in study.trials if t.user_attrs.get("launched")]
+    assert len(launched) == 4
+    assert study.metric_names == ["output_tok_s@c1", "agg_output_tok_s@c4"]
+    for t in study.trials:
+        attrs = t.user_attrs
+        assert {"outcome", "launched", "server_args", "startup", "bench", "seconds", "candidate", "resolved"} <= set(attrs)
+        if attrs["outcome"] == "ok":
+            assert attrs["server_args"][:3][1:] == ["-m", "autospec.sim"]
+            assert "--speculative-num-steps" in attrs["server_args"]
+            assert attrs["startup"]["max_total_num_tokens"] > 0
+            assert attrs["startup"]["max_running_requests"] > 0
+            assert set(attrs["bench"]) == {"1", "4"}
+            assert attrs["bench"]["1"]["n_ok"] == 2
+            assert t.values[0] > 0 and t.values[1] > 0
+            assert {"launch", "bench", "teardown", "total"} <= set(attrs["seconds"])
+            assert t.constraints["feasible"] == 0
+        elif not attrs["launched"]:
+            assert attrs["outcome"] in ("rejected", "skipped", "duplicate")
+            assert attrs["reason"]
+    # topk=2 with triton and page_size 16 is rejected by the simulated SGLang version's
+    # resolver before any launch.
+    for t in study.trials:
+        if t.user_attrs["candidate"].get("speculative_eagle_topk") == 2:
+            assert t.user_attrs["outcome"] == "rejected"
+            assert not t.user_attrs["launched"]
+            assert t.constraints["feasible"] == 1
+
+    # The same command with a larger target continues the study; it does not add 6 more.
+    assert run(*args, "--trials", "6") == 0
+    study = load(tmp_path, "e2e")
+    assert sum(1 for t in study.trials if t.user_attrs.get("launched")) == 6
+    assert run(*args, "--trials", "6") == 0  # already complete: nothing new is launched
+    assert sum(1 for t in load(tmp_path, "e2e").trials if t.user_attrs.get("launched")) == 6
+
+    capsys.readouterr()
+    assert run("pareto", "--study", "e2e", "--studies-dir", studies, "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["study"] == "e2e"
+    assert out["objectives"] == [
+        {"name": "output_tok_s@c1", "direction": "maximize"},
+        {"name": "agg_output_tok_s@c4", "direction": "maximize"},
+    ]
+    assert out["front"], "a 6-trial study has a non-empty front"
+    feasible_numbers = {t.number for t in study.trials if t.constraints.get("feasible") == 0}
+    assert {row["number"] for row in out["front"]} <= feasible_numbers
+    assert set(out["counts"]) >= {"complete", "pruned", "failed", "infeasible"}
+    assert out["counts"]["complete"] + out["counts"]["infeasible"] + out["counts"]["duplicate"] == len(study.trials)
+
+    assert run("pareto", "--study", "e2e", "--studies-dir", studies) == 0
+    table = capsys.readouterr().out
+    assert "output_tok_s@c1" in table and "max_running_requests" in table
