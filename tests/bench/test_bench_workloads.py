@@ -124,3 +124,15 @@ def test_export_jsonl_replays_the_same_prompts(tmp_path: Path, api: str) -> None
     if api == "chat":
         assert [p.messages for p in load_prompt_file(out)] == [p.messages for p in expected]
     assert len(replayed) == 40
+
+
+def test_export_sharegpt_is_read_back_as_the_same_user_turns(tmp_path: Path) -> None:
+    from autospec.bench import export_sharegpt
+
+    workload = Workload("builtin", name="chat", api="chat")
+    out = tmp_path / "sg.json"
+    export_sharegpt(workload, 32, out)
+    rows = json.loads(out.read_text())
+    assert all(len(r["conversations"]) == 2 for r in rows)  # bench_serving needs two turns
+    users = [next(m["content"] for m in p.messages if m["role"] == "user") for p in workload.prompts(32)]
+    assert [p.text for p in load_prompt_file(out)] == users

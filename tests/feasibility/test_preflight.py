@@ -160,8 +160,9 @@ def test_crash_in_a_batch_keeps_earlier_answers_and_raises(preflight):
 
 
 def test_a_hanging_resolver_times_out(fake_root):
-    pre = Preflight(python_with(fake_root), timeout_s=3, per_argv_s=0)
-    pre.available()
+    pre = Preflight(python_with(fake_root), timeout_s=30, per_argv_s=0)
+    pre.available()  # with time to spare, so only the hanging resolution meets the limit
+    pre.timeout_s = 3
     with pytest.raises(PreflightError, match="did not answer within 3 s") as info:
         pre.check(algo("SLEEP"))
     assert isinstance(info.value, RuntimeFailure)

@@ -225,3 +225,10 @@ def test_every_rejection_names_what_sglang_says():
             assert rule.origin in ("sglang", "python", "autospec")
         if rule.origin == "autospec" and rule.effect == "reject":
             assert "SGLang accepts" in rule.message  # says why SGLang's resolver will not catch it
+
+
+def test_every_rule_id_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "feasibility.md").read_text(encoding="utf-8")
+    assert [rule.id for rule in RULES if f"`{rule.id}`" not in doc] == []

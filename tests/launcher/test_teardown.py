@@ -41,7 +41,8 @@ def test_leftover_group_with_escaped_child_is_stopped_from_recorded_ids(tmp_path
     report = stop_process_group(server.pid, recorded, term_timeout_s=2, reap=server.poll)
     assert report.leftover_pids == ()
     assert set(report.stopped_pids) >= {server.pid, child}
-    assert not is_alive(child) and server.poll() is not None
+    assert not is_alive(child) and not is_alive(server.pid)
+    assert server.wait(timeout=5) is not None  # reapable: it really exited
 
 
 def test_a_recycled_pid_is_not_signalled():
@@ -125,3 +126,20 @@ def test_interrupt_during_teardown_kills_at_once_and_propagates():
         raise AssertionError("the interrupt must propagate")
     assert proc.wait(timeout=5) == -signal.SIGKILL
     proc.stdout.close()
+
+
+def test_process_whose_main_thread_exited_but_other_threads_run_is_alive():
+    script = ("import ctypes, threading, time\n"
+              "threading.Thread(target=lambda: time.sleep(60)).start()\n"
+              "print('ok', flush=True)\n"
+              "ctypes.CDLL(None).pthread_exit(None)\n")  # the main thread ends at OS level
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ok\n"
+        assert wait_for(lambda: read_proc(proc.pid).zombie)  # /proc/<pid>/stat reads "Z" now
+        assert is_alive(proc.pid)  # but a thread still runs (and would still hold its memory)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+    assert not is_alive(proc.pid)

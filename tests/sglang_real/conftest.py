@@ -2,7 +2,7 @@
 
 The interpreter is named by the environment variable AUTOSPEC_SGLANG_PYTHON (.ci/run sets it).
 Unset: these tests are skipped (run the default suite with ``-m "not sglang"``). Set, but
-sglang does not import there: they fail.
+empty or naming an interpreter where sglang does not import: they fail.
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ SGLANG_VERSION = "0.5.23"  # the release the tables in these tests were written 
 
 @pytest.fixture(scope="session")
 def sglang_python() -> str:
-    path = os.environ.get(SGLANG_PYTHON_ENV)
-    if not path:
+    if SGLANG_PYTHON_ENV not in os.environ:
         pytest.skip(f"{SGLANG_PYTHON_ENV} is not set (tools/install_sglang_cpu.sh prints the interpreter)")
+    path = os.environ[SGLANG_PYTHON_ENV].strip()
+    if not path:  # e.g. export VAR="$(install script | tail -n1)" after the script failed
+        pytest.fail(f"{SGLANG_PYTHON_ENV} is set but empty: did tools/install_sglang_cpu.sh fail?")
     return path
 
 

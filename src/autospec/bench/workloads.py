@@ -250,3 +250,17 @@ def export_jsonl(workload: Workload, n: int, path: Path) -> None:
         for prompt in workload.prompts(n):
             item = {"messages": list(prompt.messages)} if workload.api == "chat" else {"prompt": prompt.text}
             out.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+
+def export_sharegpt(workload: Workload, n: int, path: Path) -> None:
+    """Write the workload's first `n` prompts as ShareGPT JSON (the first user turn of
+    each; a placeholder assistant turn), which autospec (kind="file") and SGLang's
+    bench_serving (`--dataset-name sharegpt --dataset-path F --sharegpt-output-len L`,
+    checked against sglang 0.5.23's benchmark/datasets) both read. bench_serving
+    shuffles the rows itself, so use n equal to the number of prompts sent."""
+    rows = []
+    for i, prompt in enumerate(workload.prompts(n)):
+        user = next((m["content"] for m in prompt.messages if m["role"] == "user"), prompt.text)
+        rows.append({"id": f"autospec-{i}", "conversations": [
+            {"from": "human", "value": user}, {"from": "gpt", "value": "placeholder answer"}]})
+    path.write_text(json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

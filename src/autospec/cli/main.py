@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 from typing import Sequence
@@ -43,29 +44,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _signals_to_keyboard_interrupt() -> None:
-    """SIGTERM and SIGHUP stop a study like Ctrl-C: the current server is torn down and
-    the trial recorded. A second signal while tearing down is handled by the launcher."""
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    def handler(signum, frame):
+
+def _on_stop_signal(signum: int, frame: object) -> None:
+    """Ctrl-C, SIGTERM and SIGHUP. While a study runs, the study's policy applies
+    (`autospec.study.loop.StopSignals`): the first stops the current trial cleanly, a
+    second kills its server at once. Otherwise: KeyboardInterrupt."""
+    policy = getattr(sys.modules.get("autospec.study.loop"), "STOP_SIGNALS", None)
+    if policy is None:
         raise KeyboardInterrupt
+    name = signal.Signals(signum).name
+    if policy.count == 0:
+        note = f"autospec: {name}: stopping after the current server is torn down; send it again to kill the server at once\n"
+    else:
+        note = f"autospec: {name} again: killing the server now\n"
+    try:
+        os.write(2, note.encode())  # not print(): the handler may run inside another write to stderr
+    except OSError:
+        pass
+    policy.handle(signum)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
+
+def _install_stop_handlers() -> dict[int, object]:
+    previous = {}
+    for sig in _STOP_SIGNALS:
+        previous[sig] = signal.signal(sig, _on_stop_signal)
+    return previous
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    _signals_to_keyboard_interrupt()
+    previous = _install_stop_handlers()
     try:
         return int(args.handler(args) or 0)
     except AutospecError as err:
-        print(f"autospec: error: {err}", file=sys.stderr)
+        prefix = "autospec: " if err.exit_code == 130 else "autospec: error: "
+        print(f"{prefix}{err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
-        print("autospec: interrupted", file=sys.stderr)
+        print("autospec: interrupted; run the same command again to continue", file=sys.stderr)
         return 130
+    finally:
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

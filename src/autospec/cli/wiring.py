@@ -89,6 +89,7 @@ def build_target(
         if sim_profile:
             command += ["--sim-profile", str(Path(sim_profile).resolve())]
         pre = SimPreflight(tuple(command)) if preflight == "auto" else None
+        _check_fixed_flags(pre, space)
         return Target(
             command=tuple(command), launcher=Launcher(probe=SimGpuProbe(state_dir)), preflight=pre,
             to_argv=flags_to_argv, sglang_version=pre.sglang_version() if pre else "0.5.23",
@@ -123,5 +124,19 @@ def build_target(
                 print(f"autospec: preflight off: {why}; using autospec's static rules for sglang {version}", file=out)
         else:
             print("autospec: preflight off: the server command is not 'PYTHON -m ...'; using static rules", file=out)
+    _check_fixed_flags(pre, space)
     return Target(command=command, launcher=Launcher(probe=probe), preflight=pre, to_argv=flags_to_argv,
                   sglang_version=version)
+
+
+def _check_fixed_flags(pre: Any, space: SearchSpace) -> None:
+    """If the server's resolver refuses the fixed flags alone (SGLang choosing the
+    speculative settings itself), every trial would be rejected: stop before the study."""
+    if pre is None:
+        return
+    verdict = pre.check(flags_to_argv(space.server.flags))
+    if not verdict.ok:
+        raise UsageError(
+            f"the server's argument resolver rejects the fixed flags of {space.source}: {verdict.reason}; "
+            "fix [server.flags] (or --flag/--model-path), or pass --preflight off"
+        )

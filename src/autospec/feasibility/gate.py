@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from autospec.feasibility.learned import LearnedRules
+from autospec.feasibility.preflight import PreflightError
 from autospec.feasibility.rules import check_static
 from autospec.feasibility.verdict import Verdict
 
@@ -58,10 +59,14 @@ class FeasibilityGate:
             return static
         resolved = dict(static.resolved)
         if self.preflight is not None and self.to_argv is not None:
-            pre = self.preflight.check(self.to_argv(flags))
-            if not pre.ok:
+            try:
+                pre = self.preflight.check(self.to_argv(flags))
+            except PreflightError:
+                pre = None  # the resolver itself broke (not a verdict): static rules stand
+            if pre is not None and not pre.ok:
                 return pre
-            resolved.update({k: pre.resolved[k] for k in flags if k in pre.resolved})
+            if pre is not None:
+                resolved.update({k: pre.resolved[k] for k in flags if k in pre.resolved})
         if self.learn:
             explained = self.rules.explain(resolved)
             if explained is not None:

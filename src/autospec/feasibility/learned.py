@@ -35,8 +35,9 @@ DRAFT = "speculative_num_draft_tokens"
 STEPS = "speculative_num_steps"
 TOPK = "speculative_eagle_topk"
 GRAPH_BS = "cuda_graph_max_bs"
+GRAPH_BS_DECODE = "cuda_graph_max_bs_decode"  # the name since sglang 0.5.16 (the only one from 0.5.20)
 MRR = "max_running_requests"
-_RESOURCE_KEYS = {MEM, DRAFT, STEPS, TOPK, GRAPH_BS, MRR}
+_RESOURCE_KEYS = {MEM, DRAFT, STEPS, TOPK, GRAPH_BS, GRAPH_BS_DECODE, MRR}
 MEMORY_FAILURES = ("kv_pool_too_small", "cuda_graph_oom", "weights_oom")
 
 # Direction of each resource for each failure: +1 = "at least as much as the failure needs
@@ -54,6 +55,8 @@ def _others(flags: Mapping[str, Any]) -> tuple:
 
 def _num(flags: Mapping[str, Any], key: str) -> float | None:
     v = flags.get(key)
+    if key == GRAPH_BS and v is None:
+        v = flags.get(GRAPH_BS_DECODE)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 

@@ -90,7 +90,13 @@ def _accelerator() -> str:
         return "none"
 
 
+_PARSER: list[argparse.ArgumentParser] = []
+
+
 def _strict_parser() -> argparse.ArgumentParser:
+    """SGLang's CLI parser, raising instead of exiting (built once: parsing does not mutate it)."""
+    if _PARSER:
+        return _PARSER[0]
     from sglang.srt.server_args import ServerArgs
 
     parser = argparse.ArgumentParser(prog="sglang serve", add_help=False)
@@ -100,6 +106,7 @@ def _strict_parser() -> argparse.ArgumentParser:
         raise _ArgvRejected(message)
 
     parser.error = refuse  # type: ignore[method-assign]
+    _PARSER.append(parser)
     return parser
 
 

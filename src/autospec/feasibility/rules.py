@@ -445,6 +445,7 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
+
 def _version(sglang_version: str | Version) -> Version:
     if isinstance(sglang_version, Version):
         return sglang_version

@@ -74,10 +74,31 @@ def scan_procs() -> dict[int, ProcInfo]:
     return out
 
 
+def _other_threads_run(pid: int) -> bool:
+    """True when a thread of ``pid`` still runs although its main thread has exited.
+
+    ``/proc/<pid>/stat`` shows the main thread only: a multi-threaded process whose main
+    thread exited reads as a zombie while its other threads (and its memory) live on.
+    """
+    try:
+        tids = os.listdir(_PROC / str(pid) / "task")
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            raw = (_PROC / str(pid) / "task" / tid / "stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2 :].split()
+        if fields and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 def is_alive(pid: int, starttime: int | None = None) -> bool:
     """True while ``pid`` runs (not a zombie) and, if given, still has that start time."""
     info = read_proc(pid)
-    if info is None or info.zombie:
+    if info is None or (info.zombie and not _other_threads_run(pid)):
         return False
     return starttime is None or info.starttime == starttime
 

@@ -6,8 +6,8 @@ Lines read (wording checked against sglang 0.5.16 logs from an H200 and the 0.5.
 - ``max_total_num_tokens=N, chunked_prefill_size=N, max_prefill_tokens=N,
   max_running_requests=N, context_len=N, available_gpu_mem=X GB`` (managers/scheduler,
   rank 0 only; all versions).
-- ``KV Cache is allocated. dtype: ..., #tokens: N, K size: ...`` (0.5.x; 0.4.x omits
-  ``dtype``). The first one is the target model's pool (a draft model prints a second).
+- ``KV Cache is allocated. dtype: ..., #tokens: N, K size: ...`` (0.5.16, 0.5.23; older
+  versions omit ``dtype``). The first one is the target model's pool (a draft model prints a second).
 - CUDA-graph capture, summed over phases: 0.5.16+ prints one line per phase,
   ``Capture target verify CUDA graph end. elapsed=2.76 s, ...`` (also ``target prefill``,
   ``target decode``, ``draft prefill/decode/extend``); 0.5.10 and earlier print

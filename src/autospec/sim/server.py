@@ -61,9 +61,12 @@ from autospec.sim.gpu_state import GpuStateFile
 # ---------------------------------------------------------------- constants
 
 DECODE_LOG_INTERVAL = 40  # SGLang's decode_log_interval default (0.5.16 server_args line)
+# Gathering windows (real seconds) at time scales >= GATHER_FULL_SCALE; faster scales shrink
+# them in proportion, so a near-zero --sim-time-scale answers at once.
 GATHER_CAP_S = 0.100  # longest wait for arrivals to gather while nothing runs
 BURST_QUIET_S = 0.010  # a fresh burst (a level starting) ended after this long without arrivals
-REPLACEMENT_QUIET_S = 0.025  # replacements of finished requests: allow this client turnaround
+REPLACEMENT_QUIET_S = 0.050  # replacements of finished requests: allow this client turnaround
+GATHER_FULL_SCALE = 0.5
 EOS_TOKEN_ID = 2  # "matched" in finish_reason when a request stops at its simulated EOS
 DEFAULT_TYPICAL_OUTPUT_LEN = 400  # median length of an EOS-terminated answer (profile extra)
 VOCAB = tuple(f" w{i}" for i in range(512))
@@ -134,8 +137,10 @@ class EngineStats:
     verify_steps: int = 0  # per-request verify passes since launch
     completed: int = 0  # finished requests (not aborted)
     last_gen_throughput: float = 0.0
-    scheduled_seconds: float = 0.0  # simulated GPU time of all steps
+    scheduled_seconds: float = 0.0  # simulated GPU time of all steps (prefill + decode)
+    busy_seconds: float = 0.0  # real time with requests waiting or running
     emitted_tokens: int = 0
+    max_lag_seconds: float = 0.0  # worst lateness of a step's end against its schedule
 
 
 class Engine:
@@ -169,7 +174,9 @@ class Engine:
         self._interval_verify = 0
         self._interval_steps = 0
         self._interval_start = time.perf_counter()
-        self.paused = False
+        self.busy = True
+        self.busy_since = 0.0
+        self.window = min(1.0, time_scale / GATHER_FULL_SCALE)  # factor on the gathering windows
 
     # -- requests in and out
     def submit(self, gen: Generation) -> None:
@@ -204,6 +211,7 @@ class Engine:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time()  # end of the last simulated step (the schedule's anchor)
+        self.busy_since = deadline
         freed = 0  # slots freed at the last step's end
         while True:
             free = self.max_running - len(self.running)
@@ -211,9 +219,13 @@ class Engine:
             # those already queued.
             target = min(free, len(self.waiting) + freed)
             if not self.running and not self.waiting:
+                self.stats.busy_seconds += loop.time() - self.busy_since
+                self.busy = False
                 self._arrived.clear()
                 await self._arrived.wait()
-                if loop.time() - deadline > GATHER_CAP_S:
+                self.busy = True
+                self.busy_since = loop.time()
+                if loop.time() - deadline > GATHER_CAP_S * self.window:
                     freed = 0  # too late to be replacements: a fresh burst
             if (freed or not self.running) and len(self.waiting) < free:
                 # Requests sent together reach us spread over milliseconds: the workers of a
@@ -221,12 +233,9 @@ class Engine:
                 # loop). Gather them into one prefill, as predict() assumes (its clients turn
                 # around instantly). Waiting costs no simulated time: the prefill starts at
                 # its first request's arrival or at the last step's end, whichever is later.
-                if freed:
-                    quiet = REPLACEMENT_QUIET_S
-                else:  # a fresh burst of unknown size
-                    target, quiet = free, BURST_QUIET_S
-                cap = GATHER_CAP_S if not self.running else 0.8 * self._step_duration_nominal(len(self.running))
-                await self._gather(loop, loop.time() + cap, target, quiet)
+                cap = GATHER_CAP_S * self.window if not self.running \
+                    else 0.8 * self._step_duration_nominal(len(self.running))
+                await self._gather(loop, loop.time() + cap, target if freed else 0, free)
             freed = 0
             # Admit and prefill: starts when the previous step ended or when its first request
             # arrived, whichever is later.
@@ -241,7 +250,7 @@ class Engine:
                 duration = self._prefill_duration(tokens, len(new))
                 deadline += duration
                 self.stats.scheduled_seconds += duration
-                await _sleep_until(loop, deadline)
+                await _sleep_until(loop, deadline, self.stats)
                 self.log.rank(logs.prefill_batch(
                     new_seq=len(new), new_token=tokens, token_usage=self.kv_tokens / self.max_total_tokens,
                     running=len(self.running), queued=len(self.waiting),
@@ -274,7 +283,7 @@ class Engine:
             duration = self._step_duration(len(running))
             deadline += duration
             self.stats.scheduled_seconds += duration
-            await _sleep_until(loop, deadline)
+            await _sleep_until(loop, deadline, self.stats)
             step_tokens = 0
             still: list[Generation] = []
             for gen in running:
@@ -309,13 +318,15 @@ class Engine:
             self._step_cache[batch] = base
         return base * self.scale * self.run_factor
 
-    async def _gather(self, loop: asyncio.AbstractEventLoop, until: float, target: int, quiet: float) -> None:
-        """Wait until `target` requests wait, `until` passes, or (once one waits) no new
-        request arrived for `quiet` seconds."""
-        while len(self.waiting) < target:
+    async def _gather(self, loop: asyncio.AbstractEventLoop, until: float, expected: int, slots: int) -> None:
+        """Wait for arrivals until `slots` requests wait or `until` passes; once one waits,
+        stop when none arrives for REPLACEMENT_QUIET_S (fewer than `expected` wait) or
+        BURST_QUIET_S (at least `expected` wait)."""
+        while len(self.waiting) < slots:
             timeout = until - loop.time()
             if self.waiting:
-                timeout = min(timeout, quiet)
+                quiet = REPLACEMENT_QUIET_S if len(self.waiting) < expected else BURST_QUIET_S
+                timeout = min(timeout, quiet * self.window)
             if timeout <= 0:
                 return
             self._arrived.clear()
@@ -372,9 +383,12 @@ class Engine:
         self._interval_start = now
 
 
-async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float, stats: EngineStats) -> None:
     delay = deadline - loop.time()
     await asyncio.sleep(delay if delay > 0 else 0)
+    lag = loop.time() - deadline
+    if lag > stats.max_lag_seconds:
+        stats.max_lag_seconds = lag
 
 
 @dataclass(frozen=True)
@@ -1068,6 +1082,11 @@ class SimServer:
                        "memory_usage": {"weight": self.outcome.weights_gb, "kvcache": self.outcome.kv_cache_gb,
                                         "token_capacity": self.outcome.max_total_num_tokens,
                                         "graph": self.outcome.cuda_graph_gb}}
+        # Simulator-only counters (SGLang has no such keys): schedule keeping, for benchmarks.
+        state.update({"sim_emitted_tokens": stats.emitted_tokens, "sim_scheduled_seconds": stats.scheduled_seconds,
+                      "sim_busy_seconds": stats.busy_seconds + (time.monotonic() - self.engine.busy_since
+                                                                if self.engine.busy else 0.0),
+                      "sim_max_lag_seconds": stats.max_lag_seconds})
         if self.cfg.speculative_algorithm is not None:
             state["avg_spec_accept_length"] = stats.decode_tokens / stats.verify_steps if stats.verify_steps else 0.0
         info = dict(self.setup.server_args)

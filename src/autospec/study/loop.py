@@ -19,13 +19,14 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import optuna
 
@@ -39,10 +40,59 @@ from autospec.study.chain import ChainHooks, TrialChain, worst_values
 from autospec.study.records import FEASIBLE_KEY, OK, SERVER_KEY, WORKER_KEY, TrialRecord
 from autospec.study.storage import open_storage, open_study
 
-__all__ = ["OptimizeRequest", "OptimizeResult", "Observer", "StudyInterrupted", "optimize", "make_sampler", "count_launched"]
+__all__ = [
+    "OptimizeRequest", "OptimizeResult", "Observer", "StudyInterrupted", "StopSignals", "STOP_SIGNALS",
+    "optimize", "make_sampler", "count_launched",
+]
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random")
 MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
+
+
+class StopSignals:
+    """The stop policy for Ctrl-C, SIGTERM and SIGHUP, shared by the CLI's signal handler
+    (`handle`) and the loop (`deferred`).
+
+    - First signal: KeyboardInterrupt now, so the current trial's server is torn down
+      (TERM, KILL after a timeout, wait for GPU memory and port) and the trial recorded
+      as FAIL "interrupted" and queued again. Inside a `deferred()` block (a storage
+      write) the interrupt is raised when the block ends instead, so a write is never cut.
+    - Second and later signals: every server of this process is SIGKILLed at once
+      (`recovery.LIVE_SERVERS.kill_now`), then KeyboardInterrupt now, deferred or not.
+
+    Without the CLI's handler (library use) Python's default SIGINT handler applies.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._depth = 0
+        self._pending = False
+
+    def reset(self) -> None:
+        self.count, self._depth, self._pending = 0, 0, False
+
+    def handle(self, signum: int) -> None:
+        self.count += 1
+        if self.count >= 2:
+            recovery.LIVE_SERVERS.kill_now()
+        elif self._depth:
+            self._pending = True
+            return
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+        if self._depth == 0 and self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
+
+
+STOP_SIGNALS = StopSignals()
 
 
 class StudyInterrupted(RuntimeFailure):
@@ -171,11 +221,12 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
     sampler = make_sampler(req.sampler, req.seed, len(req.space.objectives))
     study = open_study(handle, req.study_name, req.space, sampler)
     launcher = req.launcher or Launcher()
+    STOP_SIGNALS.reset()
     work_dir = (handle.local_path.parent if handle.local_path else req.studies_dir) / f"{req.study_name}-trials"
     events = recovery.EventLog(work_dir.parent / f"{req.study_name}-events.log")
     artifacts = recovery.Artifacts(work_dir.parent / f"{req.study_name}-artifacts")
 
-    recovered = recovery.recover(study, launcher.probe)
+    recovered = recovery.recover(study, launcher, artifacts)
     for line in recovered:
         obs.message(line)
         events.write(line)
@@ -201,57 +252,129 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
     index = done
     stopped = "target"
     rng = random.Random(req.seed)
-    while done < target:
-        if deadline is not None and time.monotonic() >= deadline:
-            stopped = "timeout"
-            break
-        if idle >= MAX_IDLE_ASKS:
-            remaining = [c for c in grid(req.space) if gate.verdict({**req.space.server.flags, **c}).ok]
-            if not remaining:
-                stopped = "exhausted"
+    current: _Current | None = None  # the trial asked and not yet told
+    try:
+        while done < target:
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped = "timeout"
                 break
-            study.enqueue_trial(to_distribution_params(rng.choice(remaining), req.space))
-            idle = 0
-        if handle.heartbeat:
-            optuna.storages.fail_stale_trials(study)
-        trial = study.ask()
-        trial.storage.set_trial_system_attr(trial._trial_id, WORKER_KEY, recovery.this_worker())
-        candidate = suggest(trial, req.space)
-        obs.trial_started(trial.number, index + 1, target, candidate)
-        beat = _Heartbeat(handle, trial._trial_id, interval=10)
+            if idle >= MAX_IDLE_ASKS:
+                remaining = [c for c in grid(req.space) if gate.verdict({**req.space.server.flags, **c}).ok]
+                if not remaining:
+                    stopped = "exhausted"
+                    break
+                study.enqueue_trial(to_distribution_params(rng.choice(remaining), req.space))
+                idle = 0
+            with STOP_SIGNALS.deferred():  # storage writes: a first Ctrl-C waits for them
+                if handle.heartbeat:
+                    for line in recovery.fail_stale_heartbeats(study):
+                        obs.message(line)
+                        events.write(line)
+                trial = study.ask()
+                current = _Current(trial, recovery.new_launch_id(), time.monotonic())
+                trial.storage.set_trial_system_attr(trial._trial_id, WORKER_KEY, recovery.this_worker(current.launch_id))
+                candidate = suggest(trial, req.space)
+            obs.trial_started(trial.number, index + 1, target, candidate)
+            current.beat = _Heartbeat(handle, trial._trial_id, interval=10)
+            log_path = work_dir / f"trial-{trial.number:04d}" / "server.log"  # TrialChain's layout
 
-        def spawned(info: dict[str, Any], _trial=trial) -> None:
-            _trial.storage.set_trial_system_attr(_trial._trial_id, SERVER_KEY, recovery.server_record(info))
+            def spawned(info: dict[str, Any], _current=current, _log=log_path) -> None:
+                _current.log_path = _log
+                with STOP_SIGNALS.deferred():
+                    _current.trial.storage.set_trial_system_attr(
+                        _current.trial._trial_id, SERVER_KEY, recovery.server_record({**info, "log_path": str(_log)}),
+                    )
 
-        try:
-            record = chain.run(trial.number, candidate, ChainHooks(phase=obs.phase, spawned=spawned))
-        except KeyboardInterrupt:
-            beat.stop()
-            trial.set_user_attr("outcome", "interrupted")
-            trial.set_user_attr("launched", False)
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            events.write(f"trial {trial.number}: interrupted; its parameters will be retried")
-            study.enqueue_trial(dict(trial.params), user_attrs={"retry_of": trial.number})
-            raise StudyInterrupted(
-                f"interrupted: {done} of {target} trials are stored in {handle.description}; "
-                "run the same command again to continue"
-            ) from None
-        beat.stop()
-        values, state = _store(trial, record, req.space, artifacts)
-        study.tell(trial, values=values, state=state)
-        events.write(_event_line(trial.number, record))
-        if record.launched:
-            done += 1
-            index += 1
-            idle = 0
-            if record.values is not None:
+            def phase(name: str, _current=current) -> None:
+                _current.phase = name
+                obs.phase(name)
+
+            chain.env = {**req.env, recovery.LAUNCH_ID_ENV: current.launch_id}  # inherited by every server process
+            recovery.LIVE_SERVERS.add(current.launch_id)
+            record = chain.run(trial.number, candidate, ChainHooks(phase=phase, spawned=spawned))
+            current.beat.stop()
+            straggler = recovery.stop_stragglers(current.launch_id, launcher)
+            with STOP_SIGNALS.deferred():
+                values, state = _store(trial, record, req.space, artifacts)
+                study.tell(trial, values=values, state=state)
+                recovery.LIVE_SERVERS.discard(current.launch_id)
+                current = None
+                events.write(_event_line(trial.number, record))
+                if straggler:
+                    events.write(straggler)
+                if record.launched:
+                    done += 1
+                    index += 1
+                    idle = 0
+                else:
+                    idle += 1
+            if record.launched and record.values is not None:
                 gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
-        else:
-            idle += 1
-        obs.trial_finished(trial.number, record, done, target)
+            obs.trial_finished(trial.number, record, done, target)
+    except KeyboardInterrupt:
+        note = ""
+        if current is not None:
+            with STOP_SIGNALS.deferred():
+                note = _record_interrupted(study, current, launcher, events, artifacts)
+        raise StudyInterrupted(
+            f"interrupted{note}: {done} of {target} trials are stored in {handle.description}; "
+            "run the same command again to continue"
+        ) from None
+    finally:
+        if current is not None and current.beat is not None:
+            current.beat.stop()
+        recovery.LIVE_SERVERS.clear()
     if stopped == "exhausted":
         obs.message("every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch")
     return OptimizeResult(req.study_name, handle.description, done, target, stopped)
+
+
+@dataclass
+class _Current:
+    """The trial in flight: asked, maybe launched, not yet told."""
+
+    trial: optuna.Trial
+    launch_id: str
+    started: float
+    phase: str = "ask"
+    log_path: Path | None = None
+    beat: "_Heartbeat | None" = None
+
+
+def _record_interrupted(study: optuna.Study, current: _Current, launcher: Launcher, events: recovery.EventLog,
+                        artifacts: recovery.Artifacts | None) -> str:
+    """Record the interrupted trial as FAIL ("interrupted") with its server log, and queue
+    its parameters again. Returns a note for the message ("" when all went well)."""
+    trial = current.trial
+    if current.beat is not None:
+        current.beat.stop()
+    second = STOP_SIGNALS.count >= 2
+    how = "server killed at once by a second signal" if second else "server torn down"
+    if current.log_path is None:
+        how = "no server was running"
+    try:
+        straggler = recovery.stop_stragglers(current.launch_id, launcher)
+        if straggler:
+            events.write(straggler)
+        if study._storage.get_trial(trial._trial_id).state.is_finished():
+            return ""
+        trial.set_user_attr("outcome", "interrupted")
+        trial.set_user_attr("reason", f"stopped by a signal during {current.phase}; {how}")
+        trial.set_user_attr("launched", current.log_path is not None)
+        if current.log_path is not None:
+            trial.set_user_attr("log_path", str(current.log_path))
+            if artifacts is not None and current.log_path.is_file():
+                artifacts.upload(trial, str(current.log_path))
+        frozen = study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        retried = recovery.requeue(study, frozen)
+        events.write(
+            f"trial {trial.number}: outcome=interrupted during {current.phase} after "
+            f"{time.monotonic() - current.started:.1f}s; {how}"
+            + ("; its parameters are queued again" if retried else "")
+        )
+        return ""
+    except Exception as exc:  # the storage may be what failed; the next run recovers the trial
+        return f" (trial {trial.number} could not be recorded: {type(exc).__name__}; the next run retries it)"
 
 
 def _event_line(number: int, record: TrialRecord) -> str:

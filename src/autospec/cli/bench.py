@@ -1,0 +1,275 @@
+"""`autospec bench`: benchmark one server configuration, without a study.
+
+    autospec bench --url http://127.0.0.1:30000 --concurrency 1,4,32
+    autospec bench --sim --flag speculative_algorithm=NEXTN --flag speculative_num_steps=3
+    autospec bench --server-command "python -m sglang.launch_server" --model-path M --tp-size 4 \
+        --flag speculative_algorithm=NEXTN --prompt-set chat --api chat --json out.json
+
+Parse -> workload and level plans -> (launch) -> measure -> table (and JSON). The
+figures and their definitions are those of `autospec.metrics` (docs/benchmarking.md).
+Exit codes: 0 every level passed; 1 a level failed its error threshold or the server
+could not start; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+from autospec.errors import UsageError
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="benchmark one configuration (a running server, the simulator, or a launched SGLang)",
+        description="Benchmark one server configuration at several concurrency levels and print "
+        "per-request and aggregate speed, latency percentiles, accept length and errors.",
+    )
+    target = p.add_argument_group("server (pick one)")
+    where = target.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help="benchmark a server that is already running, e.g. http://127.0.0.1:30000")
+    where.add_argument("--sim", action="store_true", help="launch the bundled simulator with the given flags")
+    where.add_argument("--server-command", help="launch SGLang with this command, e.g. 'python -m sglang.launch_server'")
+    target.add_argument("--model-path", help="model to serve when launching (default 'sim' with --sim)")
+    target.add_argument("--tp-size", type=int, help="tensor parallel size when launching")
+    target.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE",
+                        help="server flag when launching, SGLang's name (repeatable), e.g. speculative_num_steps=3")
+    target.add_argument("--server-log", help="server log file when launching (default: a temporary file)")
+    target.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds the server may take to start")
+    target.add_argument("--sim-profile", help="simulator profile TOML (default: the seed-calibrated profile)")
+    target.add_argument("--sim-load-seconds", type=float, default=1.0, help="simulated model load time (default 1)")
+    target.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration")
+    target.add_argument("--sim-noise", choices=("on", "off"), default="on", help="simulator noise (default on)")
+
+    load = p.add_argument_group("workload")
+    load.add_argument("--workload", choices=("synthetic", "random", "file", "builtin"),
+                      help="prompt source (default synthetic; implied by --prompts / --prompt-set)")
+    load.add_argument("--prompts", help="JSONL ({'prompt'} or {'messages'} per line) or ShareGPT JSON file")
+    load.add_argument("--prompt-set", choices=("chat", "code", "summarize"), help="a built-in prompt set")
+    load.add_argument("--api", choices=("generate", "completions", "chat"), default="generate",
+                      help="native /generate (default; reports accept length) or the OpenAI endpoints")
+    load.add_argument("--model", help="model name for the OpenAI endpoints (default: the server's first)")
+    load.add_argument("--input-len", type=int, default=32, help="prompt words for synthetic/random (default 32)")
+    load.add_argument("--output-len", type=int, default=256, help="output tokens per request (default 256)")
+    load.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    load.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
+    load.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at end-of-sequence")
+    load.add_argument("--seed", type=int, default=0, help="prompt order / random prompt seed (default 0)")
+
+    levels = p.add_argument_group("levels")
+    levels.add_argument("--concurrency", default="1,32", help="comma-separated levels (default 1,32)")
+    count = levels.add_mutually_exclusive_group()
+    count.add_argument("--num-requests", type=int, help="requests per level (default 2 x C, 4 at C=1)")
+    count.add_argument("--duration", type=float, help="seconds per level instead of a request count")
+    levels.add_argument("--warmup", type=int, default=0, help="warmup requests before each level (excluded)")
+    levels.add_argument("--timeout", type=float, default=600.0, help="seconds one request may take (default 600)")
+    levels.add_argument("--max-error-rate", type=float, default=0.05,
+                        help="a level with a larger failed share fails (default 0.05)")
+    levels.add_argument("--adaptive", action="store_true",
+                        help="repeat each level until the 95%% intervals are within --target-ci")
+    levels.add_argument("--target-ci", type=float, default=0.02,
+                        help="adaptive: interval half-width as a share of the value (default 0.02)")
+    levels.add_argument("--max-repeats", type=int, default=6, help="adaptive: most runs per level (default 6)")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--json", metavar="PATH", help="write summaries (and the setup) as JSON; '-' for stdout")
+    out.add_argument("--records", metavar="PATH", help="write every request record as JSON lines")
+    out.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(handler=run)
+
+
+# ---------------------------------------------------------------- argument -> objects
+
+def parse_levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--concurrency {text!r} is not a comma-separated list of integers; e.g. 1,4,32") from None
+    if not levels or any(c < 1 for c in levels):
+        raise UsageError(f"--concurrency {text!r} needs positive levels; e.g. 1,4,32")
+    if len(set(levels)) != len(levels):
+        raise UsageError(f"--concurrency {text!r} lists a level twice; list each once")
+    return levels
+
+
+def workload_from_args(args: argparse.Namespace):
+    from autospec.bench import Workload
+
+    kind = args.workload or ("file" if args.prompts else "builtin" if args.prompt_set else "synthetic")
+    if args.prompts and kind != "file" or args.prompt_set and kind != "builtin":
+        raise UsageError("--prompts needs --workload file and --prompt-set needs --workload builtin; drop --workload")
+    return Workload(
+        kind=kind, input_len=args.input_len, output_len=args.output_len, temperature=args.temperature,
+        top_p=args.top_p, ignore_eos=not args.no_ignore_eos, api=args.api, path=args.prompts,
+        name=args.prompt_set, seed=args.seed,
+    )
+
+
+def plans_from_args(args: argparse.Namespace):
+    from autospec.bench import LevelPlan
+
+    if args.max_error_rate < 0 or args.max_error_rate > 1:
+        raise UsageError(f"--max-error-rate {args.max_error_rate} must be within 0..1; e.g. 0.05")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout} must be positive; pass seconds per request")
+    return [
+        LevelPlan(c, num_requests=args.num_requests, duration_s=args.duration, warmup_requests=args.warmup)
+        for c in parse_levels(args.concurrency)
+    ]
+
+
+def launch_request_from_args(args: argparse.Namespace, log_path: Path):
+    from autospec.cli.common import parse_flag_overrides
+    from autospec.launcher import LaunchRequest
+
+    flags = parse_flag_overrides(args.flag)
+    if args.model_path:
+        flags["model_path"] = args.model_path
+    if args.tp_size:
+        flags["tp_size"] = args.tp_size
+    if args.sim:
+        flags.setdefault("model_path", "sim")
+        command = [sys.executable, "-m", "autospec.sim", "--sim-load-seconds", f"{args.sim_load_seconds:g}",
+                   "--sim-time-scale", f"{args.sim_time_scale:g}", "--sim-noise", args.sim_noise]
+        if args.sim_profile:
+            if not Path(args.sim_profile).is_file():
+                raise UsageError(f"--sim-profile {args.sim_profile!r} does not exist; pass a profile TOML")
+            command += ["--sim-profile", str(Path(args.sim_profile).resolve())]
+    else:
+        command = shlex.split(args.server_command)
+        if not command:
+            raise UsageError("--server-command is empty; e.g. --server-command 'python -m sglang.launch_server'")
+        if command[0] in ("python", "python3"):
+            command[0] = sys.executable
+        if "model_path" not in flags:
+            raise UsageError("launching SGLang needs --model-path (or --flag model_path=...)")
+    return LaunchRequest(command=tuple(command), flags=flags, log_path=log_path, ready_timeout_s=args.ready_timeout)
+
+
+# ---------------------------------------------------------------- measuring
+
+async def _measure(url: str, workload, plans, args: argparse.Namespace, out: TextIO) -> list[dict[str, Any]]:
+    from autospec.bench import AdaptiveSettings, BenchClient, run_level_adaptive_with, run_level_with
+    from autospec.metrics import summarize
+
+    levels: list[dict[str, Any]] = []
+    settings = None
+    if args.adaptive:
+        settings = AdaptiveSettings(target_rel_half_width=args.target_ci, max_repeats=args.max_repeats,
+                                    min_repeats=min(2, args.max_repeats), max_error_rate=args.max_error_rate)
+    async with BenchClient(url, workload, model=args.model, timeout_s=args.timeout,
+                           max_connections=max(p.concurrency for p in plans)) as client:
+        await client.resolve_model()
+        for plan in plans:
+            if settings is not None:
+                adaptive = await run_level_adaptive_with(client, plan, settings)
+                results, summary, note = list(adaptive.results), adaptive.summary, adaptive.reason
+            else:
+                result = await run_level_with(client, plan)
+                results, summary, note = [result], summarize(result, max_error_rate=args.max_error_rate), None
+            levels.append({"plan": plan, "results": results, "summary": summary, "note": note})
+            if not args.quiet:
+                print(f"autospec: C={plan.concurrency} done: {summary.n_ok} ok, {summary.n_errors} failed"
+                      + (f" ({note})" if note else ""), file=sys.stderr)
+    return levels
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _pm(value: float, interval: tuple[float, float]) -> str:
+    if math.isnan(value):
+        return "-"
+    lo, hi = interval
+    if math.isnan(lo) or math.isnan(hi):
+        return f"{value:.1f}"
+    return f"{value:.1f} ±{(hi - lo) / 2:.1f}"
+
+
+def render_table(levels: list[dict[str, Any]]) -> str:
+    from autospec.cli.render import table
+
+    headers = ["C", "n", "ok", "err", "per-req tok/s", "decode tok/s", "agg tok/s", "TTFT p50/p99 ms",
+               "TPOT p50 ms", "ITL p50 ms", "accept", "status"]
+    rows = []
+    for level in levels:
+        s = level["summary"]
+        rows.append([
+            s.concurrency, s.n_requests, s.n_ok, s.n_errors,
+            _pm(s.output_tok_s, s.output_tok_s_ci), _fmt(s.decode_tok_s), _pm(s.agg_output_tok_s, s.agg_output_tok_s_ci),
+            f"{_fmt(s.ttft_ms_p50)}/{_fmt(s.ttft_ms_p99)}", _fmt(s.tpot_ms_p50, 2), _fmt(s.itl_ms_p50, 2),
+            _fmt(s.accept_length, 2), "FAILED" if s.failed else "ok",
+        ])
+    legend = ("per-req = completion tokens / (done - sent), mean over requests; agg = all tokens / level wall "
+              "time; ± = half-width of the 95% interval (bootstrap over requests, or t over repeat runs)")
+    return table(headers, rows, align_right=[True] * 11 + [False]) + "\n" + legend
+
+
+def report_json(levels: list[dict[str, Any]], workload, server: dict[str, Any]) -> dict[str, Any]:
+    import dataclasses
+
+    return {
+        "workload": workload.as_dict(),
+        "server": server,
+        "levels": [
+            {"plan": dataclasses.asdict(level["plan"]), "summary": level["summary"].as_dict(),
+             "repeats": len(level["results"]), "adaptive": level["note"]}
+            for level in levels
+        ],
+    }
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    workload = workload_from_args(args)
+    workload.prompts(1)  # a bad prompt file fails here, before any server starts
+    plans = plans_from_args(args)
+    running = None
+    server_info: dict[str, Any] = {"url": args.url}
+    if args.url and not args.url.startswith(("http://", "https://")):
+        raise UsageError(f"--url {args.url!r} is not an http(s) URL; e.g. http://127.0.0.1:30000")
+    if not args.url:
+        from autospec.cli.wiring import default_probe
+        from autospec.launcher import Launcher, NullGpuProbe
+
+        log_path = Path(args.server_log) if args.server_log else Path(tempfile.mkdtemp(prefix="autospec-bench-")) / "server.log"
+        request = launch_request_from_args(args, log_path)
+        if not args.quiet:
+            print(f"autospec: starting the server (log: {log_path})", file=sys.stderr)
+        running = Launcher(probe=NullGpuProbe() if args.sim else default_probe()).start(request)
+        server_info = {"url": running.url, "argv": list(running.argv), "log_path": str(log_path),
+                       "startup": running.startup.as_dict()}
+    try:
+        levels = asyncio.run(_measure(server_info["url"], workload, plans, args, out))
+    finally:
+        if running is not None:
+            running.stop()
+    print(render_table(levels), file=out)
+    payload = report_json(levels, workload, server_info)
+    if args.json == "-":
+        print(json.dumps(payload, indent=2), file=out)
+    elif args.json:
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    if args.records:
+        with open(args.records, "w", encoding="utf-8") as f:
+            for level in levels:
+                for repeat, result in enumerate(level["results"]):
+                    for record in result.records:
+                        f.write(json.dumps({"concurrency": result.concurrency, "repeat": repeat, **record.as_dict()}) + "\n")
+    failed = [level["summary"] for level in levels if level["summary"].failed]
+    for s in failed:
+        print(f"autospec: level C={s.concurrency} failed: {s.failed_reason}", file=sys.stderr)
+    return 1 if failed else 0

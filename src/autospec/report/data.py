@@ -1,0 +1,266 @@
+"""A read-only snapshot of a study, in the shape the report needs.
+
+`snapshot(study)` is the only place in `autospec.report` that reads an Optuna study;
+everything else (table, recommendations, exports, plots, documents) works on the plain
+`StudyData` it returns, so it can be tested with hand-made data.
+
+Trial classes (`TrialView.kind`):
+
+    front       feasible, measured, not dominated (the Pareto front)
+    dominated   feasible and measured, but another trial is at least as good on every
+                objective and better on one
+    infeasible  COMPLETE with a violated constraint (rejected, skipped, failed at init,
+                bench failed, SLO violated); `measured` says whether values are real
+    duplicate   reused another trial's measurement (`duplicate_of`)
+    failed      FAIL / PRUNED (interrupted, stale) -- retried by the optimiser
+    running     RUNNING or WAITING
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+__all__ = ["Objective", "Measure", "TrialView", "StudyData", "snapshot", "parse_objective", "unit_of", "dominates"]
+
+_OBJECTIVE_RE = re.compile(r"^(?P<metric>[a-z0-9_]+)@c(?P<c>\d+)$")
+
+
+def unit_of(metric: str) -> str:
+    if metric.endswith("tok_s"):
+        return "tok/s"
+    if metric.endswith("_ms") or "_ms_" in metric:
+        return "ms"
+    if metric == "accept_length":
+        return "tokens/step"
+    return ""
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One objective of the study: `metric` measured at `concurrency` (None when the
+    metric name does not follow autospec's `<metric>@c<C>` form)."""
+
+    name: str
+    metric: str
+    concurrency: int | None
+    direction: str  # "maximize" | "minimize"
+
+    @property
+    def unit(self) -> str:
+        return unit_of(self.metric)
+
+    @property
+    def maximize(self) -> bool:
+        return self.direction == "maximize"
+
+    @property
+    def label(self) -> str:
+        """Human axis label with unit, e.g. 'per-request output tok/s at C=1'."""
+        what = {
+            "output_tok_s": "per-request output speed",
+            "agg_output_tok_s": "aggregate output throughput",
+            "decode_tok_s": "per-request decode speed",
+        }.get(self.metric, self.metric.replace("_", " "))
+        where = f" at C={self.concurrency}" if self.concurrency is not None else ""
+        unit = f" ({self.unit})" if self.unit else ""
+        return f"{what}{where}{unit}"
+
+    def better(self, a: float, b: float) -> bool:
+        return a > b if self.maximize else a < b
+
+
+def parse_objective(name: str, direction: str) -> Objective:
+    m = _OBJECTIVE_RE.match(name)
+    if m:
+        return Objective(name, m["metric"], int(m["c"]), direction)
+    return Objective(name, name, None, direction)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A figure with the half-width of its 95% interval (None when unknown) and the
+    number of successful requests behind it."""
+
+    value: float
+    half_width: float | None = None
+    n: int | None = None
+
+    @property
+    def relative(self) -> float | None:
+        if self.half_width is None or not self.value:
+            return None
+        return abs(self.half_width / self.value)
+
+
+def _num(x: Any) -> float | None:
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+@dataclass(frozen=True)
+class TrialView:
+    number: int
+    state: str  # "complete" | "fail" | "pruned" | "running" | "waiting"
+    kind: str  # see the module docstring
+    flags: dict[str, Any]  # the configuration (candidate flags, draft tokens mapped)
+    values: list[float] | None
+    measured: bool  # values are real measurements (not worst-case stand-ins)
+    outcome: str
+    reason: str = ""
+    launched: bool = False
+    imported: Mapping[str, Any] | None = None
+    baseline: bool = False
+    bench: dict[int, dict[str, Any]] = field(default_factory=dict)
+    startup: dict[str, Any] = field(default_factory=dict)
+    server_args: list[str] | None = None
+    resolved: dict[str, Any] = field(default_factory=dict)
+    duplicate_of: int | None = None
+
+    @property
+    def levels(self) -> list[int]:
+        return sorted(self.bench)
+
+    def level(self, concurrency: int) -> dict[str, Any] | None:
+        return self.bench.get(concurrency)
+
+    def measure(self, metric: str, concurrency: int) -> Measure | None:
+        """`metric` at `concurrency` from the stored bench summary (None if absent)."""
+        level = self.bench.get(concurrency)
+        if not level:
+            return None
+        value = _num(level.get(metric))
+        if value is None:
+            return None
+        interval = (level.get("cis") or {}).get(metric)
+        if interval is None and metric in ("output_tok_s", "agg_output_tok_s"):
+            interval = level.get(f"{metric}_ci")
+        half = None
+        if interval and len(interval) == 2 and _num(interval[0]) is not None and _num(interval[1]) is not None:
+            half = (float(interval[1]) - float(interval[0])) / 2.0
+        n = level.get("n_ok")
+        return Measure(value, half, int(n) if isinstance(n, (int, float)) else None)
+
+    def objective_measure(self, objective: Objective, index: int) -> Measure | None:
+        """The objective's value with its uncertainty; falls back to the stored value
+        (without uncertainty) when the bench summary lacks the level."""
+        if objective.concurrency is not None:
+            m = self.measure(objective.metric, objective.concurrency)
+            if m is not None:
+                return m
+        if self.values is not None and self.measured and index < len(self.values):
+            return Measure(float(self.values[index]))
+        return None
+
+
+@dataclass(frozen=True)
+class StudyData:
+    name: str
+    objectives: list[Objective]
+    trials: list[TrialView]
+    user_attrs: dict[str, Any] = field(default_factory=dict)
+
+    def trial(self, number: int) -> TrialView | None:
+        return next((t for t in self.trials if t.number == number), None)
+
+    def of_kind(self, *kinds: str) -> list[TrialView]:
+        return [t for t in self.trials if t.kind in kinds]
+
+    @property
+    def front(self) -> list[TrialView]:
+        """The front, best first on the first objective."""
+        rows = self.of_kind("front")
+        first = self.objectives[0]
+        return sorted(rows, key=lambda t: (t.values[0] if first.maximize else -t.values[0]), reverse=True)
+
+    @property
+    def measured(self) -> list[TrialView]:
+        """Every feasible measured configuration (front and dominated)."""
+        return self.of_kind("front", "dominated")
+
+    def baseline_trial(self, number: int | None = None) -> TrialView | None:
+        """Trial `number`, else the measured trial marked as the baseline (enqueued by
+        `autospec optimize --baseline`), else None."""
+        if number is not None:
+            return self.trial(number)
+        marked = [t for t in self.trials if t.baseline and t.measured and t.kind in ("front", "dominated")]
+        return marked[0] if marked else None
+
+    @property
+    def latency_objective(self) -> int:
+        """Index of the objective measured at the lowest concurrency (ties: the first)."""
+        return min(range(len(self.objectives)), key=lambda i: (self.objectives[i].concurrency or 0, i))
+
+    @property
+    def throughput_objective(self) -> int:
+        """Index of the objective measured at the highest concurrency (ties: the last)."""
+        return max(range(len(self.objectives)), key=lambda i: (self.objectives[i].concurrency or 0, i))
+
+
+def dominates(a: Sequence[float], b: Sequence[float], objectives: Sequence[Objective]) -> bool:
+    """`a` is at least as good as `b` on every objective and better on at least one."""
+    no_worse = all(not o.better(y, x) for o, x, y in zip(objectives, a, b))
+    better = any(o.better(x, y) for o, x, y in zip(objectives, a, b))
+    return no_worse and better
+
+
+def _classify(views: list[dict[str, Any]], objectives: list[Objective]) -> None:
+    candidates = [v for v in views if v["kind"] == "measured"]
+    for v in candidates:
+        dominated = any(dominates(o["values"], v["values"], objectives) for o in candidates if o is not v)
+        v["kind"] = "dominated" if dominated else "front"
+
+
+def snapshot(study: Any) -> StudyData:
+    """Read every trial of `study` (an ``optuna.Study``) once into a `StudyData`."""
+    import optuna
+
+    S = optuna.trial.TrialState
+    names = study.metric_names or [f"objective_{i}" for i in range(len(study.directions))]
+    objectives = [parse_objective(n, d.name.lower()) for n, d in zip(names, study.directions)]
+    raw: list[dict[str, Any]] = []
+    for t in study.get_trials(deepcopy=False):
+        attrs = t.user_attrs
+        infeasible = any(v > 0 for v in t.constraints.values())
+        outcome = attrs.get("outcome", "ok" if t.state == S.COMPLETE else t.state.name.lower())
+        launched = bool(attrs.get("launched"))
+        imported = attrs.get("imported")
+        if t.state == S.COMPLETE:
+            if infeasible:
+                kind = "infeasible"
+            elif outcome == "duplicate":
+                kind = "duplicate"
+            elif launched or imported:
+                kind = "measured"
+            else:
+                kind = "infeasible"  # feasible-looking but nothing was measured
+        elif t.state in (S.FAIL, S.PRUNED):
+            kind = "failed"
+        else:
+            kind = "running"
+        measured = t.state == S.COMPLETE and t.values is not None and (
+            outcome in ("ok", "constraint_violated") and (launched or bool(imported))
+        )
+        bench = {}
+        for key, summary in (attrs.get("bench") or {}).items():
+            try:
+                bench[int(key)] = dict(summary)
+            except (TypeError, ValueError):
+                continue
+        raw.append(dict(
+            number=t.number, state=t.state.name.lower(), kind=kind,
+            flags=dict(attrs.get("candidate") or t.params), values=list(t.values) if t.values else None,
+            measured=measured, outcome=outcome, reason=attrs.get("reason", "") or "", launched=launched,
+            imported=imported, baseline=bool(attrs.get("baseline")), bench=bench,
+            startup=dict(attrs.get("startup") or {}), server_args=attrs.get("server_args"),
+            resolved=dict(attrs.get("resolved") or {}), duplicate_of=attrs.get("duplicate_of"),
+        ))
+    _classify(raw, objectives)
+    return StudyData(study.study_name, objectives, [TrialView(**v) for v in raw], dict(study.user_attrs))

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autospec.cli.main import main
+
+from .fake_server import Reply
+
+
+@pytest.fixture(autouse=True)
+def keep_signal_handlers() -> Iterator[None]:
+    """main() turns SIGTERM/SIGHUP into KeyboardInterrupt; undo that after each test."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_bench_a_running_server_prints_a_table_and_writes_json(fake_server, tmp_path: Path, capsys) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=6, per_event=2))
+    out_json, out_records = tmp_path / "bench.json", tmp_path / "records.jsonl"
+    rc = main(["bench", "--url", server.url, "--concurrency", "1,3", "--output-len", "6", "--warmup", "1",
+               "--json", str(out_json), "--records", str(out_records), "--quiet"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "per-req tok/s" in printed and "agg tok/s" in printed and "FAILED" not in printed
+    payload = json.loads(out_json.read_text())
+    assert payload["workload"]["kind"] == "synthetic" and payload["server"]["url"] == server.url
+    assert [level["summary"]["concurrency"] for level in payload["levels"]] == [1, 3]
+    assert payload["levels"][1]["summary"]["n_requests"] == 6
+    assert payload["levels"][1]["summary"]["completion_tokens"] == 36
+    records = [json.loads(line) for line in out_records.read_text().splitlines()]
+    assert len(records) == (1 + 4) + (1 + 6) and sum(r["warmup"] for r in records) == 2
+
+
+def test_a_failing_level_exits_1_with_the_reason(fake_server, capsys) -> None:
+    server = fake_server(lambda n, body: Reply(kind="status") if n % 2 else Reply(tokens=4))
+    rc = main(["bench", "--url", server.url, "--concurrency", "2", "--num-requests", "4", "--quiet"])
+    assert rc == 1
+    captured = capsys.readouterr()
+    assert "FAILED" in captured.out
+    assert "autospec: level C=2 failed: 2 of 4 requests failed (50.0% > 5.0% allowed): http_status x2" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--url", "http://127.0.0.1:1", "--concurrency", "1,x"], "is not a comma-separated list"),
+        (["--url", "http://127.0.0.1:1", "--concurrency", "4,4"], "lists a level twice"),
+        (["--url", "127.0.0.1:1"], "is not an http(s) URL"),
+        (["--url", "http://127.0.0.1:1", "--prompts", "/nonexistent.jsonl"], "cannot read prompt file"),
+        (["--url", "http://127.0.0.1:1", "--output-len", "0"], "output_len must be at least 1"),
+        (["--url", "http://127.0.0.1:1", "--max-error-rate", "2"], "must be within 0..1"),
+        (["--server-command", "python -m sglang.launch_server"], "needs --model-path"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], fragment: str, capsys) -> None:
+    assert main(["bench", *argv, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("autospec: error: ") and fragment in err and "\n" not in err
+
+
+def test_bench_launches_the_simulator(tmp_path: Path, capsys) -> None:
+    out_json = tmp_path / "sim.json"
+    rc = main(["bench", "--sim", "--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2",
+               "--flag", "speculative_algorithm=NEXTN", "--flag", "speculative_num_steps=2",
+               "--flag", "speculative_eagle_topk=1", "--flag", "speculative_num_draft_tokens=3",
+               "--concurrency", "1", "--output-len", "16", "--server-log", str(tmp_path / "server.log"),
+               "--json", str(out_json), "--quiet"])
+    assert rc == 0, capsys.readouterr()
+    payload = json.loads(out_json.read_text())
+    assert "autospec.sim" in payload["server"]["argv"]
+    assert "--speculative-num-steps" in payload["server"]["argv"]
+    summary = payload["levels"][0]["summary"]
+    assert summary["n_ok"] == 4 and summary["accept_length"] > 1
+    assert (tmp_path / "server.log").read_text()

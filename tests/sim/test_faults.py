@@ -1,0 +1,130 @@
+"""Faults the simulator injects (``--sim-fault`` / ``AUTOSPEC_SIM_FAULTS``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import httpx
+import pytest
+
+from autospec.sim.faults import Faults, FaultSpecError, parse_faults
+
+from .conftest import SPEC_FLAGS, pid_alive
+
+FAST = ("--sim-noise", "off", "--sim-load-seconds", "0.2", "--sim-time-scale", "0.05")
+BODY = {"text": "w1 w2 w3", "sampling_params": {"max_new_tokens": 20, "ignore_eos": True}}
+
+
+def test_parse_faults_reads_every_spec():
+    faults = parse_faults(["crash_after_requests=3", "hang_at_start", "ignore_sigterm", "zombie_child",
+                           "slow_start=1.5", "crash_at_start", "error_rate=0.25", " "])
+    assert faults == Faults(crash_after_requests=3, hang_at_start=True, ignore_sigterm=True, zombie_child=True,
+                            slow_start_s=1.5, crash_at_start=True, error_rate=0.25)
+    assert parse_faults([]) == Faults()
+
+
+@pytest.mark.parametrize("spec", ["explode", "crash_after_requests=x", "error_rate=2", "slow_start=-1",
+                                  "hang_at_start=1"])
+def test_bad_fault_specs_are_one_line_errors(spec):
+    with pytest.raises(FaultSpecError) as error:
+        parse_faults([spec])
+    assert spec in str(error.value) and "\n" not in str(error.value)
+
+
+def test_bad_fault_spec_exits_2_without_starting(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "explode")
+    assert sim.wait_exit() == 2
+    assert sim.log().startswith("autospec.sim: error: unknown --sim-fault 'explode'")
+
+
+def test_crash_after_requests(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST, env_extra={"AUTOSPEC_SIM_FAULTS": "crash_after_requests=2"})
+    sim.wait_ready()
+    for _ in range(2):
+        assert httpx.post(sim.url + "/generate", json=BODY, timeout=30).status_code == 200
+    assert sim.wait_exit() == -signal.SIGKILL
+    log = sim.log()
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in log
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in log
+    assert "Received sigquit from a child process." in log
+
+
+def test_hang_at_start_never_becomes_ready(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "hang_at_start")
+    sim.wait_log("Load weight begin")
+    time.sleep(0.5)  # several times what loading takes at this scale
+    assert sim.proc.poll() is None
+    assert httpx.get(sim.url + "/health_generate").status_code == 503
+    assert "Load weight end" not in sim.log()
+
+
+def test_ignore_sigterm_needs_kill(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "ignore_sigterm")
+    sim.wait_ready()
+    os.killpg(sim.proc.pid, signal.SIGTERM)
+    sim.wait_log("SIGTERM received.")
+    time.sleep(0.3)
+    assert sim.proc.poll() is None
+    assert httpx.get(sim.url + "/health_generate").status_code == 200
+    os.killpg(sim.proc.pid, signal.SIGKILL)
+    assert sim.wait_exit() == -signal.SIGKILL
+
+
+def test_zombie_child_outlives_its_group_and_holds_memory(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "zombie_child")
+    sim.wait_ready()
+    children = [r for r in sim.state_records() if r["pid"] != sim.proc.pid]
+    assert len(children) == 1
+    child = children[0]["pid"]
+    assert children[0]["mem_mb"] > 0
+    assert os.getpgid(child) != sim.proc.pid  # setsid: not in the server's process group
+    os.killpg(sim.proc.pid, signal.SIGKILL)
+    sim.wait_exit()
+    time.sleep(0.2)
+    assert pid_alive(child)
+    assert [r["pid"] for r in sim.state_records() if pid_alive(r["pid"])] == [child]
+    os.kill(child, signal.SIGTERM)  # conftest would SIGKILL it otherwise; TERM removes its file
+    deadline = time.monotonic() + 5
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pid_alive(child)
+    assert [r for r in sim.state_records() if r["pid"] == child] == []
+    # The parent was SIGKILLed: its file stays, naming a dead PID (which readers ignore).
+    assert [r["pid"] for r in sim.state_records()] == [sim.proc.pid] and not pid_alive(sim.proc.pid)
+
+
+def test_slow_start_delays_readiness_after_startup_lines(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "slow_start=1.5")
+    sim.wait_log("Uvicorn running on")
+    assert httpx.get(sim.url + "/health_generate").status_code == 503
+    sim.wait_ready()
+    assert "The server is fired up and ready to roll!" in sim.log()
+
+
+def test_crash_at_start_dies_with_a_cuda_error(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "crash_at_start")
+    assert sim.wait_exit() != 0
+    log = sim.log()
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in log
+    assert "Load weight end" not in log and "fired up" not in log
+
+
+def test_error_rate_one_fails_every_request(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "error_rate=1")
+    sim.wait_ready()
+    assert httpx.post(sim.url + "/generate", json=BODY, timeout=30).status_code == 500
+    outcomes = set()
+    for _ in range(8):
+        stream_body = {**BODY, "stream": True}
+        try:
+            with httpx.stream("POST", sim.url + "/generate", json=stream_body, timeout=30) as response:
+                if response.status_code == 500:
+                    outcomes.add("500")
+                    continue
+                lines = list(response.iter_lines())
+            outcomes.add("complete" if "data: [DONE]" in lines else "no-done")
+        except httpx.RemoteProtocolError:
+            outcomes.add("truncated")
+    assert outcomes == {"500", "truncated"}

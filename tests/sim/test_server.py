@@ -1,0 +1,370 @@
+"""The simulator as a process: flags, start-up, HTTP surface, memory record, speed.
+
+Each test starts ``python -m autospec.sim`` (see conftest.py) and talks to it over HTTP.
+Expected values come from the model API (``autospec.sim``), never from copies of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import re
+import signal
+import time
+
+import httpx
+import pytest
+
+from autospec.sim import (
+    ArgumentRejected,
+    accept_length,
+    init_outcome,
+    load_profile,
+    predict,
+    resolve_args,
+)
+
+from .conftest import SPEC_FLAGS, pid_alive
+
+FAST = ("--sim-noise", "off", "--sim-load-seconds", "0.2", "--sim-time-scale", "0.05")
+SPEC = {"model_path": "sim", "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+PROMPT = " ".join(f"w{i}" for i in range(32))  # 32 tokens for the sim's whitespace tokenizer
+
+
+def sse_payloads(text: str) -> list[str]:
+    return [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+
+
+def to_argv(flags: dict) -> list[str]:
+    argv = []
+    for name, value in flags.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_profile()
+
+
+@pytest.fixture
+def ready_sim(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST)
+    sim.wait_ready()
+    return sim
+
+
+# ------------------------------------------------------------------ start-up and readiness
+
+
+def test_readiness_goes_from_503_to_200_and_logs_sglang_startup(sim_factory, profile):
+    # Ready after (1 s load + the profile's 5 s warmup) x 0.25: time to see the 503 first.
+    sim = sim_factory(*SPEC_FLAGS, "--sim-noise", "off", "--sim-load-seconds", "1", "--sim-time-scale", "0.25")
+    first = None
+    deadline = time.monotonic() + 20
+    while first is None and time.monotonic() < deadline:
+        try:
+            first = httpx.get(sim.url + "/health_generate", timeout=2).status_code
+        except httpx.HTTPError:
+            time.sleep(0.02)
+    assert first == 503
+    assert httpx.get(sim.url + "/ready").status_code == 503
+    assert httpx.get(sim.url + "/model_info").status_code == 200  # answers before warmup
+    sim.wait_ready()
+    for path in ("/health", "/health_generate", "/ready"):
+        assert httpx.get(sim.url + path).status_code == 200
+    log = sim.log()
+    outcome = init_outcome(profile, resolve_args(profile, SPEC))
+    order = [
+        "server_args=ServerArgs(",
+        "Load weight begin. avail mem=",
+        "Load weight end. elapsed=",
+        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {outcome.max_total_num_tokens}, K size:",
+        "Memory pool end. avail mem=",
+        f"max_total_num_tokens={outcome.max_total_num_tokens}, chunked_prefill_size=",
+        "INFO:     Uvicorn running on http://127.0.0.1:",
+        "The server is fired up and ready to roll!",
+    ]
+    positions = [log.index(text) for text in order]
+    assert positions == sorted(positions)
+    summary = re.search(r"max_running_requests=(\d+), context_len=(\d+), available_gpu_mem=([\d.]+) GB", log)
+    assert summary and int(summary.group(1)) == outcome.max_running_requests
+    assert int(summary.group(2)) == outcome.context_len
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( TP0)?\] Load weight begin", log, re.MULTILINE)
+    assert "Capture cuda graph" in log or "CUDA graph begin" in log
+
+
+def test_gpu_state_file_appears_and_is_removed_on_term(sim_factory, profile):
+    sim = sim_factory(*SPEC_FLAGS, *FAST)
+    sim.wait_ready()
+    records = [r for r in sim.state_records() if r["pid"] == sim.proc.pid]
+    assert len(records) == 1
+    outcome = init_outcome(profile, resolve_args(profile, SPEC))
+    assert records[0]["gpus"] == list(range(profile.tp_size))
+    assert records[0]["mem_mb"] == pytest.approx(outcome.gpu_mem_used_gb * 1e9 / 2**20, rel=0.01)
+    assert "autospec.sim" in records[0]["cmdline"]
+    sim.proc.send_signal(signal.SIGTERM)
+    assert sim.wait_exit(timeout=10) == 0
+    assert sim.state_records() == []
+    assert "SIGTERM received." in sim.log()
+
+
+def test_term_to_the_group_ends_every_process(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, *FAST)
+    sim.wait_ready()
+    children = [int(pid) for pid in os.popen(f"pgrep -g {sim.proc.pid}").read().split()]
+    assert len(children) >= 2  # the server and its sglang::scheduler child
+    os.killpg(sim.proc.pid, signal.SIGTERM)
+    sim.wait_exit(timeout=10)
+    deadline = time.monotonic() + 5
+    while any(pid_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(pid_alive(pid) for pid in children)
+
+
+# ------------------------------------------------------------------ arguments
+
+
+def test_unknown_flag_is_rejected_like_sglang(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, "--no-such-flag", "3")
+    assert sim.wait_exit() == 2
+    log = sim.log()
+    assert log.startswith("usage: launch_server.py")
+    assert "launch_server.py: error: unrecognized arguments: --no-such-flag 3" in log
+
+
+def test_rejected_combination_prints_sglang_message_before_loading(sim_factory, profile):
+    flags = {**SPEC, "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 6, "page_size": 16,
+             "attention_backend": "triton"}
+    with pytest.raises(ArgumentRejected) as rejected:
+        resolve_args(profile, flags)
+    sim = sim_factory(*to_argv(flags), "--sim-load-seconds", "100")
+    assert sim.wait_exit(timeout=10) == 1  # with a 100 s load, only an argument-time exit is this fast
+    log = sim.log()
+    assert f"ValueError: {rejected.value}" in log
+    assert "Load weight begin" not in log
+
+
+# ------------------------------------------------------------------ init failures
+
+
+def _flags_for(profile, status: str) -> dict:
+    """A flag set of the default profile whose init fails with `status` (searched, not hard-coded)."""
+    grid = itertools.product([1, 2, 3, 10], [1, 2], [None, 4, 6, 8], [0.3, 0.85, 0.97],
+                             [None, 4], [None, 1], ["flashinfer", "triton"])
+    for steps, topk, draft, fraction, mrr, tp, backend in grid:
+        flags = {**SPEC, "speculative_num_steps": steps, "speculative_eagle_topk": topk,
+                 "mem_fraction_static": fraction, "attention_backend": backend}
+        flags.pop("speculative_num_draft_tokens")
+        if draft is not None:
+            flags["speculative_num_draft_tokens"] = draft
+        if mrr is not None:
+            flags["max_running_requests"] = mrr
+        if tp is not None:
+            flags["tp_size"] = tp
+        try:
+            if init_outcome(profile, resolve_args(profile, flags)).status == status:
+                return flags
+        except ArgumentRejected:
+            continue
+    raise AssertionError(f"no flags in the grid give {status}")
+
+
+@pytest.mark.parametrize("status", ["kv_pool_too_small", "cuda_graph_oom", "weights_oom", "invalid_draft_tree"])
+def test_init_failure_prints_sglang_chain_and_exits(sim_factory, profile, status):
+    flags = _flags_for(profile, status)
+    outcome = init_outcome(profile, resolve_args(profile, flags))
+    sim = sim_factory(*to_argv(flags), "--sim-load-seconds", "0.2", "--sim-time-scale", "0.1")
+    assert sim.wait_exit() != 0
+    log = sim.log()
+    assert outcome.message.splitlines()[0] in log
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in log
+    assert "Received sigquit from a child process. It usually means the child failed." in log
+    assert "The server is fired up" not in log
+    assert log.index("Scheduler hit an exception") < log.index(outcome.message.splitlines()[0])
+    assert not [r for r in sim.state_records() if pid_alive(r["pid"])]
+
+
+# ------------------------------------------------------------------ HTTP surface
+
+
+def test_generate_non_stream_reports_meta_info(ready_sim, profile):
+    body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 60, "ignore_eos": True, "temperature": 0}}
+    reply = httpx.post(ready_sim.url + "/generate", json=body, timeout=30).json()
+    meta = reply["meta_info"]
+    assert meta["prompt_tokens"] == 32
+    assert meta["completion_tokens"] == 60
+    assert len(reply["text"].split()) == 60 and reply["text"].startswith(" w")
+    assert meta["finish_reason"] == {"type": "length", "length": 60}
+    assert meta["e2e_latency"] > 0
+    cfg = resolve_args(profile, SPEC)
+    expected = accept_length(profile, cfg, "synthetic", 0.0)
+    # 1 token from prefill, then k per verify step (noise off: floor of an accumulator).
+    assert meta["spec_verify_ct"] == pytest.approx(59 / expected, abs=1.0)
+    assert meta["spec_accept_length"] == pytest.approx(60 / meta["spec_verify_ct"])
+
+
+def test_generate_stream_sends_one_event_per_verify_step(ready_sim):
+    body = {"text": PROMPT, "stream": True,
+            "sampling_params": {"max_new_tokens": 50, "ignore_eos": True, "temperature": 0}}
+    text = httpx.post(ready_sim.url + "/generate", json=body, timeout=30).text
+    payloads = sse_payloads(text)
+    assert payloads[-1] == "[DONE]"
+    events = [json.loads(p) for p in payloads[:-1]]
+    counts = [e["meta_info"]["completion_tokens"] for e in events]
+    assert counts == sorted(counts) and counts[0] == 1 and counts[-1] == 50
+    bursts = [b - a for a, b in zip(counts, counts[1:])]
+    assert all(1 <= burst <= 4 for burst in bursts)  # at most the 4 draft tokens per step
+    assert len(events) == 1 + events[-1]["meta_info"]["spec_verify_ct"]
+    assert all(len(e["text"].split()) == c for e, c in zip(events, counts))  # cumulative text
+    assert events[-1]["meta_info"]["finish_reason"]["type"] == "length"
+    assert all(e["meta_info"]["finish_reason"] is None for e in events[:-1])
+
+
+def test_openai_completions_stream_and_usage(ready_sim):
+    body = {"model": "sim", "prompt": PROMPT, "max_tokens": 40, "stream": True, "ignore_eos": True,
+            "temperature": 0, "stream_options": {"include_usage": True}}
+    payloads = sse_payloads(httpx.post(ready_sim.url + "/v1/completions", json=body, timeout=30).text)
+    assert payloads[-1] == "[DONE]"
+    chunks = [json.loads(p) for p in payloads[:-1]]
+    usage = chunks[-1]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 40
+    assert usage["usage"]["prompt_tokens"] == 32 and usage["usage"]["total_tokens"] == 72
+    content = chunks[:-1]
+    assert all(c["object"] == "text_completion" and c["model"] == "sim" for c in content)
+    assert len("".join(c["choices"][0]["text"] for c in content).split()) == 40
+    assert content[-1]["choices"][0]["finish_reason"] == "length"
+    plain = httpx.post(ready_sim.url + "/v1/completions", timeout=30,
+                       json={"prompt": PROMPT, "max_tokens": 7, "ignore_eos": True}).json()
+    assert plain["usage"]["completion_tokens"] == 7 and len(plain["choices"][0]["text"].split()) == 7
+
+
+def test_openai_chat_stream_with_usage(ready_sim):
+    body = {"model": "sim", "messages": [{"role": "user", "content": "Tell me about the sea, please."}],
+            "max_tokens": 30, "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
+    payloads = sse_payloads(httpx.post(ready_sim.url + "/v1/chat/completions", json=body, timeout=30).text)
+    assert payloads[-1] == "[DONE]"
+    chunks = [json.loads(p) for p in payloads[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["usage"]["completion_tokens"] == 30 and chunks[-1]["choices"] == []
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    text = "".join(c["choices"][0]["delta"]["content"] or "" for c in chunks[1:-2])
+    assert len(text.split()) == 30
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    plain = httpx.post(ready_sim.url + "/v1/chat/completions", timeout=30,
+                       json={"messages": body["messages"], "max_tokens": 5, "ignore_eos": True}).json()
+    assert plain["usage"]["completion_tokens"] == 5
+    assert plain["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_eos_stops_early_unless_ignored(ready_sim):
+    stops = []
+    for _ in range(6):
+        reply = httpx.post(ready_sim.url + "/generate", timeout=60,
+                           json={"text": PROMPT, "sampling_params": {"max_new_tokens": 3000}}).json()
+        stops.append(reply["meta_info"]["finish_reason"]["type"])
+    assert "stop" in stops
+
+
+def test_info_endpoints(ready_sim, profile):
+    info = httpx.get(ready_sim.url + "/server_info").json()
+    cfg = resolve_args(profile, SPEC)
+    assert info["speculative_algorithm"] == "EAGLE"  # NEXTN is rewritten
+    assert info["speculative_num_draft_tokens"] == cfg.speculative_num_draft_tokens
+    assert info["max_total_num_tokens"] == init_outcome(profile, cfg).max_total_num_tokens
+    assert info["version"] == profile.sglang_version
+    httpx.post(ready_sim.url + "/generate", timeout=30,
+               json={"text": PROMPT, "sampling_params": {"max_new_tokens": 30, "ignore_eos": True}})
+    state = httpx.get(ready_sim.url + "/get_server_info").json()["internal_states"][0]
+    assert state["avg_spec_accept_length"] > 1.0
+    assert httpx.get(ready_sim.url + "/get_model_info").json()["model_path"] == "sim"
+    models = httpx.get(ready_sim.url + "/v1/models").json()
+    assert models["data"][0]["id"] == "sim" and models["data"][0]["owned_by"] == "sglang"
+    assert httpx.get(ready_sim.url + "/nope").status_code == 404
+    log = ready_sim.log()
+    assert "Endpoint '/get_server_info' is deprecated" in log
+    assert re.search(r'INFO:     127\.0\.0\.1:\d+ - "GET /v1/models HTTP/1\.1" 200 OK', log)
+
+
+def test_decode_log_line_every_40_steps(ready_sim):
+    httpx.post(ready_sim.url + "/generate", timeout=60,
+               json={"text": PROMPT, "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}})
+    line = re.search(r"Decode batch, #running-req: (\d+), #token: (\d+), token usage: [\d.]+, "
+                     r"accept len: ([\d.]+), accept rate: [\d.]+, cuda graph: True, "
+                     r"gen throughput \(token/s\): [\d.]+, #queue-req: (\d+)", ready_sim.log())
+    assert line and int(line.group(1)) == 1 and float(line.group(3)) > 1.0
+
+
+def test_disconnect_aborts_the_request_and_frees_its_slot(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, "--max-running-requests", "1", "--sim-noise", "off",
+                      "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2")
+    sim.wait_ready()
+    body = {"text": PROMPT, "stream": True, "sampling_params": {"max_new_tokens": 20000, "ignore_eos": True}}
+    with httpx.Client(timeout=30) as client:
+        with client.stream("POST", sim.url + "/generate", json=body) as response:
+            next(response.iter_lines())  # first token arrived: the request holds the only slot
+    started = time.monotonic()
+    reply = httpx.post(sim.url + "/generate", timeout=30,
+                       json={"text": PROMPT, "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}})
+    assert reply.status_code == 200 and reply.json()["meta_info"]["completion_tokens"] == 8
+    # 20000 tokens at ~230 tok/s x5 would hold the slot for ~17 s: the abort freed it.
+    assert time.monotonic() - started < 8
+
+
+# ------------------------------------------------------------------ speed against predict()
+
+
+async def _closed_loop(url: str, concurrency: int, requests: int, output_len: int) -> tuple[float, float]:
+    """Per-request and aggregate output tok/s, as docs/architecture.md defines them; `sent` is
+    when the request headers went out (httpcore trace), `done` when [DONE] arrived."""
+    records: list[tuple[float, float, int]] = []
+    body = {"prompt": PROMPT, "stream": True, "max_tokens": output_len, "ignore_eos": True, "temperature": 0,
+            "stream_options": {"include_usage": True}}
+    remaining = requests
+    limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        async def one() -> None:
+            sent: list[float] = []
+
+            async def trace(name: str, info: dict) -> None:
+                if name == "http11.send_request_headers.started" and not sent:
+                    sent.append(time.perf_counter())
+
+            tokens, done = 0, 0.0
+            async with client.stream("POST", url + "/v1/completions", json=body,
+                                     extensions={"trace": trace}) as response:
+                async for line in response.aiter_lines():
+                    if line == "data: [DONE]":
+                        done = time.perf_counter()
+                    elif line.startswith("data: {") and '"usage":{' in line:
+                        tokens = json.loads(line[6:])["usage"]["completion_tokens"]
+            records.append((sent[0], done, tokens))
+
+        async def worker() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                await one()
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    per_request = sum(tokens / (done - sent) for sent, done, tokens in records) / len(records)
+    span = max(done for _, done, _ in records) - min(sent for sent, _, _ in records)
+    return per_request, sum(tokens for *_, tokens in records) / span
+
+
+@pytest.mark.slow
+def test_measured_speed_matches_predict(sim_factory, profile):
+    """Noise off: per-request and aggregate tok/s within 3% of predict() at C=1, 4, 16, 32."""
+    scale, output_len = 0.5, 300
+    sim = sim_factory(*SPEC_FLAGS, "--sim-noise", "off", "--sim-load-seconds", "0", "--sim-time-scale", str(scale))
+    sim.wait_ready()
+    for concurrency in (1, 4, 16, 32):
+        requests = max(2 * concurrency, 4)
+        expected = predict(profile, SPEC, concurrency, "synthetic", input_len=32, output_len=output_len,
+                           num_requests=requests)
+        per_request, aggregate = asyncio.run(_closed_loop(sim.url, concurrency, requests, output_len))
+        assert per_request == pytest.approx(expected.per_request_tok_s / scale, rel=0.03), concurrency
+        assert aggregate == pytest.approx(expected.aggregate_tok_s / scale, rel=0.03), concurrency
