@@ -11,7 +11,7 @@ means the client cannot be what limits a real benchmark.
 Two server settings are measured: speculative decoding (NEXTN, 3 steps: several
 tokens per event) and none (one token per event, the client's worst case).
 
-    python benchmarks/client_capacity.py [--concurrency 32] [--seconds 5]
+    python benchmarks/client_capacity.py [--concurrency 32] [--seconds 5] [--output-len 1024]
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--time-scale", type=float, default=1e-4)
-    parser.add_argument("--output-len", type=int, default=256)
+    parser.add_argument("--output-len", type=int, default=1024)
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) > 1:

@@ -69,7 +69,7 @@ def cpu_seconds(pid: int) -> float:
 
 async def stream_one(reader, writer, port: int, output_len: int) -> int:
     """One /v1/completions stream on a keep-alive connection; returns completion tokens."""
-    body = json.dumps({"prompt": PROMPT, "stream": True, "max_tokens": output_len, "ignore_eos": True,
+    body = json.dumps({"prompt": PROMPT, "stream": True, "max_tokens": output_len, "ignore_eos": True, "temperature": 0,
                        "stream_options": {"include_usage": True}}).encode()
     writer.write(b"POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\n"
                  b"content-length: %d\r\n\r\n%s" % (port, len(body), body))
@@ -95,7 +95,8 @@ async def drive(port: int, concurrency: int, requests: int, output_len: int) -> 
         try:
             while remaining > 0:
                 remaining -= 1
-                tokens += await stream_one(reader, writer, port, output_len)
+                count = await stream_one(reader, writer, port, output_len)
+                tokens += count
         finally:
             writer.close()
 

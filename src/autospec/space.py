@@ -22,7 +22,9 @@ import optuna
 
 from autospec.config import DRAFT_TOKENS, STEPS, TOPK, ParamSpec, SearchSpace
 
-__all__ = ["suggest", "to_distribution_params", "grid", "draft_range", "DRAFT_FRACTION"]
+__all__ = ["suggest", "to_distribution_params", "grid", "draft_range", "calibration_points", "DRAFT_FRACTION"]
+
+MEM = "mem_fraction_static"
 
 DRAFT_FRACTION = "draft_tokens_fraction"
 
@@ -169,3 +171,25 @@ def grid_size(space: SearchSpace) -> int:
     return sum(1 for _ in grid(space))
 
 
+
+
+def calibration_points(space: SearchSpace) -> list[dict[str, Any]]:
+    """Two conservative configurations that calibrate the memory model before the sampler
+    explores: a chain (top-k 1 where allowed) at the middle mem-fraction, with a short and
+    the shortest speculation depth. Their startup facts give the KV pool's growth per unit
+    of mem-fraction and its cost per draft token (`feasibility.learned`), so that candidates
+    that cannot fit are skipped instead of launched. Parameters not named here are sampled."""
+    base: dict[str, Any] = {}
+    topk = space.param(TOPK)
+    if topk is not None and topk.type == "categorical":
+        base[TOPK] = 1 if 1 in topk.choices else min(topk.choices)
+    mem = space.param(MEM)
+    if mem is not None and mem.type == "float":
+        values = _values(mem)
+        base[MEM] = values[len(values) // 2]
+    steps = space.param(STEPS)
+    if steps is None or steps.type != "int":
+        return [base] if base else []
+    low, high = int(steps.low), int(steps.high)
+    points = [{**base, STEPS: min(low + 2, high)}, {**base, STEPS: low}]
+    return [p for i, p in enumerate(points) if p not in points[:i]]

@@ -40,6 +40,7 @@ class FakeServer:
         self.script = script or (lambda n, body: Reply())
         self.bodies: list[dict] = []
         self.paths: list[str] = []
+        self.model_lookups = 0
         self.open_streams = 0
         self.max_open_streams = 0
         self.closed_streams = 0
@@ -94,6 +95,8 @@ class FakeServer:
                 body_bytes = await reader.readexactly(int(headers.get("content-length", "0")))
                 body = json.loads(body_bytes) if body_bytes else {}
                 if path == "/v1/models":
+                    with self._lock:
+                        self.model_lookups += 1
                     await self._send_json(writer, 200, {"object": "list", "data": [{"id": "fake-model"}]})
                     continue
                 with self._lock:
@@ -130,7 +133,7 @@ class FakeServer:
         try:
             events = _events(path, body, reply)
             for i, event in enumerate(events):
-                if reply.kind in ("truncate", "hang", "error_event", "abort", "garbage") and i == reply.events_before_fault:
+                if reply.kind != "ok" and i == reply.events_before_fault:
                     if reply.kind == "truncate":
                         return False  # close without the terminating chunk
                     if reply.kind == "hang":

@@ -13,7 +13,8 @@ from .fake_server import Reply
 WORKLOAD = Workload("synthetic", output_len=6)
 
 
-def _adaptive(url: str, settings: AdaptiveSettings, plan: LevelPlan = LevelPlan(2, num_requests=4)):
+def _adaptive(url: str, settings: AdaptiveSettings, plan: LevelPlan | None = None):
+    plan = plan or LevelPlan(2, num_requests=4)
     return asyncio.run(run_level_adaptive(url, WORKLOAD, plan, settings))
 
 

@@ -91,4 +91,4 @@ def test_explicit_model_skips_the_models_lookup(fake_server) -> None:
 def test_client_must_be_entered() -> None:
     client = BenchClient("http://127.0.0.1:1", Workload("synthetic"))
     with pytest.raises(RuntimeError, match="async with"):
-        _ = client.http
+        client.lane(0)

@@ -49,6 +49,7 @@ def test_closed_loop_keeps_exactly_c_in_flight_and_excludes_warmup(fake_server) 
     assert len(one.records) == 4 and not any(r.warmup for r in one.records)
     assert sum(r.warmup for r in four.records) == 3 and len(four.measured) == 8
     assert server.max_open_streams == 4
+    assert server.model_lookups == 4  # one connection opened per worker, before sending
     # Measured prompts are the workload's first n, whatever the level; warmup uses others.
     expected = [p.text for p in Workload("random", input_len=5, output_len=8, seed=7).prompts(8)]
     measured_texts = [b["text"] for b in server.bodies[4 + 3 :]]
@@ -125,3 +126,28 @@ def test_cancellation_closes_every_in_flight_stream(fake_server) -> None:
 def test_levels_must_be_distinct() -> None:
     with pytest.raises(ConfigError, match="concurrency 4 is listed twice"):
         run_levels("http://127.0.0.1:1", Workload("synthetic"), [LevelPlan(4), LevelPlan(4)])
+
+
+def test_ctrl_c_in_run_levels_closes_every_stream(fake_server) -> None:
+    import os
+    import signal
+    import threading
+
+    server = fake_server(lambda n, body: Reply(tokens=500, per_event=1, delay_s=0.02))
+
+    def interrupt_when_streaming() -> None:
+        for _ in range(500):
+            if server.open_streams == 3:
+                break
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_streaming, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_levels(server.url, Workload("synthetic", output_len=500), [LevelPlan(3, num_requests=30)])
+    for _ in range(500):
+        if server.open_streams == 0:
+            break
+        time.sleep(0.01)
+    assert server.open_streams == 0 and server.client_disconnects == 3
+    assert len(server.bodies) == 3

@@ -62,6 +62,8 @@ CASES = [
     ("mem fraction 1.0", GOOD.replace("high = 0.9", "high = 1.0"), "mem_fraction_static must stay within"),
     ("unknown parameter type", GOOD.replace('type = "int"', 'type = "integer"'), "type must be one of"),
     ("tunable and fixed", GOOD.replace('model_path = "m"', 'model_path = "m"\nmem_fraction_static = 0.8'), "both tunable"),
+    ("mem fraction 0", GOOD.replace("low = 0.8", "low = 0.0"), "mem_fraction_static must stay within"),
+    ("objective twice", GOOD + ('[[objectives]]\nmetric = "output_tok_s"\nconcurrency = 1\n' * 2), "listed twice"),
 ]
 
 
@@ -70,12 +72,18 @@ def test_bad_space_file(tmp_path, existing_study, capsys, label, text, needle):
     space = tmp_path / "bad.toml"
     space.write_text(text)
     before = digest(existing_study)
-    code = main(["optimize", "--space", str(space), "--study", "kept", "--studies-dir", str(existing_study), "--sim"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2
-    assert needle in err
-    assert len(err.splitlines()) == 1 and err.startswith("autospec: error:")
-    assert digest(existing_study) == before
+    for study in ("kept", "fresh"):  # an existing study is not changed, a new one not created
+        code = main(["optimize", "--space", str(space), "--study", study, "--studies-dir", str(existing_study), "--sim"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2
+        assert needle in err
+        assert len(err.splitlines()) == 1 and err.startswith("autospec: error:")
+        assert digest(existing_study) == before
+
+
+def studies_created(folder: Path) -> list[Path]:
+    """Study files under `folder`: storages and the event logs beside them."""
+    return [p for p in folder.rglob("*") if p.suffix in (".db", ".log", ".journal", ".jsonl")] if folder.exists() else []
 
 
 @pytest.mark.parametrize(
@@ -94,6 +102,7 @@ def test_bad_storage(tmp_path, capsys, storage, needle):
     err = capsys.readouterr().err.strip()
     assert code == 2, err
     assert needle in err and len(err.splitlines()) == 1
+    assert studies_created(tmp_path / "s") == [] and not Path("studies.txt").exists()
 
 
 def test_study_name_reused_with_another_space_changes_nothing(tmp_path, existing_study, capsys):
@@ -104,6 +113,17 @@ def test_study_name_reused_with_another_space_changes_nothing(tmp_path, existing
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert "different search space" in err and "pick another --study name" in err
+    assert digest(existing_study) == before
+
+
+def test_study_name_reused_with_other_objectives_changes_nothing(tmp_path, existing_study, capsys):
+    other = tmp_path / "other.toml"
+    other.write_text(GOOD + '[[objectives]]\nmetric = "ttft_ms_p50"\nconcurrency = 1\n')
+    before = digest(existing_study)
+    code = main(["optimize", "--space", str(other), "--study", "kept", "--studies-dir", str(existing_study), "--sim"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "was created with objectives" in err and "pick another --study name" in err
     assert digest(existing_study) == before
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autospec.feasibility.learned import LearnedRules
 
 BASE = {"model_path": "m", "tp_size": 4, "speculative_num_steps": 4, "speculative_eagle_topk": 1}
@@ -62,3 +64,39 @@ def test_no_prediction_without_spread():
     for _ in range(4):
         rules.record_success(cfg(0.8, 3), {"max_total_num_tokens": 100})
     assert rules.predict_tokens(cfg(0.7, 3)) is None
+
+
+def startup(tokens, available=20.0, pre=90.0, gb_per_token=1e-4):
+    return {"max_total_num_tokens": tokens, "kv_cache_tokens": tokens, "kv_cache_gb": tokens * gb_per_token,
+            "gpu_mem_before_load_gb": pre, "available_gpu_mem_gb": available}
+
+
+def test_one_launch_predicts_the_pool_along_mem_fraction_from_the_log():
+    rules = LearnedRules()
+    # 90 GB before loading, 1e-4 GB per token: +0.01 mem-fraction = +9,000 tokens.
+    rules.record_success(cfg(0.80, 4), startup(100_000))
+    assert rules.predict_tokens(cfg(0.82, 4)) == pytest.approx(118_000)
+    assert rules.predict_tokens(cfg(0.80, 2)) is None  # fewer drafts: slope unknown, no guess
+    assert rules.explain(cfg(0.70, 4)) is None  # 10,000 tokens predicted: may run
+    assert rules.explain(cfg(0.68, 5))[0] == "learned_kv_capacity"  # at most -8,000: cannot
+
+
+def test_two_draft_values_fit_the_per_draft_token_cost():
+    rules = LearnedRules()
+    rules.record_success(cfg(0.80, 2), startup(180_000))
+    rules.record_success(cfg(0.80, 4), startup(100_000))  # 40,000 tokens per draft token
+    assert rules.predict_tokens(cfg(0.80, 6)) == pytest.approx(20_000)
+    assert rules.explain(cfg(0.80, 7))[0] == "learned_kv_capacity"
+    assert rules.explain(cfg(0.90, 7)) is None
+
+
+def test_headroom_after_init_predicts_cuda_graph_failures_at_higher_mem_fraction():
+    rules = LearnedRules()
+    rules.record_success(cfg(0.80, 4), startup(100_000, available=9.0))  # 9 GB free after init
+    assert rules.predict_available_gb(cfg(0.85, 4)) == pytest.approx(4.5)
+    assert rules.explain(cfg(0.85, 4)) is None
+    assert rules.explain(cfg(0.92, 4))[0] == "learned_graph_headroom"  # -1.8 GB left
+    # one graph OOM at 0.86 (0.9 GB predicted) teaches the real margin
+    rules.record_failure(cfg(0.86, 4, ), "cuda_graph_oom")
+    assert rules.explain(cfg(0.87, 3)) is None  # fewer drafts than any launch: not predicted
+    assert rules.explain(cfg(0.87, 4))[0] in ("learned_cuda_graph_oom", "learned_graph_headroom")

@@ -368,3 +368,33 @@ def test_measured_speed_matches_predict(sim_factory, profile):
         per_request, aggregate = asyncio.run(_closed_loop(sim.url, concurrency, requests, output_len))
         assert per_request == pytest.approx(expected.per_request_tok_s / scale, rel=0.03), concurrency
         assert aggregate == pytest.approx(expected.aggregate_tok_s / scale, rel=0.03), concurrency
+
+
+# ------------------------------------------------------------------ arguments (in-process)
+
+
+def test_command_line_keeps_only_set_flags_and_reads_the_environment():
+    from autospec.sim.args import parse_command_line
+
+    command = parse_command_line(
+        ["--model-path", "m", "--cuda-graph-max-bs-decode", "8", "--sim-fault", "hang_at_start",
+         "--enable-dp-attention", "--sim-noise", "off"],
+        {"AUTOSPEC_SIM_FAULTS": "slow_start=1, zombie_child", "AUTOSPEC_SIM_GPU_STATE_DIR": "/tmp/state"},
+    )
+    assert command.flags == {"model_path": "m", "cuda_graph_max_bs": 8, "enable_dp_attention": True}
+    assert command.sim.faults == ("hang_at_start", "slow_start=1", "zombie_child")
+    assert command.sim.gpu_state_dir == "/tmp/state" and command.sim.noise is False
+    assert (command.host, command.port) == ("127.0.0.1", 30000)
+
+
+def test_noise_on_samples_accept_lengths_from_the_distribution(sim_factory):
+    sim = sim_factory(*SPEC_FLAGS, "--sim-noise", "on", "--sim-seed", "7", "--sim-load-seconds", "0.1",
+                      "--sim-time-scale", "0.02")
+    sim.wait_ready()
+    prompt = "Could you explain, in plain words, why the sky looks blue on a clear afternoon?"  # chat
+    meta = httpx.post(sim.url + "/generate", timeout=30, json={
+        "text": prompt, "sampling_params": {"max_new_tokens": 400, "ignore_eos": True, "temperature": 0}}).json()["meta_info"]
+    histogram = meta["spec_accept_histogram"]
+    assert sum(histogram) == meta["spec_verify_ct"]
+    # Noiseless emission only ever gives floor/ceil of the mean; sampling spreads wider.
+    assert sum(1 for count in histogram if count) >= 3

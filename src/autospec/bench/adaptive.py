@@ -116,7 +116,7 @@ async def run_level_adaptive(
 ) -> AdaptiveResult:
     """`run_level`, repeated until the intervals of `settings.metrics` are narrow enough."""
     async with BenchClient(
-        base_url, workload, model=model, timeout_s=timeout_s, max_connections=plan.concurrency, transport=transport
+        base_url, workload, model=model, timeout_s=timeout_s, transport=transport
     ) as client:
         await client.resolve_model()
         return await run_level_adaptive_with(client, plan, settings, on_progress=on_progress)

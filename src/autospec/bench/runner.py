@@ -11,6 +11,9 @@ records carry `warmup=True` and the metrics leave them out.
 Measured prompts are `workload.prompts(n)[i]` for the i-th request sent, the same
 list at every level (so levels and other clients can be fed identical prompts).
 
+Before anything is sent, every worker's connection is opened (`BenchClient.connect_lanes`:
+a `GET /v1/models` per new connection), so no measured request pays for connecting.
+
 If `max_consecutive_errors` requests in a row fail (a dead server), the level stops
 sending; the records say why. Cancelling the task running a level (or Ctrl-C in
 `run_levels`) closes every in-flight stream before the cancellation propagates.
@@ -120,15 +123,15 @@ async def _closed_loop(
         sent += 1
         return sent - 1
 
-    async def worker() -> None:
+    async def worker(lane: int) -> None:
         nonlocal completed, consecutive_errors
         while (index := next_index()) is not None:
-            record = await client.send(feed[index], warmup=warmup)
+            record = await client.send(feed[index], warmup=warmup, lane=lane)
             completed += 1
             consecutive_errors = 0 if record.ok else consecutive_errors + 1
             on_record(record, completed)
 
-    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    tasks = [asyncio.create_task(worker(lane)) for lane in range(workers)]
     try:
         await asyncio.gather(*tasks)
     finally:
@@ -150,6 +153,7 @@ async def run_level_with(
     limit = plan.request_limit
     stop_after = max_consecutive_errors or max(8, 2 * plan.concurrency)
     start = time.perf_counter()
+    await client.connect_lanes(plan.concurrency)
 
     def observer(phase: str, total: int | None) -> Callable[[RequestRecord, int], None]:
         def on_record(record: RequestRecord, completed: int) -> None:
@@ -213,7 +217,6 @@ async def run_level(
         workload,
         model=model,
         timeout_s=timeout_s,
-        max_connections=plan.concurrency,
         transport=transport,
     ) as client:
         await client.resolve_model()
@@ -238,7 +241,6 @@ async def run_levels_async(
         workload,
         model=model,
         timeout_s=timeout_s,
-        max_connections=max((p.concurrency for p in plans), default=1),
         transport=transport,
     ) as client:
         await client.resolve_model()

@@ -211,12 +211,16 @@ def _prompt_from_item(item: Any, index: int, where: str) -> Prompt:
     if (
         isinstance(messages, list)
         and messages
-        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages)
+        and all(_is_message(m) for m in messages)
     ):
         return Prompt.from_messages(messages, index)
     raise ConfigError(
         f'{where}: expected {{"prompt": "..."}} or {{"messages": [{{"role": ..., "content": ...}}]}}; fix that line'
     )
+
+
+def _is_message(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("role"), str) and isinstance(item.get("content"), str)
 
 
 def _parse_sharegpt(text: str, path: Path) -> list[Prompt]:

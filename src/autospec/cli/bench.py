@@ -39,7 +39,8 @@ def register(subparsers: Any) -> None:
     where = target.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="benchmark a server that is already running, e.g. http://127.0.0.1:30000")
     where.add_argument("--sim", action="store_true", help="launch the bundled simulator with the given flags")
-    where.add_argument("--server-command", help="launch SGLang with this command, e.g. 'python -m sglang.launch_server'")
+    where.add_argument("--server-command",
+                       help="launch SGLang with this command, e.g. 'python -m sglang.launch_server'")
     target.add_argument("--model-path", help="model to serve when launching (default 'sim' with --sim)")
     target.add_argument("--tp-size", type=int, help="tensor parallel size when launching")
     target.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE",
@@ -167,8 +168,7 @@ async def _measure(url: str, workload, plans, args: argparse.Namespace, out: Tex
     if args.adaptive:
         settings = AdaptiveSettings(target_rel_half_width=args.target_ci, max_repeats=args.max_repeats,
                                     min_repeats=min(2, args.max_repeats), max_error_rate=args.max_error_rate)
-    async with BenchClient(url, workload, model=args.model, timeout_s=args.timeout,
-                           max_connections=max(p.concurrency for p in plans)) as client:
+    async with BenchClient(url, workload, model=args.model, timeout_s=args.timeout) as client:
         await client.resolve_model()
         for plan in plans:
             if settings is not None:
@@ -209,7 +209,8 @@ def render_table(levels: list[dict[str, Any]]) -> str:
         s = level["summary"]
         rows.append([
             s.concurrency, s.n_requests, s.n_ok, s.n_errors,
-            _pm(s.output_tok_s, s.output_tok_s_ci), _fmt(s.decode_tok_s), _pm(s.agg_output_tok_s, s.agg_output_tok_s_ci),
+            _pm(s.output_tok_s, s.output_tok_s_ci), _fmt(s.decode_tok_s),
+            _pm(s.agg_output_tok_s, s.agg_output_tok_s_ci),
             f"{_fmt(s.ttft_ms_p50)}/{_fmt(s.ttft_ms_p99)}", _fmt(s.tpot_ms_p50, 2), _fmt(s.itl_ms_p50, 2),
             _fmt(s.accept_length, 2), "FAILED" if s.failed else "ok",
         ])
@@ -245,7 +246,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         from autospec.cli.wiring import default_probe
         from autospec.launcher import Launcher, NullGpuProbe
 
-        log_path = Path(args.server_log) if args.server_log else Path(tempfile.mkdtemp(prefix="autospec-bench-")) / "server.log"
+        if args.server_log:
+            log_path = Path(args.server_log)
+        else:
+            log_path = Path(tempfile.mkdtemp(prefix="autospec-bench-")) / "server.log"
         request = launch_request_from_args(args, log_path)
         if not args.quiet:
             print(f"autospec: starting the server (log: {log_path})", file=sys.stderr)
@@ -268,7 +272,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             for level in levels:
                 for repeat, result in enumerate(level["results"]):
                     for record in result.records:
-                        f.write(json.dumps({"concurrency": result.concurrency, "repeat": repeat, **record.as_dict()}) + "\n")
+                        line = {"concurrency": result.concurrency, "repeat": repeat, **record.as_dict()}
+                        f.write(json.dumps(line) + "\n")
     failed = [level["summary"] for level in levels if level["summary"].failed]
     for s in failed:
         print(f"autospec: level C={s.concurrency} failed: {s.failed_reason}", file=sys.stderr)

@@ -1,61 +1,121 @@
-"""`autospec pareto`: the Pareto front of a study as a table, or JSON."""
+"""`autospec pareto`: the Pareto front of a study as a table with uncertainty, ratios to a
+baseline, typed warnings, a legend and three recommendations; or JSON.
+
+Also home of `open_existing`, which the other read-only subcommands (export, report,
+dashboard) use to open a study without creating anything.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from autospec.cli.common import add_study_args
-from autospec.cli.render import compact_params, table
 from autospec.errors import UsageError
+
+__all__ = ["register", "run", "open_existing", "open_existing_handle", "add_baseline_arg", "baseline_of"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pareto", help="show the Pareto front of a study",
-                       description="Print the study's Pareto front: feasible, measured configurations no other beats on every objective.")
+    p = sub.add_parser(
+        "pareto", help="show the Pareto front of a study, with recommendations",
+        description="Print the study's Pareto front (feasible, measured configurations no other beats on every "
+                    "objective) with 95%% intervals, ratios to a baseline, warnings and three recommendations.")
     add_study_args(p, space=False)
-    p.add_argument("--json", action="store_true", help="print the front as JSON")
+    add_baseline_arg(p)
+    p.add_argument("--json", action="store_true", help="print the front, table and recommendations as JSON")
     p.set_defaults(handler=run)
 
 
-def open_existing(args: argparse.Namespace):
+def add_baseline_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baseline", type=int, metavar="N",
+                   help="trial number to compare against (default: the trial measured by optimize --baseline)")
+
+
+def open_existing_handle(args: argparse.Namespace):
+    """(StorageHandle, optuna.Study) of an existing study; UsageError when there is none."""
+    import warnings
+
     import optuna
 
     from autospec.study.storage import open_storage, study_exists
 
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if not args.study:
         raise UsageError("--study NAME is required; list studies with: ls studies/")
-    handle = open_storage(args.storage, args.study, Path(args.studies_dir)) if args.storage else None
-    if handle is None:
+    if args.storage:
+        handle = open_storage(args.storage, args.study, Path(args.studies_dir))
+    else:
         path = Path(args.studies_dir) / f"{args.study}.db"
         if not path.exists():
             raise UsageError(f"no study {args.study!r}: {path} does not exist; check --study, --studies-dir or pass --storage")
         handle = open_storage(None, args.study, Path(args.studies_dir))
     if not study_exists(handle, args.study):
         raise UsageError(f"no study named {args.study!r} in {handle.description}; check --study and --storage")
-    return optuna.load_study(study_name=args.study, storage=handle.storage)
+    return handle, optuna.load_study(study_name=args.study, storage=handle.storage)
+
+
+def open_existing(args: argparse.Namespace):
+    return open_existing_handle(args)[1]
+
+
+def baseline_of(data, number: int | None):
+    """The baseline TrialView: `number` (checked) or the trial marked as baseline, or None."""
+    if number is None:
+        return data.baseline_trial()
+    t = data.trial(number)
+    if t is None:
+        raise UsageError(f"--baseline {number}: study {data.name!r} has no trial {number}; see autospec pareto")
+    if not t.measured:
+        raise UsageError(f"--baseline {number}: trial {number} has no measurement (outcome {t.outcome}); "
+                         "pick a measured trial")
+    return t
+
+
+def _picks_json(picks) -> dict[str, Any]:
+    return {name: {"number": p.trial.number, "params": p.trial.flags, "why": p.why} for name, p in picks.items()}
 
 
 def run(args: argparse.Namespace) -> int:
-    from autospec.report import counts, front, front_json
+    from autospec.report import build_table, format_text, front_json, recommend, snapshot, study_warnings, table_json
 
     study = open_existing(args)
+    data = snapshot(study)
+    baseline = baseline_of(data, args.baseline)
+    picks = recommend(data, baseline)
+    marks: dict[int, list[str]] = {}
+    for name, pick in picks.items():
+        marks.setdefault(pick.trial.number, []).append(f"{name} pick")
+    table = build_table(data, baseline, marks)
     if args.json:
-        print(json.dumps(front_json(study), indent=2, default=str))
+        out = front_json(study)
+        out["baseline"] = None if baseline is None else baseline.number
+        out["table"] = table_json(table)
+        out["recommendations"] = _picks_json(picks)
+        out["notes"] = study_warnings(data, baseline)
+        print(json.dumps(out, indent=2, default=str))
         return 0
-    names = study.metric_names or [f"objective_{i}" for i in range(len(study.directions))]
-    rows = []
-    for r in front(study):
-        startup = r.user_attrs.get("startup") or {}
-        rows.append([r.number, compact_params(r.params), *[f"{v:.1f}" for v in r.values],
-                     startup.get("max_running_requests"), startup.get("max_total_num_tokens")])
-    c = counts(study)
-    print(f"study {study.study_name}: {c.complete} measured, {c.infeasible} infeasible, "
-          f"{c.duplicate} duplicate, {c.failed} failed")
-    if not rows:
+    kinds = [t.kind for t in data.trials]
+    print(f"study {data.name}: {kinds.count('front') + kinds.count('dominated')} measured, "
+          f"{kinds.count('front')} on the front, {kinds.count('infeasible')} infeasible, "
+          f"{kinds.count('duplicate')} duplicate, {kinds.count('failed')} failed")
+    if not table.rows:
         print("no feasible measured trial yet; run autospec optimize")
         return 0
-    print(table(["trial", "configuration", *names, "max_running_requests", "max_total_num_tokens"], rows,
-                align_right=[True, False, *[True] * len(names), True, True]))
+    print()
+    print(format_text(table))
+    print()
+    print("recommendations:")
+    for name, pick in picks.items():
+        print(f"  {name:<10} {pick.why}")
+    notes = study_warnings(data, baseline)
+    if notes:
+        print()
+        print("notes:")
+        for note in notes:
+            print(f"  - {note}")
+    print()
+    print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N --format cmd|yaml|systemd")
     return 0

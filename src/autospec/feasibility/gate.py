@@ -73,10 +73,11 @@ class FeasibilityGate:
                 rule, reason = explained
                 return Verdict(status="skipped", reason=reason, source="learned", rule=rule, resolved=resolved)
         if not self.remeasure and dedup_key(resolved) in self.measured:
-            first = self.measured[dedup_key(resolved)].number
+            first = self.measured[dedup_key(resolved)]
+            what = "its measurement is reused" if first.values is not None else "it failed, and would again"
             return Verdict(
                 status="duplicate",
-                reason=f"resolves to the same server as trial {first}; its measurement is reused",
+                reason=f"resolves to the same server as trial {first.number}; {what}",
                 source="dedup", rule="same_resolved_flags", resolved=resolved,
             )
         return Verdict(status="ok", reason="", source=static.source, rule=None, resolved=resolved)
@@ -88,7 +89,7 @@ class FeasibilityGate:
         self.rules.record_success(resolved, startup)
 
     def remember(self, number: int, resolved: Mapping[str, Any], values, constraints, bench) -> None:
-        """Record a launched trial's measurement so repeats of it are not launched."""
+        """Record a launched trial (values None when it failed) so repeats are not launched."""
         self.measured.setdefault(dedup_key(resolved), Measurement(number, values, dict(constraints), bench))
 
     def measurement_of(self, resolved: Mapping[str, Any]) -> Measurement | None:

@@ -15,14 +15,17 @@ The two memory failures point in opposite directions, so each has its own monoto
 - ``weights_oom``: weights are loaded before the pool is sized, so mem-fraction does not
   help; every configuration with the same other flags is skipped.
 
-Successful launches report ``max_total_num_tokens``; a least-squares fit of it on
-(mem_fraction_static, draft tokens) predicts the pool of untried configurations, and any
-configuration predicted to have no more KV tokens than one that failed with
-``kv_pool_too_small`` is skipped too.
+Successful launches also predict untried configurations before they fail (see
+`LearnedRules.predict_tokens` and `predict_available_gb`): the KV pool from
+``max_total_num_tokens``, the KV size and the free memory before loading, and the
+headroom for activations and CUDA graphs from ``available_gpu_mem``. A configuration
+predicted to have an empty pool or no headroom, or no more than a configuration that
+failed that way, is skipped.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -60,20 +63,41 @@ def _num(flags: Mapping[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What one successful launch showed about memory (per GPU)."""
+
+    others: tuple
+    mem: float
+    draft: float
+    tokens: float
+    pre_load_gb: float | None  # free memory before weights: what mem_fraction_static is a fraction of
+    gb_per_token: float | None  # KV bytes per token, from the pool's K + V size
+    available_gb: float | None  # free after init (activations, CUDA graphs live here)
+
+
 @dataclass
 class LearnedRules:
     failures: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    capacity: list[tuple[float, float, float]] = field(default_factory=list)  # (mem, draft, tokens)
+    launches: list[_Launch] = field(default_factory=list)
 
     def record_failure(self, flags: Mapping[str, Any], kind: str) -> None:
         if kind in MEMORY_FAILURES:
             self.failures.append((kind, dict(flags)))
 
     def record_success(self, flags: Mapping[str, Any], startup: Mapping[str, Any]) -> None:
-        tokens = startup.get("max_total_num_tokens") if startup else None
-        mem, draft = _num(flags, MEM), _num(flags, DRAFT)
-        if tokens and mem is not None:
-            self.capacity.append((mem, draft or 0.0, float(tokens)))
+        tokens = (startup or {}).get("max_total_num_tokens")
+        mem = _num(flags, MEM)
+        if not tokens or mem is None:
+            return
+        kv_gb = startup.get("kv_cache_gb")
+        kv_tokens = startup.get("kv_cache_tokens") or tokens
+        self.launches.append(_Launch(
+            others=_others(flags), mem=mem, draft=_num(flags, DRAFT) or 0.0, tokens=float(tokens),
+            pre_load_gb=startup.get("gpu_mem_before_load_gb"),
+            gb_per_token=(kv_gb / kv_tokens) if kv_gb and kv_tokens else None,
+            available_gb=startup.get("available_gpu_mem_gb"),
+        ))
 
     def explain(self, flags: Mapping[str, Any]) -> tuple[str, str] | None:
         """(rule id, one-line reason) when `flags` is predicted to fail; else None."""
@@ -84,19 +108,25 @@ class LearnedRules:
                 return f"learned_{kind}", (
                     f"predicted {kind}: needs at least what {_describe(failed)} needed, and that failed at init"
                 )
-        predicted = self.predict_tokens(flags)
-        if predicted is not None:
-            limit = max(
-                (p for kind, f in self.failures if kind == "kv_pool_too_small" and _others(f) == _others(flags)
-                 for p in [self.predict_tokens(f)] if p is not None),
-                default=0.0,
+        tokens = self.predict_tokens(flags)
+        if tokens is not None and tokens <= self._limit("kv_pool_too_small", flags, self.predict_tokens):
+            return "learned_kv_capacity", (
+                f"predicted KV pool of {tokens:,.0f} tokens is too small (no more than a failed or empty pool; "
+                "from max_total_num_tokens and KV sizes of earlier launches)"
             )
-            if predicted <= limit:
-                return "learned_kv_capacity", (
-                    f"predicted KV pool of {predicted:,.0f} tokens is no more than a configuration that failed "
-                    "with kv_pool_too_small (fit on max_total_num_tokens of earlier launches)"
-                )
+        free = self.predict_available_gb(flags)
+        if free is not None and free <= self._limit("cuda_graph_oom", flags, self.predict_available_gb):
+            return "learned_graph_headroom", (
+                f"predicted {free:.2f} GB left for activations and CUDA graphs (no more than a failed or empty "
+                "headroom; from available_gpu_mem of earlier launches)"
+            )
         return None
+
+    def _limit(self, kind: str, flags: Mapping[str, Any], predictor) -> float:
+        """Largest prediction among observed failures of `kind` (0 when none): anything
+        predicted at or below it is expected to fail the same way."""
+        values = [predictor(f) for k, f in self.failures if k == kind and _others(f) == _others(flags)]
+        return max([v for v in values if v is not None], default=0.0)
 
     @staticmethod
     def _dominates(flags: Mapping[str, Any], failed: Mapping[str, Any], key: str, sign: int) -> bool:
@@ -105,20 +135,59 @@ class LearnedRules:
             return a is None and b is None
         return a >= b if sign > 0 else a <= b
 
+    def _comparable(self, flags: Mapping[str, Any]) -> list[_Launch]:
+        return [l for l in self.launches if l.others == _others(flags)]
+
     def predict_tokens(self, flags: Mapping[str, Any]) -> float | None:
-        """max_total_num_tokens predicted from successful launches, or None when the fit
-        is not determined (fewer than 3 launches, or no spread in mem-fraction)."""
-        mem = _num(flags, MEM)
-        if mem is None or len(self.capacity) < 3:
+        """max_total_num_tokens expected for `flags`, or None when earlier launches do not
+        determine it.
+
+        SGLang sizes the pool as mem_fraction_static x (free memory before loading) minus
+        what is loaded and reserved (sglang 0.5.x, model_runner/kv_cache_configurator), so
+        tokens grow by pre_load_gb / gb_per_token per unit of mem-fraction: both numbers
+        are in the log. Draft tokens take a model-specific amount each; with two draft
+        values seen it is fitted, otherwise only configurations with at least the draft
+        tokens of a seen launch are predicted (an upper bound, so no false alarm)."""
+        mem, draft = _num(flags, MEM), _num(flags, DRAFT) or 0.0
+        seen = self._comparable(flags)
+        if mem is None or not seen:
             return None
-        data = np.array(self.capacity)
+        physical = [l for l in seen if l.pre_load_gb and l.gb_per_token]
+        if not physical:
+            return self._fit_tokens(seen, mem, draft)
+        per_mem = statistics.median(l.pre_load_gb / l.gb_per_token for l in physical)
+        residual = [(l.draft, l.tokens - l.mem * per_mem) for l in physical]
+        drafts = {d for d, _ in residual}
+        if len(drafts) >= 2:
+            slope, intercept = np.polyfit([d for d, _ in residual], [r for _, r in residual], 1)
+            return float(intercept + slope * draft + mem * per_mem)
+        base = [r for d, r in residual if d <= draft]
+        return float(max(base) + mem * per_mem) if base else None
+
+    @staticmethod
+    def _fit_tokens(seen: list[_Launch], mem: float, draft: float) -> float | None:
+        """Without KV sizes in the log: least squares on (mem, draft) over >= 3 launches."""
+        if len(seen) < 3:
+            return None
+        data = np.array([(l.mem, l.draft, l.tokens) for l in seen])
         if np.ptp(data[:, 0]) < 1e-9:
             return None
         use_draft = np.ptp(data[:, 1]) > 0
         cols = [data[:, 0], np.ones(len(data))] + ([data[:, 1]] if use_draft else [])
         coef, *_ = np.linalg.lstsq(np.column_stack(cols), data[:, 2], rcond=None)
-        x = [mem, 1.0] + ([_num(flags, DRAFT) or 0.0] if use_draft else [])
-        return float(np.dot(coef, x))
+        return float(np.dot(coef, [mem, 1.0] + ([draft] if use_draft else [])))
+
+    def predict_available_gb(self, flags: Mapping[str, Any]) -> float | None:
+        """Free memory after init expected for `flags`: every extra unit of mem-fraction
+        moves pre_load_gb from the headroom into the static pool. Predicted from the launch
+        with the nearest mem-fraction and no more draft tokens (bigger drafts also need
+        bigger graphs, so this is an upper bound)."""
+        mem, draft = _num(flags, MEM), _num(flags, DRAFT) or 0.0
+        seen = [l for l in self._comparable(flags) if l.available_gb is not None and l.pre_load_gb and l.draft <= draft]
+        if mem is None or not seen:
+            return None
+        near = min(seen, key=lambda l: (abs(l.mem - mem), -l.draft))
+        return near.available_gb - (mem - near.mem) * near.pre_load_gb
 
 
 def _describe(flags: Mapping[str, Any]) -> str:

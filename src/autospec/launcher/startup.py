@@ -39,6 +39,10 @@ _SUMMARY_INT = {
 }
 _AVAILABLE_MEM = re.compile(r"available_gpu_mem=([\d.]+)\s*GB")
 _KV_ALLOCATED = re.compile(r"KV Cache is allocated\..*?#tokens: (\d+)")
+_KV_SIZES = re.compile(r"K size: ([\d.]+) GB, V size: ([\d.]+) GB")
+# "Load weight begin. avail mem=139.13 GB" (sglang 0.5.4-0.5.23): free GPU memory before the
+# weights, the base that --mem-fraction-static is a fraction of (per GPU).
+_PRE_LOAD_MEM = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
 _GRAPH_END_PHASED = re.compile(r"Capture [\w -]*CUDA graph end\. elapsed=([\d.]+) s")
 _GRAPH_END_OLD = re.compile(r"Capture (?:draft )?cuda graph end\. Time elapsed: ([\d.]+) s")
 _WEIGHTS_END = re.compile(r"Load weight end\. elapsed=([\d.]+) s")
@@ -59,6 +63,8 @@ class StartupFacts:
     cuda_graph_seconds: float | None = None
     ready_seconds: float | None = None
     weight_load_seconds: float | None = None
+    gpu_mem_before_load_gb: float | None = None  # per GPU, before the target's weights
+    kv_cache_gb: float | None = None  # per GPU, K + V of the target model's pool
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -98,6 +104,14 @@ def parse_startup(log_text: str) -> StartupFacts:
         match = _KV_ALLOCATED.search(line)
         if match:
             fields["kv_cache_tokens"] = int(match.group(1))
+            sizes = _KV_SIZES.search(line)
+            if sizes:
+                fields["kv_cache_gb"] = round(float(sizes.group(1)) + float(sizes.group(2)), 3)
+            break
+    for _, line in lines:
+        match = _PRE_LOAD_MEM.search(line)
+        if match:
+            fields["gpu_mem_before_load_gb"] = float(match.group(1))
             break
     graph = [float(m.group(1)) for _, line in lines for m in [_GRAPH_END_PHASED.search(line) or _GRAPH_END_OLD.search(line)] if m]
     weights = [float(m.group(1)) for _, line in lines for m in [_WEIGHTS_END.search(line)] if m]

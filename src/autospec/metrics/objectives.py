@@ -13,7 +13,8 @@ from autospec.metrics import stats
 from autospec.metrics.summary import LevelSummary
 
 METRICS: dict[str, str] = {
-    "output_tok_s": "mean per-request output speed, tok/s: completion tokens / (done - sent), queueing and TTFT included",
+    "output_tok_s": "mean per-request output speed, tok/s: completion tokens / (done - sent), "
+    "queueing and TTFT included",
     "decode_tok_s": "mean per-request decode speed, tok/s: (completion tokens - first chunk) / (done - first token)",
     "agg_output_tok_s": "aggregate output throughput, tok/s: all completion tokens / (last done - first sent)",
     "ttft_ms_mean": "mean time to first token, ms",

@@ -57,16 +57,20 @@ class Objective:
         return self.direction == "maximize"
 
     @property
-    def label(self) -> str:
-        """Human axis label with unit, e.g. 'per-request output tok/s at C=1'."""
+    def what(self) -> str:
+        """Human name without unit, e.g. 'per-request output speed at C=1'."""
         what = {
             "output_tok_s": "per-request output speed",
             "agg_output_tok_s": "aggregate output throughput",
             "decode_tok_s": "per-request decode speed",
         }.get(self.metric, self.metric.replace("_", " "))
         where = f" at C={self.concurrency}" if self.concurrency is not None else ""
-        unit = f" ({self.unit})" if self.unit else ""
-        return f"{what}{where}{unit}"
+        return f"{what}{where}"
+
+    @property
+    def label(self) -> str:
+        """Axis label with unit, e.g. 'per-request output speed at C=1 (tok/s)'."""
+        return f"{self.what} ({self.unit})" if self.unit else self.what
 
     def better(self, a: float, b: float) -> bool:
         return a > b if self.maximize else a < b

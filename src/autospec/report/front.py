@@ -1,9 +1,9 @@
 """The Pareto front of a study and its trial counts, as plain data.
 
-Only launched, feasible, measured trials can be on the front: infeasible trials carry a
-violated ``feasible`` constraint (Optuna excludes them from ``best_trials``), and
-duplicates (a repeat of an already measured server) are left out in favour of the
-trial that measured it.
+Only feasible, measured trials (launched by autospec, or imported with `autospec
+import`) can be on the front: infeasible trials carry a violated ``feasible``
+constraint (Optuna excludes them from ``best_trials``), and duplicates (a repeat of an
+already measured server) are left out in favour of the trial that measured it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def is_infeasible(t: optuna.trial.FrozenTrial) -> bool:
 def front(study: optuna.Study) -> list[FrontRow]:
     rows = []
     for t in study.best_trials:
-        if is_infeasible(t) or t.user_attrs.get("outcome") == "duplicate" or not t.user_attrs.get("launched"):
+        measured = t.user_attrs.get("launched") or t.user_attrs.get("imported")
+        if is_infeasible(t) or t.user_attrs.get("outcome") == "duplicate" or not measured:
             continue
         params = dict(t.user_attrs.get("candidate") or t.params)
         rows.append(FrontRow(t.number, params, list(t.values), t.user_attrs.get("outcome", "ok"), dict(t.user_attrs)))

@@ -205,6 +205,18 @@ SCHEDULER_INIT_FRAMES = [
     ("<site-packages>/sglang/srt/managers/scheduler.py", 851, "init_model_worker",
      "self.init_memory_pools()"),
 ]
+SCHEDULER_WEIGHTS_FRAMES = SCHEDULER_INIT_FRAMES[:2] + [
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 838, "init_model_worker",
+     "self.tp_worker = TpModelWorker("),
+    ("<site-packages>/sglang/srt/model_executor/model_runner.py", 912, "load_model",
+     "self.model = self.loader.load_model("),
+]
+SCHEDULER_GRAPH_FRAMES = SCHEDULER_INIT_FRAMES[:2] + [
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 838, "init_model_worker",
+     "self.tp_worker = TpModelWorker("),
+    ("<site-packages>/sglang/srt/model_executor/model_runner.py", 2318, "init_device_graphs",
+     "self.graph_runner = CudaGraphRunner(self)"),
+]
 SCHEDULER_LOOP_FRAMES = [
     ("<site-packages>/sglang/srt/managers/scheduler.py", 4651, "run_scheduler_process",
      "scheduler.event_loop_overlap()"),

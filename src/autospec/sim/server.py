@@ -16,10 +16,15 @@ Everything runs on one asyncio loop in one process (plus an optional do-nothing
   ``accept_length_distribution`` with a seeded RNG, times a per-run and a per-step speed
   factor). Step ends follow an absolute schedule (each deadline is the previous deadline
   plus the step's duration), so Python overhead does not slow the simulated GPU.
-  *Arrival grace*: when a step frees slots, requests arriving within a few milliseconds
-  (at most 80% of the next step) are admitted as if they had arrived at the step's end,
-  which is what predict() assumes of a closed-loop client (zero turnaround). Without it
-  every closed-loop request would wait one extra step for its client's network round trip.
+  *Gathering*: requests sent together (a benchmark level starting, or the replacements
+  of requests that just ended in a closed loop) reach the server spread over milliseconds;
+  when slots are free and nothing or only just-finished work is pending, the engine waits
+  for such a burst to complete (10 ms without an arrival, 50 ms while replacements for
+  finished requests are still expected; 100 ms at most, or 80% of the next step while
+  others run; all shrink with time scales below 0.5) and admits it in one prefill. The
+  prefill starts, in simulated time, at its first request's arrival or at the last step's
+  end, whichever is later, so gathering costs no simulated time. This is the closed loop
+  predict() replays, whose clients turn around instantly.
 - :class:`SimServer` plays SGLang's start-up (log lines, load time, init failures),
   serves SGLang's HTTP surface (``/health``, ``/health_generate``, ``/ready``,
   ``/model_info``, ``/server_info`` and their ``/get_*`` aliases, ``/generate``,
@@ -34,6 +39,15 @@ tokens is n such words. JSON shapes follow sglang 0.5.23's ``http_server.py`` an
 (completion stream chunks, the final usage chunk when ``stream_options.include_usage``,
 chat's role chunk, content chunks and finish chunk) and the 0.5.16 captures in
 ``data/real-sglang-0.5.16-h200/eagle-probe.json``.
+
+Requests: ``ignore_eos`` false lets a request stop early at a seeded "EOS" (exponential
+around the profile's optional top-level ``typical_output_len``, default 400 tokens;
+finish_reason ``stop``); ``max_new_tokens``/``max_tokens`` cap it; the workload kind is
+``classify_prompt(prompt)`` (``input_ids``: "synthetic") and, with ``temperature``,
+sets the acceptance. ``/health``, ``/health_generate`` and ``/ready`` answer 503 until
+load and warmup are done (sglang routes ``/health`` to the same handler), 200 after.
+``/server_info``'s ``internal_states[0]`` also carries ``sim_*`` counters (tokens emitted,
+simulated and busy seconds, worst step lateness) for benchmarks/sim_capacity.py.
 """
 
 from __future__ import annotations
@@ -48,6 +62,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -358,7 +373,11 @@ class Engine:
         if gen.completion_tokens >= gen.stop_at:
             gen.finished = True
         gen.events += 1
-        gen.on_step(gen, new_text)
+        try:
+            gen.on_step(gen, new_text)
+        except Exception as exc:  # noqa: BLE001 - one broken response must not stop the engine
+            gen.aborted = True
+            self.log.info(f"[http_server] Error: {exc!r}")
 
     def _retire(self, gen: Generation) -> None:
         self.kv_tokens -= gen.prompt_tokens + gen.completion_tokens
@@ -874,7 +893,7 @@ class SimServer:
         self.cfg = setup.cfg
         self.outcome = setup.outcome
         self.faults = setup.faults
-        prefix = f" TP0" if self.cfg.tp_size > 1 else ""
+        prefix = " TP0" if self.cfg.tp_size > 1 else ""
         self.log = logs.SglangLog(setup.log_stream or sys.stderr, rank_prefix=prefix)
         self.state = GpuStateFile(setup.state_dir)
         self.gpus = list(range(self.cfg.tp_size * max(self.cfg.pp_size, 1)))
@@ -896,8 +915,12 @@ class SimServer:
             time_scale=setup.time_scale, noise=setup.noise, rng=self.rng, log=self.log,
             on_complete=self._on_complete,
         )
-        self.typical_output_len = int(self.profile.extra.get("typical_output_len", DEFAULT_TYPICAL_OUTPUT_LEN)) \
-            if hasattr(self.profile, "extra") else DEFAULT_TYPICAL_OUTPUT_LEN
+        self.typical_output_len = int(self._extra("typical_output_len", DEFAULT_TYPICAL_OUTPUT_LEN))
+        self.architecture = str(self._extra("architecture", "LlamaForCausalLM"))
+
+    def _extra(self, key: str, default: Any) -> Any:
+        """An optional top-level profile key the model does not define (see docs/simulator.md)."""
+        return getattr(self.profile, "extra", {}).get(key, default)
 
     # ------------------------------------------------------------ process lifecycle
     async def serve(self) -> int:
@@ -908,15 +931,27 @@ class SimServer:
             loop.add_signal_handler(signum, self._on_signal, signum)
         engine_task = loop.create_task(self.engine.run())
         startup_task = loop.create_task(self._startup())
-        await self._stop.wait()
-        startup_task.cancel()
-        engine_task.cancel()
+        stop_task = loop.create_task(self._stop.wait())
+        pending = {engine_task, startup_task, stop_task}
+        while stop_task in pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if any(not task.cancelled() and task.exception() is not None for task in done):
+                break
+        status = 0
+        for task in (engine_task, startup_task):
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                # A bug in the simulator itself: say so and exit non-zero instead of hanging.
+                error = task.exception()
+                self.log.raw(traceback.format_exception(type(error), error, error.__traceback__))
+                status = 1
+        for task in (startup_task, engine_task, stop_task):
+            task.cancel()
         server.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.abort()
         self.cleanup()
-        return 0
+        return status
 
     def _on_signal(self, signum: int) -> None:
         if signum == signal.SIGTERM:
@@ -963,7 +998,7 @@ class SimServer:
         total = profile.gpu_mem_gb
         overhead = getattr(profile, "runtime_overhead_gb", 1.0)
         avail0 = max(total - overhead, 0.0)
-        arch = str(profile.extra.get("architecture", "LlamaForCausalLM")) if hasattr(profile, "extra") else "LlamaForCausalLM"
+        arch = self.architecture
         speculative = cfg.speculative_algorithm is not None
 
         self.log.rank(logs.load_weight_begin(avail0))
@@ -980,11 +1015,20 @@ class SimServer:
         await asyncio.sleep(0.7 * load)
         if outcome.status == "weights_oom":
             self.state.write(self.gpus, self._mib(total), self.setup.cmdline)
-            self.die(logs.SCHEDULER_INIT_FRAMES[:2], outcome.message)
+            self.die(logs.SCHEDULER_WEIGHTS_FRAMES, outcome.message)
             return
+        # Target first, then the draft model (its own load and KV lines, as in 0.5.16's log).
         weights = outcome.weights_gb
-        avail = max(avail0 - weights, 0.0)
-        self.log.rank(logs.load_weight_end(0.7 * load, arch, avail, weights))
+        shards = cfg.tp_size * max(cfg.pp_size, 1)
+        draft = profile.draft_weights_gb / shards if speculative and cfg.speculative_algorithm != "NGRAM" else 0.0
+        draft = min(draft, weights)
+        avail = max(avail0 - (weights - draft), 0.0)
+        self.log.rank(logs.load_weight_end(0.7 * load, arch, avail, weights - draft))
+        if draft:
+            self.log.rank(logs.load_weight_begin(avail))
+            avail = max(avail - draft, 0.0)
+            draft_arch = str(self._extra("draft_architecture", f"{arch}Eagle"))
+            self.log.rank(logs.load_weight_end(0.0, draft_arch, avail, draft))
         self.state.write(self.gpus, self._mib(weights + overhead), self.setup.cmdline)
         if faults.zombie_child:
             self.zombie_pid = spawn_zombie_child(self.setup.state_dir, self.gpus,
@@ -994,9 +1038,14 @@ class SimServer:
             self.die(logs.SCHEDULER_INIT_FRAMES, outcome.message)
             return
         kv = outcome.kv_cache_gb
-        self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, kv / 2, kv / 2))
+        draft_kv = kv * draft / weights if draft and weights else 0.0
+        # Free after the static pool: what the model leaves (its reserves count with the target's pool).
         avail_kv = max(avail - kv, 0.0) if outcome.status != "ok" else outcome.available_gpu_mem_gb + outcome.cuda_graph_gb
-        self.log.rank(logs.memory_pool_end(avail_kv))
+        self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, (kv - draft_kv) / 2, (kv - draft_kv) / 2))
+        self.log.rank(logs.memory_pool_end(avail_kv + draft_kv))
+        if draft_kv:
+            self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, draft_kv / 2, draft_kv / 2))
+            self.log.rank(logs.memory_pool_end(avail_kv))
         self.state.write(self.gpus, self._mib(max(total - avail_kv, 0.0)), self.setup.cmdline)
         graph_kwargs = dict(speculative=speculative, num_tokens_per_req=cfg.speculative_num_draft_tokens or 1,
                             max_bs=cfg.cuda_graph_max_bs)
@@ -1004,7 +1053,7 @@ class SimServer:
             for line in logs.graph_capture_begin_only(version, avail_gb=avail_kv, **graph_kwargs):
                 self.log.rank(line)
             await asyncio.sleep(0.1 * load)
-            self.die(logs.SCHEDULER_INIT_FRAMES, outcome.message.rstrip("\n"))
+            self.die(logs.SCHEDULER_GRAPH_FRAMES, outcome.message.rstrip("\n"))
             return
         if outcome.status != "ok":
             self.die(logs.SCHEDULER_INIT_FRAMES, outcome.message)
@@ -1062,13 +1111,10 @@ class SimServer:
         conn.send_bytes(status, b"", None, request.method, request.path)
 
     def model_info(self) -> JSON:
-        arch = str(self.profile.extra.get("architecture", "LlamaForCausalLM")) if hasattr(self.profile, "extra") \
-            else "LlamaForCausalLM"
         return {"model_path": self.setup.model_path, "tokenizer_path": self.setup.model_path,
                 "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
                 "has_image_understanding": False, "has_audio_understanding": False,
-                "model_type": str(self.profile.extra.get("model_type", "llama")) if hasattr(self.profile, "extra") else "llama",
-                "architectures": [arch]}
+                "model_type": str(self._extra("model_type", "llama")), "architectures": [self.architecture]}
 
     def _model_info(self, conn: HttpConnection, request: HttpRequest) -> None:
         if request.path == "/get_model_info":

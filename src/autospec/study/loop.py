@@ -20,6 +20,7 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import random
 import threading
 import time
@@ -34,7 +35,7 @@ from autospec.config import SearchSpace
 from autospec.errors import RuntimeFailure, UsageError
 from autospec.feasibility.gate import FeasibilityGate
 from autospec.launcher import Launcher
-from autospec.space import grid, suggest, to_distribution_params
+from autospec.space import calibration_points, grid, suggest, to_distribution_params
 from autospec.study import recovery
 from autospec.study.chain import ChainHooks, TrialChain, worst_values
 from autospec.study.records import FEASIBLE_KEY, OK, SERVER_KEY, WORKER_KEY, TrialRecord
@@ -152,6 +153,8 @@ def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.sampl
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True)
     if name == "gp":
+        if importlib.util.find_spec("torch") is None:  # Optuna 5.0's GPSampler runs on PyTorch
+            raise UsageError("--sampler gp needs PyTorch; pip install torch (the CPU build is enough), or use tpe")
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=8)
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
@@ -239,6 +242,10 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
     if req.baseline and req.space.baseline and not study.user_attrs.get("autospec:baseline_enqueued"):
         study.enqueue_trial(to_distribution_params(req.space.baseline, req.space), user_attrs={"baseline": True})
         study.set_user_attr("autospec:baseline_enqueued", True)
+    if req.learn and not study.user_attrs.get("autospec:calibration_enqueued"):
+        for point in calibration_points(req.space):
+            study.enqueue_trial(to_distribution_params(point, req.space), user_attrs={"calibration": True})
+        study.set_user_attr("autospec:calibration_enqueued", True)
 
     chain = TrialChain(
         space=req.space, launcher=launcher, gate=gate, command=req.command, work_dir=work_dir,
@@ -286,7 +293,8 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
                     )
 
             def phase(name: str, _current=current) -> None:
-                _current.phase = name
+                if STOP_SIGNALS.count == 0:  # keep the phase a stop signal arrived in
+                    _current.phase = name
                 obs.phase(name)
 
             chain.env = {**req.env, recovery.LAUNCH_ID_ENV: current.launch_id}  # inherited by every server process
@@ -308,7 +316,7 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
                     idle = 0
                 else:
                     idle += 1
-            if record.launched and record.values is not None:
+            if record.launched:  # failed launches too: an identical failing server is not relaunched
                 gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
             obs.trial_finished(trial.number, record, done, target)
     except KeyboardInterrupt:

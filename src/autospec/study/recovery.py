@@ -41,12 +41,13 @@ from typing import Any, Iterable, Mapping
 import optuna
 
 from autospec.launcher import stop_process_group
-from autospec.launcher.proctree import read_cmdline, read_proc
+from autospec.launcher.proctree import is_alive, read_cmdline, read_proc
 from autospec.study.records import LAUNCH_FAILURES, SERVER_KEY, WORKER_KEY
 
 __all__ = [
     "LAUNCH_ID_ENV",
     "LIVE_SERVERS",
+    "LEFTOVER_TERM_TIMEOUT_S",
     "MAX_STALE_RETRIES",
     "ORPHAN_AGE_S",
     "Artifacts",
@@ -73,6 +74,11 @@ MAX_STALE_RETRIES = 3
 # itself, a window of milliseconds) is taken as orphaned once it is this old; a younger
 # one may belong to a tuner that is recording itself right now.
 ORPHAN_AGE_S = 60.0
+# TERM grace for a leftover server before KILL. Its log reader (the dead tuner) is gone, so
+# it may fail on its next log write instead of shutting down (the simulator does); KILL
+# reaches every process of it (the group and each process with its launch ID), and the
+# GPU memory is then waited for as in a normal teardown.
+LEFTOVER_TERM_TIMEOUT_S = 2.0
 _FAIL = optuna.trial.TrialState.FAIL
 _RUNNING = optuna.trial.TrialState.RUNNING
 
@@ -81,7 +87,7 @@ _RUNNING = optuna.trial.TrialState.RUNNING
 def process_start_time(pid: int) -> int | None:
     """Start time of a running (non-zombie) `pid` in clock ticks since boot, or None."""
     info = read_proc(pid)
-    return None if info is None or info.zombie else info.starttime
+    return None if info is None or not is_alive(pid, info.starttime) else info.starttime
 
 
 def new_launch_id() -> str:
@@ -242,10 +248,12 @@ def _stop_leftovers(t: optuna.trial.FrozenTrial, worker: Mapping[str, Any], foun
             leader = int(server["pid"])
     if not procs:
         return None
-    return _stop_processes(f"leftover server of trial {t.number}", procs, leader, port, launcher)
+    return _stop_processes(f"leftover server of trial {t.number}", procs, leader, port, launcher,
+                           term_timeout_s=LEFTOVER_TERM_TIMEOUT_S)
 
 
-def _stop_processes(what: str, procs: Mapping[int, int], leader: int | None, port: Any, launcher: Any) -> str:
+def _stop_processes(what: str, procs: Mapping[int, int], leader: int | None, port: Any, launcher: Any,
+                    term_timeout_s: float | None = None) -> str:
     """TERM, then KILL after the launcher's timeout, the verified `procs` (pid -> start
     time) and the group of `leader` (a verified group leader); wait for GPU memory and port."""
     if leader is None:
@@ -256,7 +264,7 @@ def _stop_processes(what: str, procs: Mapping[int, int], leader: int | None, por
         leader,
         dict(procs),
         probe=getattr(launcher, "probe", None),
-        term_timeout_s=getattr(launcher, "term_timeout_s", 30.0),
+        term_timeout_s=min(getattr(launcher, "term_timeout_s", 30.0), term_timeout_s or float("inf")),
         kill_timeout_s=getattr(launcher, "kill_timeout_s", 10.0),
         gpu_free_timeout_s=getattr(launcher, "gpu_free_timeout_s", 60.0),
         port_free_timeout_s=getattr(launcher, "port_free_timeout_s", 30.0),
@@ -322,13 +330,14 @@ def recover(study: optuna.Study, launcher: Any = None, artifacts: "Artifacts | N
 
 
 def _ensure_retries(study: optuna.Study, failed_now: list[optuna.trial.FrozenTrial]) -> list[str]:
-    """Every FAIL trial autospec ran gets one retry (also those an earlier crash left without)."""
+    """Every trial failed just now, and every FAIL trial autospec ran (also those an
+    earlier crash left without a retry), gets one retry."""
     lines: list[str] = []
     trials = study.get_trials(deepcopy=False)
     just_failed = {t.number for t in failed_now}
     by_number = {t.number: t for t in trials}
     for t in trials:
-        if t.state != _FAIL or _worker(t) is None:
+        if t.state != _FAIL or (_worker(t) is None and t.number not in just_failed):
             continue
         if requeue(study, t, trials):
             lines.append(f"queued the parameters of trial {t.number} again: {_retry_params(t)}")
@@ -407,15 +416,14 @@ def replay(study: optuna.Study, gate: Any) -> None:
         if not attrs.get("launched"):
             continue
         outcome = attrs.get("outcome")
+        constraints = {k: v for k, v in t.constraints.items() if k != "feasible" and not k.isdigit()}
+        bench = {int(k): v for k, v in (attrs.get("bench") or {}).items()}
+        measured = outcome in ("ok", "constraint_violated")
+        gate.remember(t.number, resolved, list(t.values) if measured else None, constraints, bench)
         if outcome in LAUNCH_FAILURES:
             gate.learn_failure(resolved, outcome)
-            continue
-        startup = attrs.get("startup") or {}
-        gate.learn_success(resolved, startup)
-        if outcome in ("ok", "constraint_violated"):
-            constraints = {k: v for k, v in t.constraints.items() if k != "feasible" and not k.isdigit()}
-            bench = {int(k): v for k, v in (attrs.get("bench") or {}).items()}
-            gate.remember(t.number, resolved, list(t.values), constraints, bench)
+        elif measured:
+            gate.learn_success(resolved, attrs.get("startup") or {})
 
 
 # ---------------------------------------------------------------- files beside the storage

@@ -1,0 +1,92 @@
+"""Typed warnings about how far a measurement can be trusted (pure).
+
+Each warning has a one-letter code for the table, a kind for JSON and a sentence for
+the legend. Thresholds follow hyperfine's and pytest-benchmark's habit of flagging
+few samples and high spread rather than hiding them.
+
+    S  few-samples    fewer than MIN_SAMPLES successful requests behind an objective
+    V  high-variance  an objective's 95% interval is wider than +-MAX_RELATIVE_HALF_WIDTH
+    E  errors         some requests failed at a measured level (below the failure threshold)
+    R  kv-retraction  the server ran out of KV cache and retracted requests while measured
+    I  imported       numbers come from an import, not from an autospec measurement
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autospec.report.data import StudyData, TrialView
+
+__all__ = ["TrialWarning", "WARNING_KINDS", "trial_warnings", "study_warnings", "MIN_SAMPLES", "MAX_RELATIVE_HALF_WIDTH"]
+
+MIN_SAMPLES = 10
+MAX_RELATIVE_HALF_WIDTH = 0.05
+
+# kind -> (code, legend sentence)
+WARNING_KINDS: dict[str, tuple[str, str]] = {
+    "few-samples": ("S", f"fewer than {MIN_SAMPLES} successful requests behind an objective; "
+                         "its interval is rough (raise [bench] min_requests)"),
+    "high-variance": ("V", f"an objective's 95% interval is wider than +-{MAX_RELATIVE_HALF_WIDTH:.0%} of its value; "
+                           "differences smaller than that are noise"),
+    "errors": ("E", "some requests failed while measuring (below the failure threshold); the figures exclude them"),
+    "kv-retraction": ("R", "the KV cache filled up and SGLang retracted requests during the benchmark"),
+    "imported": ("I", "imported from earlier measurements (autospec import); not measured by this study"),
+}
+
+
+@dataclass(frozen=True)
+class TrialWarning:
+    kind: str
+    detail: str
+
+    @property
+    def code(self) -> str:
+        return WARNING_KINDS[self.kind][0]
+
+
+def trial_warnings(data: StudyData, trial: TrialView) -> list[TrialWarning]:
+    """Warnings for one measured trial, in WARNING_KINDS order."""
+    out: list[TrialWarning] = []
+    if trial.imported:
+        source = trial.imported.get("source", "an import") if isinstance(trial.imported, dict) else "an import"
+        out.append(TrialWarning("imported", f"from {source}"))
+    few, wide = [], []
+    for i, objective in enumerate(data.objectives):
+        m = trial.objective_measure(objective, i)
+        if m is None:
+            continue
+        if m.n is not None and m.n < MIN_SAMPLES:
+            few.append(f"{objective.name}: n={m.n}")
+        if m.relative is not None and m.relative > MAX_RELATIVE_HALF_WIDTH:
+            wide.append(f"{objective.name}: +-{m.relative:.1%}")
+    if few:
+        out.append(TrialWarning("few-samples", "; ".join(few)))
+    if wide:
+        out.append(TrialWarning("high-variance", "; ".join(wide)))
+    errors = [f"C={c}: {lvl.get('n_errors')} of {lvl.get('n_requests')}" for c, lvl in sorted(trial.bench.items())
+              if (lvl.get("n_errors") or 0) > 0]
+    if errors:
+        out.append(TrialWarning("errors", "; ".join(errors)))
+    retractions = ((trial.startup.get("runtime_events") or {}).get("retractions") or 0)
+    if retractions:
+        out.append(TrialWarning("kv-retraction", f"{retractions} retraction(s)"))
+    return out
+
+
+def study_warnings(data: StudyData, baseline: TrialView | None) -> list[str]:
+    """Sentences about the study as a whole (empty when nothing stands out)."""
+    notes: list[str] = []
+    if not data.measured:
+        notes.append("no configuration has been measured successfully yet; run autospec optimize")
+    elif len(data.measured) < 5:
+        notes.append(f"only {len(data.measured)} configuration(s) measured; the front may change with more trials")
+    if baseline is None:
+        notes.append("no baseline trial: measure your current configuration with autospec optimize --baseline, "
+                     "or name one with --baseline N, to get ratios")
+    failed = data.of_kind("failed")
+    if failed:
+        notes.append(f"{len(failed)} trial(s) failed or were interrupted; autospec optimize retries them")
+    running = data.of_kind("running")
+    if running:
+        notes.append(f"{len(running)} trial(s) still running or queued; the front can still change")
+    return notes

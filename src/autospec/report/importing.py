@@ -1,0 +1,242 @@
+"""Earlier measurements as completed trials of a study, so the sampler starts from what
+the user already knows (`autospec import`).
+
+Two sources:
+
+- SGLang's ``scripts/playground/bench_speculative.py`` JSONL output. Format (read from
+  sgl-project/sglang, commits 01d2a3d and 96fd6bf of that script): one JSON object per
+  line and per (batch size, configuration) run, ``{"batch_size", "steps", "topk",
+  "num_draft_tokens", "acc_length", "step_time", "speed", "completion_tokens"}``, where
+  ``speed = acc_length / step_time`` is tokens/s of one sequence while decoding at that
+  batch size (``step_time`` is the 20th percentile of the server's decode step time, s),
+  each batch size ran with ``--max-running-requests`` and ``--cuda-graph-max-bs`` set to
+  it, and steps = topk = draft = 0 means no speculation.
+  Mapping onto autospec's metrics at C = batch_size: ``output_tok_s`` and
+  ``decode_tok_s`` = speed (optimistic: it leaves out queueing and prefill),
+  ``agg_output_tok_s`` = speed x C, ``accept_length`` = acc_length, ``tpot_ms_*`` =
+  1000 x step_time / acc_length. A configuration whose objectives need another metric,
+  or a concurrency the file lacks, is skipped with the reason.
+- Another autospec study: its COMPLETE trials (feasible or not) with their values,
+  constraints and attributes; the objectives must be the same.
+
+Imported trials are COMPLETE, carry ``imported`` (source, key) and ``launched: false``
+(they do not count towards ``--trials`` and are measured again if the sampler asks for
+them), ``outcome`` from the source, and the feasibility constraints in both Optuna 5's
+form and the list attribute optuna-dashboard reads. Importing the same source twice adds
+nothing the second time (keys are compared).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from autospec.config import DRAFT_TOKENS, STEPS, TOPK, SearchSpace
+from autospec.errors import UsageError
+from autospec.report.table import compact
+from autospec.space import suggest, to_distribution_params
+
+__all__ = ["ImportedTrial", "ImportPlan", "read_bench_speculative", "plan_from_bench_speculative",
+           "plan_from_study", "add_to_study", "BENCH_SPECULATIVE_FIELDS"]
+
+BENCH_SPECULATIVE_FIELDS = ("batch_size", "steps", "topk", "num_draft_tokens", "acc_length", "step_time", "speed")
+FEASIBLE_KEY = "feasible"  # as autospec.study.records.FEASIBLE_KEY
+
+
+@dataclass(frozen=True)
+class ImportedTrial:
+    key: str  # identifies the measurement in its source; a key already in the study is not imported again
+    candidate: dict[str, Any]
+    values: list[float]
+    constraints: dict[str, float]
+    user_attrs: dict[str, Any]
+
+
+@dataclass
+class ImportPlan:
+    trials: list[ImportedTrial] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # one line per configuration left out, with why
+
+
+def read_bench_speculative(lines: Iterable[str], source: str) -> list[dict[str, Any]]:
+    """The records of a bench_speculative.py JSONL file; UsageError names the bad line."""
+    records = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{source}:{n} is not JSON ({exc.msg}); pass the --output file of bench_speculative.py") from None
+        missing = [k for k in BENCH_SPECULATIVE_FIELDS if k not in record] if isinstance(record, dict) else ["all"]
+        if missing:
+            raise UsageError(f"{source}:{n} lacks {', '.join(missing)}; is this bench_speculative.py output?")
+        records.append(record)
+    if not records:
+        raise UsageError(f"{source} holds no measurement; pass the --output file of bench_speculative.py")
+    return records
+
+
+def _metric_from_bench_speculative(metric: str, r: Mapping[str, Any]) -> float | None:
+    speed, acc, step = float(r["speed"]), float(r["acc_length"]), float(r["step_time"])
+    c = int(r["batch_size"])
+    if metric in ("output_tok_s", "decode_tok_s"):
+        return speed
+    if metric == "agg_output_tok_s":
+        return speed * c
+    if metric == "accept_length":
+        return acc
+    if metric.startswith("tpot_ms") and acc > 0:
+        return 1000.0 * step / acc
+    return None
+
+
+def _level_summary(r: Mapping[str, Any]) -> dict[str, Any]:
+    c = int(r["batch_size"])
+    summary = {"concurrency": c, "n_requests": None, "n_ok": None, "n_errors": 0, "failed_reason": None}
+    for metric in ("output_tok_s", "decode_tok_s", "agg_output_tok_s", "accept_length", "tpot_ms_mean"):
+        summary[metric] = _metric_from_bench_speculative(metric, r)
+    summary["step_time_s"] = float(r["step_time"])
+    summary["completion_tokens_mean"] = r.get("completion_tokens")
+    return summary
+
+
+def plan_from_bench_speculative(records: Sequence[Mapping[str, Any]], space: SearchSpace, source: str,
+                                fixed: Mapping[str, Any] | None = None) -> ImportPlan:
+    """One trial per (steps, topk, draft) configuration of the records; `fixed` supplies
+    values of search-space parameters the file does not record (e.g. mem_fraction_static)."""
+    plan = ImportPlan()
+    groups: dict[tuple[int, int, int], dict[int, Mapping[str, Any]]] = {}
+    for r in records:
+        config = (int(r["steps"]), int(r["topk"]), int(r["num_draft_tokens"]))
+        groups.setdefault(config, {})[int(r["batch_size"])] = r
+    for (steps, topk, draft), levels in sorted(groups.items()):
+        label = f"steps={steps} topk={topk} draft={draft}"
+        if steps == 0:
+            plan.skipped.append(f"{label}: no speculation (steps=0) is outside an autospec search space")
+            continue
+        values, missing = [], []
+        for o in space.objectives:
+            r = levels.get(o.concurrency)
+            v = _metric_from_bench_speculative(o.metric, r) if r is not None else None
+            if v is None:
+                missing.append(o.name)
+            values.append(v)
+        constraint_values = {}
+        for c in space.constraints:
+            r = levels.get(c.concurrency)
+            v = _metric_from_bench_speculative(c.metric, r) if r is not None else None
+            if v is None:
+                missing.append(c.name)
+            else:
+                constraint_values[c.name] = c.violation(v)
+        if missing:
+            have = ", ".join(str(c) for c in sorted(levels))
+            plan.skipped.append(f"{label}: cannot form {', '.join(missing)} from batch sizes {have}")
+            continue
+        candidate = {STEPS: steps, TOPK: topk, DRAFT_TOKENS: draft, **dict(fixed or {})}
+        feasible = all(v <= 0 for v in constraint_values.values())
+        key = f"bench_speculative:{source}:{steps}/{topk}/{draft}"
+        attrs = {
+            "outcome": "ok" if feasible else "constraint_violated",
+            "reason": "" if feasible else "violates " + ", ".join(k for k, v in constraint_values.items() if v > 0),
+            "launched": False,
+            "imported": {"source": "bench_speculative.py", "file": source, "key": key},
+            "candidate": candidate,
+            "resolved": {},
+            "server_args": None,
+            "startup": None,
+            "bench": {str(c): _level_summary(r) for c, r in sorted(levels.items())},
+            "seconds": {},
+        }
+        plan.trials.append(ImportedTrial(key, candidate, [float(v) for v in values],
+                                         {FEASIBLE_KEY: 0.0 if feasible else 1.0, **constraint_values}, attrs))
+    return plan
+
+
+def plan_from_study(source: Any, space: SearchSpace, description: str) -> ImportPlan:
+    """The COMPLETE trials of `source` (an optuna.Study) as imports into a study of `space`."""
+    import optuna
+
+    names = [o.name for o in space.objectives]
+    if list(source.metric_names or []) != names:
+        raise UsageError(
+            f"study {source.study_name!r} measures {source.metric_names or 'unnamed objectives'}, not {names}; "
+            "only a study with the same objectives can be imported")
+    plan = ImportPlan()
+    for t in source.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        attrs = dict(t.user_attrs)
+        if attrs.get("imported"):
+            plan.skipped.append(f"trial {t.number}: itself imported into {source.study_name!r}; import its source")
+            continue
+        key = f"study:{description}:{source.study_name}:{t.number}"
+        constraints = {k: float(v) for k, v in t.constraints.items() if not k.isdigit()}
+        constraints.setdefault(FEASIBLE_KEY, 0.0 if all(v <= 0 for v in t.constraints.values()) else 1.0)
+        attrs.update(
+            launched=False,
+            imported={"source": f"study {source.study_name}", "storage": description, "number": t.number, "key": key},
+        )
+        attrs.pop("baseline", None)
+        attrs.pop("retry_of", None)
+        candidate = dict(attrs.get("candidate") or t.params)
+        plan.trials.append(ImportedTrial(key, candidate, [float(v) for v in t.values], constraints, attrs))
+    return plan
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
+    return a == b
+
+
+def _params_for(candidate: Mapping[str, Any], space: SearchSpace):
+    """(params, distributions) that make `suggest` reproduce `candidate`, or a reason."""
+    import optuna
+
+    params = to_distribution_params(candidate, space)
+    fixed_trial = optuna.trial.FixedTrial(params)
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # FixedTrial warns when a value is off its range
+            reproduced = suggest(fixed_trial, space)
+    except (ValueError, UserWarning) as exc:
+        missing = [p.name for p in space.params if p.type != "draft_tokens" and p.name not in candidate]
+        if missing:
+            return f"the source does not say {', '.join(missing)}; pass it with --set NAME=VALUE"
+        return f"not in the search space ({exc})"
+    differs = [k for k, v in reproduced.items() if k not in candidate or not _same(v, candidate[k])]
+    if differs:
+        return f"{compact({k: candidate.get(k) for k in differs})} is outside the search space"
+    return params, fixed_trial.distributions
+
+
+def add_to_study(study: Any, plan: ImportPlan, space: SearchSpace) -> tuple[list[int], list[str]]:
+    """Add the plan's trials to `study` (an optuna.Study); (new trial numbers, skipped lines)."""
+    import optuna
+
+    existing = {(t.user_attrs.get("imported") or {}).get("key") for t in study.get_trials(deepcopy=False)}
+    skipped = list(plan.skipped)
+    added = []
+    for item in plan.trials:
+        label = compact(item.candidate)
+        if item.key in existing:
+            skipped.append(f"{label}: already imported")
+            continue
+        found = _params_for(item.candidate, space)
+        if isinstance(found, str):
+            skipped.append(f"{label}: {found}")
+            continue
+        params, distributions = found
+        # Optuna 5's constraints, mirrored into the list attribute optuna-dashboard 0.21.0 reads.
+        trial = optuna.trial.create_trial(
+            params=params, distributions=distributions, values=item.values, user_attrs=item.user_attrs,
+            constraints=dict(item.constraints), system_attrs={"constraints": list(item.constraints.values())},
+            state=optuna.trial.TrialState.COMPLETE)
+        study.add_trial(trial)
+        added.append(study.get_trials(deepcopy=False)[-1].number)
+        existing.add(item.key)
+    return added, skipped

@@ -1,0 +1,206 @@
+"""Plots of a study with matplotlib (Agg, no display; imported lazily).
+
+- `pareto_figure`: every measured configuration on the two main objectives; the front
+  (filled, with 95% error bars, joined by its staircase), dominated configurations
+  (hollow), infeasible ones that were measured (red crosses), a count of infeasible
+  ones that never produced numbers, the baseline (star) and the three picks.
+- `concurrency_figure`: for the front's configurations (and the baseline), per-request
+  output tok/s and aggregate output tok/s against concurrency, like the seed's table.
+
+`render(fig, path_stem)` writes ``<stem>.png`` and returns the SVG text, which the
+report embeds in self-contained HTML (no JavaScript, no network).
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from autospec.report.data import StudyData, TrialView
+from autospec.report.table import compact
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from autospec.report.recommend import Pick
+
+__all__ = ["pareto_figure", "concurrency_figure", "render"]
+
+_FRONT = "#1f77b4"
+_DOMINATED = "#7f7f7f"
+_INFEASIBLE = "#d62728"
+_BASELINE = "#000000"
+_DPI = 110
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=_DPI, layout="constrained")
+
+
+def _varying(data: StudyData) -> set[str]:
+    """Flags that differ between measured configurations (the rest is noise in a label)."""
+    shown = data.measured or data.trials
+    keys = {k for t in shown for k in t.flags}
+    return {k for k in keys if len({repr(t.flags.get(k)) for t in shown}) > 1} or keys
+
+
+def _name(t: TrialView, keys: set[str]) -> str:
+    return f"#{t.number} {compact({k: v for k, v in t.flags.items() if k in keys})}".rstrip()
+
+
+def _xy(data: StudyData, t: TrialView, ix: int, iy: int):
+    mx = t.objective_measure(data.objectives[ix], ix)
+    my = t.objective_measure(data.objectives[iy], iy)
+    return mx, my
+
+
+def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Mapping[str, Pick] | None = None) -> Figure:
+    """The front on (latency objective, throughput objective); one objective: against trial number."""
+    from matplotlib.lines import Line2D
+
+    fig = _figure(9.0, 6.0)
+    ax = fig.add_subplot()
+    ix, iy = data.latency_objective, data.throughput_objective
+    single = ix == iy
+    picks = picks or {}
+    keys = _varying(data)
+
+    def point(t: TrialView):
+        if single:
+            m = t.objective_measure(data.objectives[ix], ix)
+            return (float(t.number), None), (m.value, m.half_width)
+        mx, my = _xy(data, t, ix, iy)
+        return (mx.value, mx.half_width), (my.value, my.half_width)
+
+    dominated = data.of_kind("dominated")
+    if dominated:
+        pts = [point(t) for t in dominated]
+        ax.scatter([p[0][0] for p in pts], [p[1][0] for p in pts], s=40, facecolors="none",
+                   edgecolors=_DOMINATED, linewidths=1.2, label=f"dominated ({len(dominated)})", zorder=2)
+    infeasible = data.of_kind("infeasible")
+    measured_bad = [t for t in infeasible if t.measured]
+    if measured_bad:
+        pts = [point(t) for t in measured_bad]
+        ax.scatter([p[0][0] for p in pts], [p[1][0] for p in pts], marker="x", s=50, color=_INFEASIBLE,
+                   label=f"infeasible, measured ({len(measured_bad)}): violated an SLO", zorder=3)
+    front = sorted(data.front, key=lambda t: point(t)[0][0])
+    if front:
+        pts = [point(t) for t in front]
+        xs, ys = [p[0][0] for p in pts], [p[1][0] for p in pts]
+        ax.errorbar(xs, ys, xerr=[p[0][1] or 0 for p in pts], yerr=[p[1][1] or 0 for p in pts], fmt="o",
+                    color=_FRONT, ecolor=_FRONT, elinewidth=1, capsize=3, markersize=7,
+                    label=f"Pareto front ({len(front)}), 95% intervals", zorder=4)
+        if not single and len(front) > 1:
+            ax.plot(xs, ys, color=_FRONT, alpha=0.35, linewidth=1.5, zorder=1)
+        for t, x, y in zip(front, xs, ys):
+            ax.annotate(_name(t, keys), (x, y), textcoords="offset points", xytext=(6, 6),
+                        fontsize=8, color="#1a1a1a")
+    if baseline is not None and baseline.measured:
+        (bx, _), (by, _) = point(baseline)
+        ax.scatter([bx], [by], marker="*", s=260, color=_BASELINE, zorder=5,
+                   label=f"baseline {_name(baseline, keys)}")
+    by_trial: dict[int, list[str]] = {}
+    for name, pick in picks.items():
+        by_trial.setdefault(pick.trial.number, []).append(name)
+    for number, names in by_trial.items():
+        (px, _), (py, _) = point(data.trial(number))
+        ax.annotate(" + ".join(names) + " pick", (px, py), textcoords="offset points", xytext=(-8, -14),
+                    fontsize=8.5, fontweight="bold", color="#2ca02c", ha="right")
+    unmeasured = [t for t in infeasible if not t.measured]
+    if unmeasured:
+        why = Counter(t.outcome for t in unmeasured).most_common()
+        text = ", ".join(f"{k} {v}" for k, v in why)
+        ax.plot([], [], linestyle="none", marker="x", color=_INFEASIBLE, alpha=0.5,
+                label=f"infeasible, no numbers ({len(unmeasured)}): {text}")
+    if single:
+        o = data.objectives[ix]
+        ax.set_xlabel("trial number")
+        ax.set_ylabel(o.label)
+    else:
+        ax.set_xlabel(data.objectives[ix].label)
+        ax.set_ylabel(data.objectives[iy].label)
+    n_launched = sum(1 for t in data.trials if t.launched)
+    ax.set_title(f"Study {data.name}: {n_launched} launched trials, {len(data.measured)} measured configurations")
+    ax.grid(True, alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: [
+        "Pareto", "dominated", "baseline", "infeasible, measured", "infeasible, no"].index(
+        next(p for p in ("Pareto", "dominated", "baseline", "infeasible, measured", "infeasible, no")
+             if labels[i].startswith(p))))
+    handles, labels = [handles[i] for i in order], [labels[i] for i in order]
+    if not handles:
+        handles, labels = [Line2D([], [], linestyle="none")], ["no measured configuration yet"]
+    ax.legend(handles, labels, loc="best", fontsize=8, framealpha=0.9)
+    return fig
+
+
+def _series(t: TrialView, metric: str):
+    cs, vs, hs = [], [], []
+    for c in t.levels:
+        if (t.bench[c] or {}).get("failed_reason"):
+            continue
+        m = t.measure(metric, c)
+        if m is None:
+            continue
+        cs.append(c)
+        vs.append(m.value)
+        hs.append(m.half_width or 0.0)
+    return cs, vs, hs
+
+
+def concurrency_figure(data: StudyData, baseline: TrialView | None = None) -> Figure:
+    """Per-request and aggregate output tok/s against concurrency for the front (and baseline)."""
+    import matplotlib
+
+    fig = _figure(12.0, 5.0)
+    axes = fig.subplots(1, 2)
+    shown = list(data.front)
+    if baseline is not None and all(t.number != baseline.number for t in shown):
+        shown.append(baseline)
+    colors = matplotlib.colormaps["tab10"]
+    keys = _varying(data)
+    levels = sorted({c for t in shown for c in t.levels})
+    panels = (("output_tok_s", "per-request output speed (tok/s)", "What one user sees"),
+              ("agg_output_tok_s", "aggregate output throughput (tok/s)", "What the server delivers"))
+    for ax, (metric, ylabel, title) in zip(axes, panels):
+        for k, t in enumerate(shown):
+            cs, vs, hs = _series(t, metric)
+            if not cs:
+                continue
+            is_base = baseline is not None and t.number == baseline.number
+            mrr = t.startup.get("max_running_requests")
+            label = _name(t, keys) + (f", max_req {mrr}" if mrr else "") + (" (baseline)" if is_base else "")
+            ax.errorbar(cs, vs, yerr=hs, marker="*" if is_base else "o", markersize=9 if is_base else 5,
+                        linestyle="--" if is_base else "-", color=_BASELINE if is_base else colors(k % 10),
+                        capsize=3, linewidth=1.4, label=label)
+        ax.set_xscale("log", base=2)
+        if levels:
+            ax.set_xticks(levels)
+            ax.set_xticklabels([str(c) for c in levels])
+        ax.set_xlabel("concurrency C (requests in flight)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0)
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        axes[1].legend(handles, labels, loc="best", fontsize=8, framealpha=0.9)
+    fig.suptitle(f"Study {data.name}: the front's configurations at every measured concurrency (95% intervals)")
+    return fig
+
+
+def render(fig: Figure, stem: Path) -> str:
+    """Write ``<stem>.png``; return the figure as SVG text for HTML embedding."""
+    import matplotlib
+
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(stem.with_suffix(".png"), dpi=_DPI, metadata={"Software": None})
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": "autospec"}):  # stable ids: same study, same SVG
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]

@@ -1,0 +1,136 @@
+"""Three recommendations from the front, each with one sentence saying why (pure).
+
+- latency: the best low-concurrency objective (normally C=1 tok/s) among front
+  configurations that are not worse than the baseline on the high-concurrency objective
+  (normally C=32 aggregate tok/s). "Not worse" allows for noise: the configuration's
+  value plus the combined half-widths of both 95% intervals reaches the baseline's.
+  Without a baseline, the best low-concurrency configuration.
+- throughput: the best high-concurrency objective.
+- knee: the balanced choice: the configuration whose worst objective, as a share of the
+  best value on the front, is highest (max-min of normalised objectives).
+
+The low- and high-concurrency objectives are the ones measured at the lowest and highest
+concurrency (`StudyData.latency_objective` / `throughput_objective`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from autospec.report.data import Measure, Objective, StudyData, TrialView
+from autospec.report.table import compact
+
+__all__ = ["Pick", "recommend", "PICKS", "share_of_best"]
+
+PICKS = ("latency", "throughput", "knee")
+
+
+@dataclass(frozen=True)
+class Pick:
+    name: str  # "latency" | "throughput" | "knee"
+    trial: TrialView
+    why: str
+
+
+def _value(t: TrialView, data: StudyData, i: int) -> Measure:
+    m = t.objective_measure(data.objectives[i], i)
+    return m if m is not None else Measure(float(t.values[i]))
+
+
+def _fmt(m: Measure, o: Objective) -> str:
+    unit = f" {o.unit}" if o.unit else ""
+    hw = f" +-{m.half_width:.1f}" if m.half_width is not None else ""
+    return f"{m.value:.1f}{hw}{unit}"
+
+
+def _where(o: Objective) -> str:
+    return f"C={o.concurrency}" if o.concurrency is not None else o.name
+
+
+def _not_worse(a: Measure, b: Measure, o: Objective) -> bool:
+    slack = math.hypot(a.half_width or 0.0, b.half_width or 0.0)
+    return a.value + slack >= b.value if o.maximize else a.value - slack <= b.value
+
+
+def _best(trials: list[TrialView], data: StudyData, i: int) -> TrialView:
+    o = data.objectives[i]
+    return max(trials, key=lambda t: (_value(t, data, i).value if o.maximize else -_value(t, data, i).value, -t.number))
+
+
+def share_of_best(data: StudyData, t: TrialView, front: list[TrialView]) -> list[float]:
+    """Each objective of `t` as a share of the best value on `front` (1.0 = the best)."""
+    shares = []
+    for i, o in enumerate(data.objectives):
+        values = [_value(f, data, i).value for f in front]
+        best = max(values) if o.maximize else min(values)
+        v = _value(t, data, i).value
+        if o.maximize:
+            shares.append(v / best if best > 0 else 0.0)
+        else:
+            shares.append(best / v if v > 0 else 0.0)
+    return shares
+
+
+def _ratio_text(a: Measure, b: Measure) -> str:
+    """'x1.12 +-0.02', with ', within noise' when the interval includes 1."""
+    from autospec.report.table import fmt_ratio, ratio
+
+    r = ratio(a, b)
+    if r is None:
+        return "-"
+    noise = r.half_width is not None and abs(r.value - 1.0) <= r.half_width
+    return fmt_ratio(r) + " vs the baseline" + (", within noise" if noise else "")
+
+
+def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, Pick]:
+    """The three picks by name; empty when nothing is on the front."""
+    front = data.front
+    if not front:
+        return {}
+    lat, thr = data.latency_objective, data.throughput_objective
+    ol, ot = data.objectives[lat], data.objectives[thr]
+    picks: dict[str, Pick] = {}
+
+    # latency
+    if baseline is not None and lat != thr:
+        base_t = _value(baseline, data, thr)
+        eligible = [t for t in front if _not_worse(_value(t, data, thr), base_t, ot)]
+    else:
+        eligible = []
+    if eligible:
+        t = _best(eligible, data, lat)
+        a_l, a_t = _value(t, data, lat), _value(t, data, thr)
+        b_l = _value(baseline, data, lat)
+        why = (f"fastest at {_where(ol)} ({_fmt(a_l, ol)}, {_ratio_text(a_l, b_l)}) among configurations "
+               f"not worse than the baseline at {_where(ot)} ({_fmt(a_t, ot)} vs {_fmt(base_t, ot)}).")
+    else:
+        t = _best(front, data, lat)
+        a_l = _value(t, data, lat)
+        if baseline is None or lat == thr:
+            why = f"fastest at {_where(ol)}: {_fmt(a_l, ol)}."
+        else:
+            why = (f"fastest at {_where(ol)} ({_fmt(a_l, ol)}); no front configuration matches the baseline at "
+                   f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
+                   f"{_fmt(_value(baseline, data, thr), ot)}).")
+    picks["latency"] = Pick("latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}")
+
+    # throughput
+    t = _best(front, data, thr)
+    a_t, a_l = _value(t, data, thr), _value(t, data, lat)
+    extra = f"; at {_where(ol)} it gives {_fmt(a_l, ol)}" if lat != thr else ""
+    if baseline is not None:
+        extra += f"; at {_where(ot)} {_ratio_text(a_t, _value(baseline, data, thr))}"
+    picks["throughput"] = Pick(
+        "throughput", t, f"trial {t.number} ({compact(t.flags)}) has the highest {ot.what}: {_fmt(a_t, ot)}{extra}.")
+
+    # knee
+    scored = [(min(share_of_best(data, t, front)), t) for t in front]
+    best_score = max(s for s, _ in scored)
+    t = min((t for s, t in scored if s == best_score), key=lambda t: t.number)
+    shares = share_of_best(data, t, front)
+    parts = ", ".join(f"{s:.0%} at {_where(o)}" for s, o in zip(shares, data.objectives))
+    picks["knee"] = Pick(
+        "knee", t, f"trial {t.number} ({compact(t.flags)}) is the balanced choice: it keeps at least "
+                   f"{min(shares):.0%} of the best value on every objective ({parts}).")
+    return picks

@@ -1,0 +1,293 @@
+"""Suite-wide fixtures: a real PostgreSQL server for the storage tests (marker `postgres`).
+
+`postgres_server` (session scope, started on first use): ``initdb`` + ``pg_ctl start`` on a
+free loopback port in a temporary folder, trust authentication, fsync off; stopped and
+removed at the end of the session. PostgreSQL refuses to run as root, so under root the
+server runs as the ``postgres`` system user (or a created ``autospec-pg`` user). Missing
+binaries FAIL the test with the fix (`.ci/run` installs the ``postgresql`` package).
+
+`postgres_url`: a fresh, empty database on that server for one test, as a SQLAlchemy URL.
+
+`tuners`: starts `autospec optimize` as a subprocess in its own session (as a terminal
+runs it) and, at teardown, kills what is left and fails the test if any simulator process
+of the test still runs. `sim_space`: a small search space where every candidate launches.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+_PG_USER = "autospec"
+
+
+@dataclass
+class PostgresServer:
+    host: str
+    port: int
+    user: str
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{database}"
+
+
+def _pg_bin_dir() -> Path | None:
+    """The folder holding initdb and pg_ctl: PATH first, then Debian's versioned folders."""
+    found = shutil.which("pg_ctl")
+    if found and shutil.which("initdb"):
+        return Path(os.path.realpath(found)).parent
+    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if Path(candidate, "pg_ctl").is_file() and Path(candidate, "initdb").is_file():
+            return Path(candidate)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _server_user() -> str | None:
+    """None: run as the current user. Under root: a system user PostgreSQL accepts."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "autospec-pg"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            continue
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "autospec-pg"],
+                   check=True, capture_output=True)
+    return "autospec-pg"
+
+
+def _run_as(user: str | None, argv: list[str]) -> subprocess.CompletedProcess:
+    if user is not None:
+        runuser = shutil.which("runuser")
+        argv = [runuser, "-u", user, "--", *argv] if runuser else ["su", user, "-s", "/bin/sh", "-c", " ".join(argv)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    bin_dir = _pg_bin_dir()
+    if bin_dir is None:
+        pytest.fail(
+            "PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin; "
+            "install them (apt-get install postgresql; .ci/run does this) to run the postgres tests"
+        )
+    user = _server_user()
+    base = Path(tempfile.mkdtemp(prefix="autospec-pg-"))
+    data = base / "data"
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(base, entry.pw_uid, entry.pw_gid)
+    init = _run_as(user, [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", _PG_USER, "-E", "UTF8",
+                          "--no-sync"])
+    if init.returncode != 0:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.fail(f"initdb failed: {init.stderr.strip() or init.stdout.strip()}")
+    port = _free_port()
+    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+    start = _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(base / "server.log"), "-o", options,
+                           "-w", "-t", "60", "start"])
+    if start.returncode != 0:
+        log = (base / "server.log").read_text(errors="replace") if (base / "server.log").exists() else ""
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.fail(f"pg_ctl start failed: {start.stderr.strip() or start.stdout.strip()} {log[-500:]}")
+    try:
+        yield PostgresServer("127.0.0.1", port, _PG_USER)
+    finally:
+        _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A new empty database for one test."""
+    import psycopg  # psycopg 3: the driver SQLAlchemy 2.1 uses for postgresql:// URLs
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(host=postgres_server.host, port=postgres_server.port, user=postgres_server.user,
+                         dbname="postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return postgres_server.url(name)
+
+
+# ---------------------------------------------------------------- the tuner as a subprocess
+SIM_SPACE = """
+[server.flags]
+model_path = "sim-model"
+speculative_algorithm = "NEXTN"
+tp_size = 4
+attention_backend = "triton"
+page_size = 16
+cuda_graph_max_bs = 32
+
+[params.speculative_num_steps]
+type = "int"
+low = 1
+high = 4
+
+[params.speculative_eagle_topk]
+type = "categorical"
+choices = [1]
+
+[params.speculative_num_draft_tokens]
+type = "draft_tokens"
+
+[params.mem_fraction_static]
+type = "float"
+low = 0.80
+high = 0.88
+step = 0.04
+
+[workload]
+kind = "synthetic"
+output_len = 24
+
+[bench]
+concurrency = [1, 4]
+requests_multiplier = 1
+min_requests = 2
+warmup_requests = 0
+
+[[objectives]]
+metric = "output_tok_s"
+concurrency = 1
+
+[[objectives]]
+metric = "agg_output_tok_s"
+concurrency = 4
+"""
+"""A small space where every candidate launches (top-k 1 only): 12 configurations."""
+
+SIM_FLAGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
+
+
+def processes_mentioning(marker: str, needle: bytes = b"autospec.sim") -> dict[int, str]:
+    """Running processes whose argv has the word `needle` and an argument containing
+    `marker` (a test's tmp dir: its simulators keep their GPU state there)."""
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parts = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and needle in parts and any(marker.encode() in p for p in parts):
+            found[int(entry.name)] = b" ".join(parts).decode(errors="replace")
+    return found
+
+
+class Tuner:
+    """`autospec optimize ...` run as a terminal would: a subprocess leading its own
+    session and process group (so its servers, in sessions of their own, are not in it)."""
+
+    def __init__(self, cwd: Path, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.cwd = cwd
+        self.argv = argv
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.stdout = self.stderr = ""
+
+    def start(self) -> "Tuner":
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autospec.cli.main", *self.argv], cwd=self.cwd, env=self.env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_until(self, predicate, what: str, timeout_s: float = 60.0, poll_s: float = 0.05) -> None:
+        """Poll `predicate()` until true; fail (with the tuner's output) if the tuner exits first."""
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if not self.running:
+                self.wait()
+                pytest.fail(f"the tuner exited ({self.proc.returncode}) before {what}: {self.stderr[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting for {what}")
+            time.sleep(poll_s)
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the tuner's process group, as a terminal sends Ctrl-C."""
+        os.killpg(self.proc.pid, sig)
+
+    def kill9(self) -> None:
+        """SIGKILL the tuner's whole process group and reap it."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.wait()
+
+    def wait(self, timeout_s: float = 120.0) -> int:
+        out, err = self.proc.communicate(timeout=timeout_s)
+        self.stdout += out or ""
+        self.stderr += err or ""
+        return self.proc.returncode
+
+
+class Tuners:
+    """Makes `Tuner`s working in one test's tmp dir; knows that test's simulator processes."""
+
+    sim_flags = SIM_FLAGS
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.started: list[Tuner] = []
+
+    def __call__(self, argv: list[str], env: dict[str, str] | None = None) -> Tuner:
+        tuner = Tuner(self.tmp_path, argv, env)
+        self.started.append(tuner)
+        return tuner
+
+    def leftovers(self) -> dict[int, str]:
+        """Simulator processes of this test still running: pid -> command line."""
+        return processes_mentioning(str(self.tmp_path))
+
+
+@pytest.fixture
+def tuners(tmp_path: Path):
+    """A `Tuners` factory. At teardown every tuner's group is killed, and the test FAILS if
+    a simulator process of this test is still running (after killing it)."""
+    factory = Tuners(tmp_path)
+    yield factory
+    for tuner in factory.started:
+        if tuner.running:
+            tuner.kill9()
+    left = factory.leftovers()
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not left, f"simulator processes left running: {left}"
+
+
+@pytest.fixture
+def sim_space(tmp_path: Path) -> Path:
+    path = tmp_path / "space.toml"
+    path.write_text(SIM_SPACE)
+    return path

@@ -1,0 +1,135 @@
+"""The study snapshot, the Pareto table (uncertainty, ratios, warnings, legend) and the
+`autospec pareto` output built from them."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from autospec.cli.main import main
+from autospec.report import build_table, format_markdown, format_text, front, front_json, snapshot, table_json
+from autospec.report.data import Measure, parse_objective
+from autospec.report.table import ratio
+
+
+def test_snapshot_classifies_every_trial(data):
+    kinds = {t.number: t.kind for t in data.trials}
+    assert {n for n, k in kinds.items() if k == "front"} == {1, 2, 3, 4}
+    assert {n for n, k in kinds.items() if k == "dominated"} == {0, 5, 6}
+    assert {n for n, k in kinds.items() if k == "infeasible"} == {7, 8, 9, 10}
+    assert kinds[11] == "duplicate" and kinds[12] == "failed"
+    measured_infeasible = [t.number for t in data.of_kind("infeasible") if t.measured]
+    assert measured_infeasible == [7]  # the SLO violation has real numbers; the others worst-case stand-ins
+    assert [t.number for t in data.front] == [3, 1, 2, 4]  # best first on output_tok_s@c1
+    assert data.baseline_trial().number == 0
+    assert data.latency_objective == 0 and data.throughput_objective == 1
+
+
+def test_front_functions_agree_with_the_snapshot_and_keep_the_json_shape(made, data):
+    study = made.load()
+    assert {r.number for r in front(study)} == {t.number for t in data.front}
+    out = front_json(study)
+    assert set(out) == {"study", "objectives", "front", "counts"}
+    assert out["objectives"] == [{"name": "output_tok_s@c1", "direction": "maximize"},
+                                 {"name": "agg_output_tok_s@c32", "direction": "maximize"}]
+    assert set(out["front"][0]) == {"number", "params", "values"}
+    assert out["counts"] == {"complete": 7, "pruned": 0, "failed": 1, "infeasible": 4, "duplicate": 1, "running": 0}
+
+
+def test_objective_names_parse_into_metric_concurrency_and_unit():
+    o = parse_objective("agg_output_tok_s@c32", "maximize")
+    assert (o.metric, o.concurrency, o.unit) == ("agg_output_tok_s", 32, "tok/s")
+    assert o.label == "aggregate output throughput at C=32 (tok/s)"
+    assert parse_objective("tpot_ms_p90@c4", "minimize").unit == "ms"
+    assert parse_objective("custom", "minimize").concurrency is None
+
+
+def test_ratio_propagates_both_half_widths():
+    r = ratio(Measure(110.0, 2.2), Measure(100.0, 1.0))
+    assert r.value == pytest.approx(1.1)
+    assert r.half_width == pytest.approx(1.1 * math.hypot(0.02, 0.01))
+    assert ratio(Measure(110.0, None), Measure(100.0, 1.0)).half_width is None
+    assert ratio(Measure(1.0), None) is None
+
+
+def test_table_rows_carry_uncertainty_tpot_accept_length_max_requests_and_ratios(data):
+    table = build_table(data, data.baseline_trial())
+    rows = {r.number: r for r in table.rows}
+    assert list(rows) == [3, 1, 2, 4]
+    r = rows[1]
+    assert r.objectives[0].value == 250.0 and r.objectives[0].half_width == pytest.approx(2.5)
+    assert r.objectives[1].value == 1650.0 and r.objectives[1].half_width == pytest.approx(16.5)
+    assert r.tpot.value == pytest.approx(1000 / (250 * 1.05)) and table.tpot_concurrency == 1
+    assert r.accept_length.value == pytest.approx(4.2)
+    assert r.max_running_requests == 15
+    assert r.ratios[0].value == pytest.approx(250 / 220)
+    assert r.ratios[1].value == pytest.approx(1650 / 1700)
+    assert table.baseline.number == 0 and table.baseline.marks == ["baseline"]  # off the front, still listed
+
+
+def test_typed_warnings_name_what_is_wrong(data):
+    rows = {r.number: r for r in build_table(data, data.baseline_trial()).rows}
+    assert [w.kind for w in rows[3].warnings] == ["few-samples"]
+    assert "n=6" in rows[3].warnings[0].detail
+    assert [w.code for w in rows[4].warnings] == ["V", "E", "R"]
+    assert rows[1].warnings == []
+
+
+def test_text_table_has_every_column_and_a_legend_for_the_codes_used(data):
+    table = build_table(data, data.baseline_trial(), {1: ["knee pick"]})
+    text = format_text(table)
+    header = text.splitlines()[0]
+    for column in ("trial", "configuration", "output_tok_s@c1", "agg_output_tok_s@c32", "TPOT@c1 ms", "accept@c1",
+                   "max_req", "vs base output_tok_s@c1", "warn"):
+        assert column in header
+    assert "250.0 +-2.5" in text and "x1.14 +-0.02" in text and "knee pick" in text
+    assert "S (few-samples)" in text and "R (kv-retraction)" in text and "I (imported)" not in text
+    lines = [line for line in text.splitlines() if line[:5].strip().isdigit()]
+    assert [int(line.split()[0]) for line in lines] == [3, 1, 2, 4, 0]
+
+
+def test_without_a_baseline_there_are_no_ratio_columns(data):
+    text = format_text(build_table(data, None))
+    assert "vs base" not in text and "ratio to the baseline" not in text
+
+
+def test_markdown_and_json_forms(data):
+    table = build_table(data, data.baseline_trial())
+    md = format_markdown(table)
+    assert md.startswith("| trial | configuration |") and "250.0 ±2.5" in md
+    rows = table_json(table)
+    assert rows[-1]["number"] == 0 and rows[-1]["on_front"] is False
+    assert rows[1]["objectives"]["output_tok_s@c1"] == {"value": 250.0, "half_width": pytest.approx(2.5), "n": 40}
+    json.dumps(rows)
+
+
+def test_pareto_cli_prints_table_recommendations_and_json(made, capsys):
+    assert main(["pareto", *made.args]) == 0
+    out = capsys.readouterr().out
+    assert "4 on the front" in out and "recommendations:" in out
+    assert "latency    trial 2" in out and "throughput trial 4" in out and "knee       trial 1" in out
+    assert main(["pareto", *made.args, "--baseline", "5"]) == 0
+    assert "ratio to the baseline, trial 5" in capsys.readouterr().out
+    assert main(["pareto", *made.args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["baseline"] == 0 and doc["recommendations"]["knee"]["number"] == 1
+    assert {"study", "objectives", "front", "counts", "table", "notes"} <= set(doc)
+
+
+def test_pareto_cli_rejects_a_baseline_that_was_not_measured(made, capsys):
+    assert main(["pareto", *made.args, "--baseline", "8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "trial 8 has no measurement" in err
+    assert main(["pareto", *made.args, "--baseline", "99"]) == 2
+    assert "has no trial 99" in capsys.readouterr().err
+
+
+def test_snapshot_of_an_empty_study(tmp_path):
+    import optuna
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    data = snapshot(study)
+    assert data.front == [] and data.baseline_trial() is None
+    assert build_table(data).rows == []

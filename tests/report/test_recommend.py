@@ -1,0 +1,58 @@
+"""The three recommendations and the sentences that justify them."""
+
+from __future__ import annotations
+
+from autospec.report import recommend
+from autospec.report.data import StudyData, TrialView, parse_objective
+
+
+def test_latency_pick_is_fastest_at_c1_among_configurations_not_worse_than_the_baseline_at_c32(data):
+    picks = recommend(data, data.baseline_trial())
+    # trial 3 (261 tok/s) and trial 1 (250) lose throughput beyond noise (1400, 1650 +-16.5 vs 1700 +-17);
+    # trial 2 matches the baseline at C=32 (1760) and is the fastest of those left.
+    assert picks["latency"].trial.number == 2
+    assert "not worse than the baseline at C=32" in picks["latency"].why
+    assert "x1.01 +-0.01 vs the baseline, within noise" in picks["latency"].why
+
+
+def test_throughput_pick_and_knee(data):
+    picks = recommend(data, data.baseline_trial())
+    assert picks["throughput"].trial.number == 4
+    assert "1800.0 +-144.0 tok/s" in picks["throughput"].why and "within noise" in picks["throughput"].why
+    # knee: max over the front of the worst share of the best: trial 1 keeps 250/261 and 1650/1800.
+    assert picks["knee"].trial.number == 1
+    assert "at least 92% of the best value on every objective (96% at C=1, 92% at C=32)" in picks["knee"].why
+
+
+def test_without_a_baseline_the_latency_pick_is_the_fastest_at_c1(data):
+    picks = recommend(data, None)
+    assert picks["latency"].trial.number == 3
+    assert picks["latency"].why.endswith("is fastest at C=1: 261.0 +-2.6 tok/s.")
+
+
+def test_when_no_front_configuration_matches_the_baseline_the_sentence_says_what_it_costs(data):
+    strong = data.trial(4)  # 1800 tok/s at C=32: nothing else on the front reaches it
+    strong_baseline = TrialView(**{**strong.__dict__, "number": 99, "bench": {
+        c: {**lvl, "agg_output_tok_s": 5000.0, "cis": {**lvl["cis"], "agg_output_tok_s": [4990.0, 5010.0]}}
+        for c, lvl in strong.bench.items()}})
+    picks = recommend(data, strong_baseline)
+    assert picks["latency"].trial.number == 3
+    assert "no front configuration matches the baseline at C=32" in picks["latency"].why
+
+
+def _view(number: int, values: list[float]) -> TrialView:
+    return TrialView(number=number, state="complete", kind="front", flags={"speculative_num_steps": number},
+                     values=values, measured=True, outcome="ok", launched=True)
+
+
+def test_knee_handles_a_minimised_objective():
+    objectives = [parse_objective("tpot_ms_p50@c1", "minimize"), parse_objective("agg_output_tok_s@c32", "maximize")]
+    trials = [_view(1, [4.0, 1000.0]), _view(2, [5.0, 1800.0]), _view(3, [8.0, 2000.0])]
+    picks = recommend(StudyData("m", objectives, trials), None)
+    assert picks["latency"].trial.number == 1  # lowest TPOT
+    assert picks["throughput"].trial.number == 3
+    assert picks["knee"].trial.number == 2  # 4/5 = 80% and 1800/2000 = 90%; the others fall to 50%
+
+
+def test_nothing_to_recommend_without_a_front():
+    assert recommend(StudyData("m", [parse_objective("output_tok_s@c1", "maximize")], []), None) == {}

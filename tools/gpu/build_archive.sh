@@ -1,0 +1,27 @@
+#!/bin/bash
+# Build the real-SGLang archive for a GPU machine without network, with autospec added.
+#
+#   tools/gpu/build_archive.sh [OUT_DIR] [REAL_SGLANG_TOOLS]
+#     OUT_DIR            default .real-sglang/archive (gitignored)
+#     REAL_SGLANG_TOOLS  default ../shared/tools/real-sglang (build_bundle.sh and its helpers)
+#
+# Needs PyPI (pip download) and python3 here. Builds an autospec wheel from this checkout,
+# hands build_bundle.sh requirements-autospec.txt plus that wheel as its extra requirements,
+# and copies tools/gpu/{run_study.sh,nvml_watch.py,export_best.py} beside site.tar.xz, so
+# OUT_DIR alone is all the GPU machine needs. Prints the archive's size and the commit built.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-$repo/.real-sglang/archive}
+tools=${2:-$repo/../shared/tools/real-sglang}
+[[ -x $tools/build_bundle.sh ]] || { echo "build_archive: no build_bundle.sh in $tools; pass the real-sglang tools folder as the second argument" >&2; exit 2; }
+mkdir -p "$out"; out=$(cd "$out" && pwd)
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+python3 -m pip wheel -q --no-deps --no-build-isolation -w "$work/wheel" "$repo" 2>/dev/null \
+  || python3 -m pip wheel -q --no-deps -w "$work/wheel" "$repo"
+wheel=$(ls "$work"/wheel/autospec-*.whl)
+{ cat "$repo/tools/gpu/requirements-autospec.txt"; echo "$wheel"; } >"$work/extra.txt"
+bash "$tools/build_bundle.sh" "$out" "$work/extra.txt"
+cp "$repo"/tools/gpu/run_study.sh "$repo"/tools/gpu/nvml_watch.py "$repo"/tools/gpu/export_best.py "$out/"
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$repo" status --porcelain -- src 2>/dev/null | wc -l)
+echo "autospec $(basename "$wheel") from commit $commit ($dirty changed files under src/)" | tee "$out/BUILT_FROM"

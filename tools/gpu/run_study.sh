@@ -1,0 +1,118 @@
+#!/bin/bash
+# Run (or continue) an autospec study against real SGLang on a GPU machine without network.
+#
+#   bash run_study.sh ARCHIVE_DIR STATE_DIR OUT_DIR
+#
+# ARCHIVE_DIR  what tools/gpu/build_archive.sh wrote (site.tar.xz with SGLang 0.5.16, Optuna
+#              and autospec; make_models.py; serve.sh whose env.sh block is reused here).
+# STATE_DIR    where study-state.tar.xz from an earlier command lies (may be empty): the
+#              study's SQLite file, trial logs, events log and artifacts. It is unpacked to
+#              STUDY_DIR first and packed again into OUT_DIR/study-state.tar.xz at the end,
+#              so a later command (on a fresh machine too) continues the same study.
+# OUT_DIR      console.log, study-state.tar.xz, nvml.csv, extras.tar.xz (pareto, export, teardown).
+#
+# Environment (all optional):
+#   SPACE=src/autospec/search_spaces/real-tiny-eagle.toml  STUDY=real-tiny-eagle  TRIALS=8  SEED=3
+#   STUDY_TIMEOUT=390   autospec's --timeout: no new trial starts after this many seconds
+#   DEADLINE=570        seconds this script may run in all; autospec gets SIGTERM before it
+#   FINAL=0             1: after the study, start the exported best command for real, send it
+#                       a request, stop it; then benchmarks/gpu_teardown.py if time is left
+#   STUDY_DIR=/tmp/autospec-study
+set -u
+t0=$SECONDS
+left() { echo $((DEADLINE - (SECONDS - t0))); }
+dir=$(cd "$1" && pwd); state=$(mkdir -p "$2" && cd "$2" && pwd); out=$(mkdir -p "$3" && cd "$3" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)           # nvml_watch.py and export_best.py lie here
+repo=$(cd "$here/../.." 2>/dev/null && pwd)     # the checkout, when run as tools/gpu/run_study.sh
+SPACE=${SPACE:-$repo/src/autospec/search_spaces/real-tiny-eagle.toml}
+STUDY=${STUDY:-real-tiny-eagle}; TRIALS=${TRIALS:-8}; SEED=${SEED:-3}
+STUDY_TIMEOUT=${STUDY_TIMEOUT:-390}; DEADLINE=${DEADLINE:-570}; FINAL=${FINAL:-0}
+STUDY_DIR=${STUDY_DIR:-/tmp/autospec-study}
+storage="sqlite:///$STUDY_DIR/$STUDY.db"
+exec > >(tee -a "$out/console.log") 2>&1
+say() { echo "[run_study +$((SECONDS - t0))s] $*"; }
+
+# --- the archive: unpack once per machine, tiny models, env.sh exactly as serve.sh writes it
+[[ -d /tmp/sgsite/site ]] || { mkdir -p /tmp/sgsite && tar xJf "$dir/site.tar.xz" -C /tmp/sgsite; } || exit 3
+[[ -f /tmp/sgmodels/m/config.json ]] || python3 "$dir/make_models.py" /tmp/sgmodels >/dev/null || exit 3
+sed -n '/<<ENV$/,/^ENV$/{/<<ENV$/d;/^ENV$/d;p}' "$dir/serve.sh" | sed "s#\$dir#$dir#g" >"$dir/env.sh"
+grep -q SGLANG_BASE_ARGS "$dir/env.sh" || { say "no env.sh block found in $dir/serve.sh"; exit 3; }
+source "$dir/env.sh"
+say "unpacked; $(cat "$dir/BUILT_FROM" 2>/dev/null)"
+python3 - "$SPACE" <<'PY' || exit 3
+import sys, os, importlib.metadata as md
+import autospec, optuna, sglang, torch
+from autospec.config import load_search_space
+print("python", sys.version.split()[0], sys.executable, "| torch", torch.__version__, "| sglang", md.version("sglang"),
+      "| optuna", optuna.__version__, "| autospec from", os.path.dirname(autospec.__file__))
+base = os.environ["SGLANG_BASE_ARGS"].split()
+flags = {base[i][2:].replace("-", "_"): base[i + 1] for i in range(0, len(base), 2)}
+fixed = load_search_space(sys.argv[1]).server.flags
+diff = {k: (v, fixed.get(k)) for k, v in flags.items() if str(fixed.get(k)) != v}
+print("env.sh base flags", "all in the space's [server.flags]" if not diff else f"DIFFER: {diff}")
+PY
+nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader
+
+# --- the study's state from the last command
+rm -rf "$STUDY_DIR"; mkdir -p "$STUDY_DIR"
+if [[ -f $state/study-state.tar.xz ]]; then
+  tar xJf "$state/study-state.tar.xz" -C "$(dirname "$STUDY_DIR")" && say "study state restored: $(ls "$STUDY_DIR" | tr '\n' ' ')"
+else
+  say "no earlier study state: a new study"
+fi
+python3 "$here/nvml_watch.py" 0.5 >"$out/nvml.csv" 2>/dev/null &
+watch_pid=$!
+
+# --- the study (SIGTERM before the deadline: the trial in flight is torn down and recorded)
+reserve=45; [[ $FINAL == 1 ]] && reserve=150
+budget=$(( $(left) - reserve ))
+cmd=(python3 -m autospec.cli.main optimize --space "$SPACE" --study "$STUDY" --storage "$storage"
+     --studies-dir "$STUDY_DIR" --trials "$TRIALS" --seed "$SEED" --timeout "${STUDY_TIMEOUT}s"
+     --server-command "python3 -m sglang.launch_server" --preflight auto)
+say "autospec optimize (killed after ${budget}s at the latest): ${cmd[*]}"
+timeout -k 20 -s TERM "$budget" "${cmd[@]}"
+say "optimize exit $?"
+python3 -m autospec.cli.main pareto --study "$STUDY" --storage "$storage" | tee "$out/pareto.txt"
+python3 -m autospec.cli.main pareto --study "$STUDY" --storage "$storage" --json >"$out/pareto.json"
+
+# --- the exported command, started for real (not through autospec) and asked once
+if [[ $FINAL == 1 ]] && (( $(left) > 100 )); then
+  port=30000
+  line=$(python3 "$here/export_best.py" --storage "$storage" --study "$STUDY" --port $port 2>"$out/export.txt")
+  cat "$out/export.txt"; echo "$line" | tee -a "$out/export.txt"
+  if [[ -n $line ]]; then
+    say "starting the exported command; nvml before: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader)"
+    printf 'exec %s\n' "$line" >/tmp/exported.sh
+    setsid bash /tmp/exported.sh >/tmp/exported.log 2>&1 &   # $! is the server: its own session and group
+    spid=$!; ready=0
+    for ((i = 0; i < $(left) - 60 && i < 300; i++)); do
+      kill -0 $spid 2>/dev/null || break
+      [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health_generate") == 200 ]] && { ready=1; break; }
+      sleep 1
+    done
+    say "exported server ready=$ready after ${i}s"
+    if [[ $ready == 1 ]]; then
+      curl -s "http://127.0.0.1:$port/generate" -H 'Content-Type: application/json' \
+        -d '{"text": "1 2 3 4 5 6 7 8", "sampling_params": {"max_new_tokens": 32, "temperature": 0, "ignore_eos": true}}' \
+        | tee -a "$out/export.txt"; echo | tee -a "$out/export.txt"
+    fi
+    kill -TERM -- -$spid 2>/dev/null; t_stop=$SECONDS
+    for ((i = 0; i < 60; i++)); do
+      ! pgrep -g $spid >/dev/null && [[ -z $(nvidia-smi --query-compute-apps=pid --format=csv,noheader) ]] && break
+      sleep 0.5
+    done
+    say "exported server stopped: group gone, NVML apps: [$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')] $(nvidia-smi --query-gpu=memory.used --format=csv,noheader) after $((SECONDS - t_stop))s" | tee -a "$out/export.txt"
+    tail -c 20000 /tmp/exported.log >"$out/exported-server.log"
+  fi
+fi
+if [[ $FINAL == 1 ]] && (( $(left) > 75 )); then
+  say "benchmarks/gpu_teardown.py"
+  timeout -s INT $(( $(left) - 30 )) python3 "$repo/benchmarks/gpu_teardown.py" --gb 8 --repeats 1 --bare-wait 10 \
+    --json "$out/gpu_teardown.json" | tee "$out/gpu_teardown.txt"
+fi
+
+# --- pack everything for the next command
+kill $watch_pid 2>/dev/null
+tar cJf "$out/study-state.tar.xz" -C "$(dirname "$STUDY_DIR")" "$(basename "$STUDY_DIR")"
+( cd "$out" && tar cJf extras.tar.xz --remove-files $(ls pareto.* export.txt exported-server.log gpu_teardown.* 2>/dev/null) )
+say "done; $(du -sh "$out/study-state.tar.xz" | cut -f1) of study state"
