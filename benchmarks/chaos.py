@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,9 @@ class ChaosResult:
     target: int
     retries_missing: int
     final_exit: int
+    given_up: int = 0
+    checked_finished: int = 0
+    checked_complete: int = 0
     moments: Counter = field(default_factory=Counter)
     round_seconds: list[float] = field(default_factory=list)
     wall_seconds: float = 0.0
@@ -190,37 +194,35 @@ class Round:
         self.proc.wait()
 
     # ------------------------------------------------------------ moments
-    def _latest(self, name: str) -> Path | None:
-        for d in reversed(self.new_dirs()):
-            if (d / name).is_file():
-                return d
-        return None
+    def _nth(self, nth: int, ready: Callable[[Path], bool]) -> bool:
+        dirs = self.new_dirs()
+        return len(dirs) >= nth and ready(dirs[nth - 1])
 
-    def reach(self, moment: str, rng: random.Random) -> bool:
-        """Wait for `moment` of the first trial this round launches (plus a small random
+    def reach(self, moment: str, nth: int, rng: random.Random) -> bool:
+        """Wait for `moment` of the `nth` trial this round launches (plus a small random
         delay inside it); False when the tuner finished before."""
         marker = str(self.workdir)
         if moment == "launch":
-            hit = self.wait_for(lambda: self._latest("server.log") is not None, 0.01)
+            hit = self.wait_for(lambda: self._nth(nth, lambda d: (d / "server.log").is_file()), 0.01)
             delay = rng.uniform(0.0, 0.8)
         elif moment == "benchmark":
-            def benchmarking() -> bool:
-                d = self._latest("server.log")
-                text = _read(d / "server.log") if d else ""
+            def benchmarking(d: Path) -> bool:
+                text = _read(d / "server.log")
                 return READY_200 in text and "POST /generate" in text.split(READY_200, 1)[1]
-            hit = self.wait_for(benchmarking, 0.01)
+            hit = self.wait_for(lambda: self._nth(nth, benchmarking), 0.01)
             delay = rng.uniform(0.0, 0.15)
         elif moment == "teardown":
-            hit = self.wait_for(lambda: self._latest("bench.json") is not None, 0.005)
+            hit = self.wait_for(lambda: self._nth(nth, lambda d: (d / "bench.json").is_file()), 0.005)
             delay = rng.uniform(0.0, 0.03)
         elif moment == "storage_write":
             hit = self.wait_for(
-                lambda: self._latest("bench.json") is not None and not sim_processes(marker, servers_only=True), 0.002,
+                lambda: self._nth(nth, lambda d: (d / "bench.json").is_file()) and not sim_processes(marker, True),
+                0.002,
             )
             delay = rng.uniform(0.0, 0.02)
         else:
             hit = True
-            delay = rng.uniform(0.5, 6.0)
+            delay = rng.uniform(0.5, 3.0 + 3.0 * nth)
         if not hit:
             return False
         time.sleep(delay)
@@ -263,10 +265,12 @@ def run_chaos(
     storage: str = "sqlite",
     fault: str | None = "zombie_child",
     moments: tuple[str, ...] | None = None,
+    nths: tuple[int, ...] = (1, 2),
     log: Callable[[str], None] = lambda line: None,
 ) -> ChaosResult:
-    """SIGKILL the tuner `kills` times (at `moments` in turn, or random ones), then finish
-    the study and check it (see the module docstring)."""
+    """SIGKILL the tuner `kills` times (at `moments` in turn, or random ones; in the first
+    or a later trial a round launches, from `nths`, in turn with `moments` or at random),
+    then finish the study and check it (see the module docstring)."""
     from autospec.study.recovery import MAX_STALE_RETRIES
 
     rng = random.Random(seed)
@@ -289,8 +293,9 @@ def run_chaos(
     done_kills = 0
     while done_kills < kills:
         moment = moments[done_kills % len(moments)] if moments else rng.choice(MOMENTS)
+        nth = nths[done_kills % len(nths)] if moments else rng.choice(nths)
         rnd = Round(workdir, argv, env)
-        reached = rnd.reach(moment, rng)
+        reached = rnd.reach(moment, nth, rng)
         if not reached:
             code = rnd.proc.wait()
             log(f"round ended before {moment} (exit {code}); the study is complete")
@@ -305,7 +310,9 @@ def run_chaos(
                 lost.append(f"trial {number} changed or vanished after kill {done_kills}")
         for number, data in now.items():
             finished.setdefault(number, data)
-        log(f"kill {done_kills:2d} at {moment:<13} after {rounds[-1]:5.1f}s; finished trials: {len(now)}")
+        complete = sum(1 for state, *_ in now.values() if state == "COMPLETE")
+        log(f"kill {done_kills:2d} at {moment:<13} of trial {nth} of the round after {rounds[-1]:5.1f}s; "
+            f"finished trials: {len(now)} ({complete} complete)")
 
     final = Round(workdir, argv, env)
     try:
@@ -336,20 +343,25 @@ def run_chaos(
             current = by_number.get(current.user_attrs.get("retry_of"))
         return depth > MAX_STALE_RETRIES
 
-    missing = [t.number for t in trials_now
-               if t.state == optuna.trial.TrialState.FAIL and t.number not in retried and not given_up(t)]
+    failed = [t for t in trials_now if t.state == optuna.trial.TrialState.FAIL and t.number not in retried]
+    missing = [t.number for t in failed if not given_up(t)]
     leftovers = sim_processes(str(workdir))
     return ChaosResult(
         kills=done_kills, trials_lost=len(set(lost)), leftover_processes=len(leftovers), launched=launched,
         target=trials, retries_missing=len(missing), final_exit=final_exit, moments=hits, round_seconds=rounds,
+        given_up=len(failed) - len(missing), checked_finished=len(finished),
+        checked_complete=sum(1 for state, *_ in finished.values() if state == "COMPLETE"),
         wall_seconds=time.monotonic() - t0, lost_detail=sorted(set(lost)), leftover_detail=leftovers,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
+    from autospec.study.recovery import MAX_STALE_RETRIES
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--trials", type=int, default=None, help="target launched trials (default: kills + 8)")
+    parser.add_argument("--trials", type=int, default=None, help="target launched trials (default: 2 x kills)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--storage", default="sqlite", help="sqlite, journal, or a postgresql:// URL")
     parser.add_argument("--fault", default="zombie_child", help="simulator fault of every server, or 'none'")
@@ -358,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="autospec-chaos-"))
-    trials = args.trials or args.kills + 8
+    trials = args.trials or 2 * args.kills
     print(f"chaos: {args.kills} kills, target {trials} launched trials, storage {args.storage}, "
           f"fault {args.fault}, seed {args.seed}, in {workdir}")
     try:
@@ -382,7 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trials lost:         {result.trials_lost}")
     print(f"leftover processes:  {result.leftover_processes}")
     print(f"launched trials:     {result.launched} (target {result.target})")
-    print(f"retries missing:     {result.retries_missing}")
+    print(f"retries missing:     {result.retries_missing} (parameters given up after "
+          f"{MAX_STALE_RETRIES + 1} kills in a row: {result.given_up})")
+    print(f"checked unchanged:   {result.checked_finished} trials finished before a kill "
+          f"({result.checked_complete} of them measured)")
     print(f"final run exit code: {result.final_exit}")
     print("moments hit:         " + ", ".join(f"{m} {result.moments[m]}" for m in MOMENTS))
     print(f"time:                {result.wall_seconds:.0f} s in all; a killed round ran {median:.1f} s "

@@ -31,13 +31,16 @@ def test_sigkill_at_each_moment_of_a_trial_loses_nothing_and_leaves_nothing(tmp_
     chaos = load_chaos()
     moments = ("launch", "benchmark", "teardown", "storage_write")
     lines: list[str] = []
-    result = chaos.run_chaos(tmp_path, kills=4, trials=4, seed=3, moments=moments, log=lines.append)
+    # kills in the first, second, first and second trial a round launches: the second
+    # leaves a measured trial behind that later kills must not change
+    result = chaos.run_chaos(tmp_path, kills=4, trials=4, seed=3, moments=moments, nths=(1, 2), log=lines.append)
 
     assert result.kills == 4, lines
     assert dict(result.moments) == {m: 1 for m in moments}
     assert result.final_exit == 0, lines
     assert result.launched == 4
     assert result.trials_lost == 0, result.lost_detail
+    assert result.checked_complete >= 1 and result.checked_finished >= 4
     assert result.retries_missing == 0
     assert result.leftover_processes == 0, result.leftover_detail
     events = (tmp_path / "studies" / "chaos-events.log").read_text()

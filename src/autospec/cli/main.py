@@ -76,6 +76,9 @@ def _install_stop_handlers() -> dict[int, object]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # autospec reports progress itself
     previous = _install_stop_handlers()
     try:
         return int(args.handler(args) or 0)

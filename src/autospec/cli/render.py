@@ -60,6 +60,7 @@ class Progress:
         self.current = ""
         self.done = 0
         self.target = 0
+        self.not_launched: dict[str, int] = {}
 
     def _elapsed(self, since: float) -> str:
         s = int(time.monotonic() - since)
@@ -102,8 +103,13 @@ class Progress:
     def trial_finished(self, number: int, record: Any, done: int, target: int) -> None:
         self.done = done
         took = time.monotonic() - self.t_trial
-        if record.launched:
-            self.launched_times.append(took)
+        if not record.launched:
+            # Answered without a launch (rejected / skipped / duplicate): seconds, not minutes.
+            # On a terminal it only flashes on the status line; logs get a line each.
+            self.not_launched[record.outcome] = self.not_launched.get(record.outcome, 0) + 1
+            self._line(f"{self.current} | {record.outcome}: {record.reason}", final=not self.tty)
+            return
+        self.launched_times.append(took)
         if record.values is not None and record.outcome == "ok":
             for i, v in enumerate(record.values):
                 if self.best[i] is None or self.signs[i] * (v - self.best[i]) > 0:
@@ -111,8 +117,10 @@ class Progress:
         values = "" if record.values is None else " ".join(f"{n}={v:.1f}" for n, v in zip(self.names, record.values))
         what = record.outcome if record.outcome == "ok" else f"{record.outcome}: {record.reason}"
         best = " ".join(f"{n}={b:.1f}" for n, b in zip(self.names, self.best) if b is not None)
+        skipped = ", ".join(f"{n} {k}" for k, n in sorted(self.not_launched.items()))
         self._line(
-            f"{self.current} | {what} {values} ({took:.1f}s) | {done}/{target} done, best {best or '-'}",
+            f"{self.current} | {what} {values} ({took:.0f}s) | {done}/{target} done, best {best or '-'}"
+            + (f" | without launch: {skipped}" if skipped else ""),
             final=True,
         )
 

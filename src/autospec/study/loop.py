@@ -198,7 +198,10 @@ def _store(trial: optuna.Trial, record: TrialRecord, space: SearchSpace, artifac
     for key, value in record.user_attrs().items():
         trial.set_user_attr(key, value)
     feasible = record.values is not None and record.outcome in (OK, "constraint_violated", "duplicate")
-    constraints = {FEASIBLE_KEY: 0.0 if feasible else 1.0, **record.constraints}
+    # Every trial carries the same constraint keys (GPSampler in Optuna 5.0 refuses studies
+    # whose trials have different numbers of constraints); an SLO never measured is neutral.
+    slo = {c.name: record.constraints.get(c.name, 0.0) for c in space.constraints}
+    constraints = {FEASIBLE_KEY: 0.0 if feasible else 1.0, **slo}
     for key, value in constraints.items():
         trial.set_constraint(key, value)
     # optuna-dashboard 0.21.0 reads only the old list-valued attribute.
