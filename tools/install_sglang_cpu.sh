@@ -11,7 +11,10 @@
 #   export AUTOSPEC_SGLANG_PYTHON="$PWD/.sglang-venv/bin/python"
 #
 # The closure is the one listed in shared/DESIGN.md ("sglang 0.5.23's own resolver runs
-# without a GPU"). torch==2.14.1/torchvision==0.29.1 are a CUDA build (~5.5 GB) that pip
+# without a GPU"), plus `datasets` for SGLang's benchmark client (`python -m
+# sglang.benchmark.serving` imports it at start-up; tests/sglang_real/test_bench_serving.py):
+# about 15 s and 270 MB more (pyarrow, pandas). python-dateutil is pinned below 3 because
+# sglang 0.5.23 requires that and pandas would otherwise pull 4.x. torch==2.14.1/torchvision==0.29.1 are a CUDA build (~5.5 GB) that pip
 # takes from this machine's disk; /etc/xdg/pip caps torch at those releases.
 # Environment: PYTHON (base interpreter, default python3; the torch wheels on disk are for
 # CPython 3.11, another Python downloads several GB), SGLANG_VERSION (default 0.5.23; the
@@ -31,6 +34,7 @@ CLOSURE=(
     msgspec==0.23.0 numpy==2.4.6 orjson==3.13.0 psutil==7.2.2 pybase64==1.5.1
     requests==2.34.2 packaging==26.4 pillow==13.0.0 fastapi==0.165.0 pydantic==2.14.4
     pyzmq==27.3.0 tqdm==4.70.1 ipython==9.18.1 aiohttp==3.14.5 dill==0.4.1 gguf==0.19.0
+    datasets==5.2.0 python-dateutil==2.9.0.post0
 )
 STAMP_TEXT="sglang==${SGLANG_VERSION} --no-deps; ${CLOSURE[*]}"
 STAMP_FILE="${VENV_DIR}/.autospec-sglang-stamp"

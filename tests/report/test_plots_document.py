@@ -19,14 +19,16 @@ def test_pareto_plot_labels_units_and_distinguishes_every_class(data):
     assert ax.get_xlabel() == "per-request output speed at C=1 (tok/s)"
     assert ax.get_ylabel() == "aggregate output throughput at C=32 (tok/s)"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[0] == "Pareto front (4), 95% intervals"
-    assert labels[1] == "dominated (3)"
-    assert labels[2].startswith("baseline #0 ")
-    assert labels[3] == "infeasible, measured (1): violated an SLO"
-    assert labels[4] == "infeasible, no numbers (3): rejected 1, kv_pool_too_small 1, skipped 1"
+    assert labels == [
+        "Pareto front (4), 95% intervals",
+        "latency pick: #2", "throughput pick: #4", "knee pick: #1",  # rings around the picked points
+        "dominated (3)",
+        "baseline #0 steps=3 mem=0.8 draft=4",  # only the flags that vary between configurations
+        "infeasible, measured (1): violated an SLO",
+        "infeasible, no numbers (3): rejected 1, kv_pool_too_small 1, skipped 1",
+    ]
     notes = [t.get_text() for t in ax.texts]
-    assert "latency pick" in notes and "throughput pick" in notes and "knee pick" in notes
-    assert any(n.startswith("#3 ") for n in notes)  # front points are labelled with their configuration
+    assert sorted(n.split()[0] for n in notes) == ["#1", "#2", "#3", "#4"]  # each front point is labelled
 
 
 def test_concurrency_plot_shows_the_front_and_the_baseline_at_every_level(data):

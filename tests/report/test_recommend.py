@@ -56,3 +56,21 @@ def test_knee_handles_a_minimised_objective():
 
 def test_nothing_to_recommend_without_a_front():
     assert recommend(StudyData("m", [parse_objective("output_tok_s@c1", "maximize")], []), None) == {}
+
+
+def test_practically_equal_values_are_decided_by_the_other_objective():
+    objectives = [parse_objective("output_tok_s@c1", "maximize"), parse_objective("agg_output_tok_s@c32", "maximize")]
+    # 252.0 vs 251.8 at C=1 is a 0.1% difference; 1607 vs 1786 at C=32 is not.
+    trials = [_view(31, [252.0, 1607.0]), _view(39, [251.8, 1786.0]), _view(40, [230.0, 1790.0]),
+              _view(41, [262.0, 900.0])]
+    picks = recommend(StudyData("m", objectives, trials), None)
+    assert picks["latency"].trial.number == 41  # 262 is more than 1% ahead of the rest
+    without_41 = recommend(StudyData("m", objectives, trials[:3]), None)
+    assert without_41["latency"].trial.number == 39
+    assert "is practically fastest at C=1: 251.8 tok/s; " in without_41["latency"].why
+    assert "2 configurations are within 1% of each other at C=1, and this one is the best of them at C=32" in (
+        without_41["latency"].why)
+    # 1790 vs 1786 at C=32 is tied too, and trial 39 is far faster at C=1
+    assert without_41["throughput"].trial.number == 39
+    assert "has the practically highest aggregate output throughput at C=32: 1786.0 tok/s; 2 configurations" in (
+        without_41["throughput"].why)

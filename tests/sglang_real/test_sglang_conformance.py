@@ -179,7 +179,23 @@ for line in sys.stdin:
 print("PARSE_RESULT " + json.dumps(failures))
 """
 
-FIXED_FLAGS = {"attention_backend": "triton", "page_size": 16, "tp_size": 4, "cuda_graph_max_bs": 32}
+# sglang 0.5.23 knows only --cuda-graph-max-bs-decode (0.5.16 had --cuda-graph-max-bs as an
+# alias; 0.5.20 dropped it, and argparse then calls the old name ambiguous).
+FIXED_FLAGS = {"attention_backend": "triton", "page_size": 16, "tp_size": 4, "cuda_graph_max_bs_decode": 32}
+
+
+def bundled_space_flags(models: dict[str, str], per_space: int = 40) -> list[dict[str, Any]]:
+    """Configurations the bundled search spaces generate (an even sample of each grid)."""
+    from autospec.cli.common import bundled_spaces, load_space
+    from autospec.space import grid
+
+    out = []
+    for name in sorted(bundled_spaces()):
+        space = load_space(name)
+        points = list(grid(space))
+        for point in points[:: max(1, len(points) // per_space)]:
+            out.append(with_models({**space.server.flags, **point}, models))
+    return out
 
 
 def search_space_flags(models: dict[str, str]) -> list[dict[str, Any]]:
@@ -195,7 +211,8 @@ def search_space_flags(models: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def test_every_generated_argv_parses_with_sglangs_parser(sglang_python, tiny_models):
-    flag_sets = search_space_flags(tiny_models) + [with_models(c[1], tiny_models) for c in CASES]
+    flag_sets = (search_space_flags(tiny_models) + bundled_space_flags(tiny_models)
+                 + [with_models(c[1], tiny_models) for c in CASES])
     argvs = [launch_argv(flags) for flags in flag_sets]
     proc = subprocess.run([sglang_python, "-c", PARSE_SCRIPT], input="".join(json.dumps(a) + "\n" for a in argvs),
                           capture_output=True, text=True, timeout=300)

@@ -1,25 +1,21 @@
-"""Fixtures that run ``python -m autospec.sim`` as a real subprocess.
-
-Every process is started in its own session (process group) on a free loopback port,
-with its output in a file, and is killed with its whole group in teardown; processes
-that left the group on purpose (the ``zombie_child`` fault) are found through their
-GPU-state files and killed too.
+"""Fixtures that run ``python -m autospec.sim`` as a real subprocess (see processes.py:
+own session, free loopback port, output in a file, the whole group killed in teardown),
+and flag sets shared by the simulator's tests.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+
+from autospec.sim import ArgumentRejected, init_outcome, resolve_args
+
+from .processes import Sim, SimPool, free_port, pid_alive
+
+__all__ = ["SPEC", "SPEC_FLAGS", "Sim", "SimPool", "flags_for_status", "free_port", "pid_alive", "to_argv"]
 
 #: A fast, noiseless MTP configuration of the default profile.
 SPEC_FLAGS = (
@@ -29,127 +25,58 @@ SPEC_FLAGS = (
     "--speculative-eagle-topk", "1",
     "--speculative-num-draft-tokens", "4",
 )
+#: The same configuration as ServerArgs fields.
+SPEC = {"model_path": "sim", "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def to_argv(flags: dict) -> list[str]:
+    """ServerArgs fields -> SGLang's command-line flags."""
+    argv = []
+    for name, value in flags.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped) is not alive for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _is_sim(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return b"autospec.sim" in cmdline.read()
-    except OSError:
-        return False
-
-
-class Sim:
-    """One simulator process; ``url``, ``log()``, ``wait_*`` helpers."""
-
-    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None, state_dir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self.state_dir = state_dir
-        self.argv = [sys.executable, "-m", "autospec.sim", "--host", "127.0.0.1", "--port", str(self.port),
-                     "--sim-gpu-state-dir", str(state_dir), *args]
-        self.started = time.monotonic()
-        with log_path.open("wb") as out:
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_exit(self, timeout: float = 20.0) -> int:
-        return self.proc.wait(timeout=timeout)
-
-    def wait_log(self, text: str, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log():
-                return
-            if self.proc.poll() is not None and text not in self.log():
-                raise AssertionError(f"sim exited ({self.proc.returncode}) without printing {text!r}:\n{self.log()[-3000:]}")
-            time.sleep(0.02)
-        raise AssertionError(f"{text!r} not printed within {timeout} s:\n{self.log()[-3000:]}")
-
-    def wait_ready(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"sim exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/health_generate", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.02)
-        raise AssertionError(f"sim not ready within {timeout} s:\n{self.log()[-3000:]}")
-
-    def state_records(self) -> list[dict]:
-        records = []
-        for path in sorted(self.state_dir.glob("*.json")):
-            try:
-                records.append(json.loads(path.read_text()))
-            except (OSError, ValueError):
-                continue
-        return records
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+def flags_for_status(profile, status: str, message_contains: str = "") -> dict:
+    """A flag set of `profile` whose init ends in `status` (and whose message contains
+    `message_contains`), searched on a grid rather than hard-coded."""
+    grid = itertools.product([1, 2, 3, 10], [1, 2], [None, 4, 6, 8], [0.1, 0.3, 0.85, 0.97],
+                             [None, 4], [None, 1], ["flashinfer", "triton"])
+    for steps, topk, draft, fraction, mrr, tp, backend in grid:
+        flags = {**SPEC, "speculative_num_steps": steps, "speculative_eagle_topk": topk,
+                 "mem_fraction_static": fraction, "attention_backend": backend}
+        flags.pop("speculative_num_draft_tokens")
+        if draft is not None:
+            flags["speculative_num_draft_tokens"] = draft
+        if mrr is not None:
+            flags["max_running_requests"] = mrr
+        if tp is not None:
+            flags["tp_size"] = tp
         try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+            outcome = init_outcome(profile, resolve_args(profile, flags))
+        except ArgumentRejected:
+            continue
+        if outcome.status == status and message_contains in outcome.message:
+            return flags
+    raise AssertionError(f"no flags in the grid give {status} {message_contains!r}")
 
 
 @pytest.fixture
 def sim_factory(tmp_path: Path) -> Iterator:
     """``sim_factory(*args, env_extra=None)`` starts a simulator; all are killed in teardown."""
-    started: list[Sim] = []
+    pool = SimPool(tmp_path)
+    try:
+        yield pool.start
+    finally:
+        pool.close()
 
-    def start(*args: str, env_extra: dict[str, str] | None = None) -> Sim:
-        index = len(started)
-        state_dir = tmp_path / f"gpu-state-{index}"
-        state_dir.mkdir()
-        env = dict(os.environ)
-        env.pop("AUTOSPEC_SIM_FAULTS", None)
-        env.pop("AUTOSPEC_SIM_GPU_STATE_DIR", None)
-        env.update(env_extra or {})
-        sim = Sim(list(args), tmp_path / f"sim-{index}.log", env, state_dir)
-        started.append(sim)
-        return sim
 
-    yield start
-    for sim in started:
-        sim.kill()
-        # Processes that escaped the group (zombie_child) hold files in the state dir.
-        for record in sim.state_records():
-            pid = record.get("pid")
-            if isinstance(pid, int) and pid != os.getpid() and pid_alive(pid) and _is_sim(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+@pytest.fixture(scope="module")
+def module_sim_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """``sim_factory`` shared by a module's tests (killed when the module is done)."""
+    pool = SimPool(tmp_path_factory.mktemp("sims"))
+    try:
+        yield pool.start
+    finally:
+        pool.close()

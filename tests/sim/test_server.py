@@ -7,7 +7,6 @@ Expected values come from the model API (``autospec.sim``), never from copies of
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import re
@@ -26,23 +25,14 @@ from autospec.sim import (
     resolve_args,
 )
 
-from .conftest import SPEC_FLAGS, pid_alive
+from .conftest import SPEC, SPEC_FLAGS, flags_for_status, pid_alive, to_argv
 
 FAST = ("--sim-noise", "off", "--sim-load-seconds", "0.2", "--sim-time-scale", "0.05")
-SPEC = {"model_path": "sim", "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 PROMPT = " ".join(f"w{i}" for i in range(32))  # 32 tokens for the sim's whitespace tokenizer
 
 
 def sse_payloads(text: str) -> list[str]:
     return [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
-
-
-def to_argv(flags: dict) -> list[str]:
-    argv = []
-    for name, value in flags.items():
-        argv += [f"--{name.replace('_', '-')}", str(value)]
-    return argv
 
 
 @pytest.fixture(scope="module")
@@ -151,31 +141,9 @@ def test_rejected_combination_prints_sglang_message_before_loading(sim_factory, 
 # ------------------------------------------------------------------ init failures
 
 
-def _flags_for(profile, status: str) -> dict:
-    """A flag set of the default profile whose init fails with `status` (searched, not hard-coded)."""
-    grid = itertools.product([1, 2, 3, 10], [1, 2], [None, 4, 6, 8], [0.3, 0.85, 0.97],
-                             [None, 4], [None, 1], ["flashinfer", "triton"])
-    for steps, topk, draft, fraction, mrr, tp, backend in grid:
-        flags = {**SPEC, "speculative_num_steps": steps, "speculative_eagle_topk": topk,
-                 "mem_fraction_static": fraction, "attention_backend": backend}
-        flags.pop("speculative_num_draft_tokens")
-        if draft is not None:
-            flags["speculative_num_draft_tokens"] = draft
-        if mrr is not None:
-            flags["max_running_requests"] = mrr
-        if tp is not None:
-            flags["tp_size"] = tp
-        try:
-            if init_outcome(profile, resolve_args(profile, flags)).status == status:
-                return flags
-        except ArgumentRejected:
-            continue
-    raise AssertionError(f"no flags in the grid give {status}")
-
-
 @pytest.mark.parametrize("status", ["kv_pool_too_small", "cuda_graph_oom", "weights_oom", "invalid_draft_tree"])
 def test_init_failure_prints_sglang_chain_and_exits(sim_factory, profile, status):
-    flags = _flags_for(profile, status)
+    flags = flags_for_status(profile, status)
     outcome = init_outcome(profile, resolve_args(profile, flags))
     sim = sim_factory(*to_argv(flags), "--sim-load-seconds", "0.2", "--sim-time-scale", "0.1")
     assert sim.wait_exit() != 0
@@ -260,6 +228,34 @@ def test_openai_chat_stream_with_usage(ready_sim):
     assert plain["choices"][0]["message"]["role"] == "assistant"
 
 
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_continuous_usage_stats_put_cumulative_usage_on_every_content_chunk(ready_sim, api):
+    body = {"model": "sim", "max_tokens": 30, "stream": True, "ignore_eos": True, "temperature": 0,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": PROMPT}]
+        path = "/v1/chat/completions"
+    else:
+        body["prompt"] = PROMPT
+        path = "/v1/completions"
+    chunks = [json.loads(p) for p in sse_payloads(httpx.post(ready_sim.url + path, json=body, timeout=30).text)[:-1]]
+    if api == "chat":  # sglang 0.5.23 serving_chat: the role and finish chunks carry no usage
+        assert chunks[0]["usage"] is None and chunks[-2]["usage"] is None
+        content, texts = chunks[1:-2], [c["choices"][0]["delta"]["content"] for c in chunks[1:-2]]
+    else:
+        content, texts = chunks[:-1], [c["choices"][0]["text"] for c in chunks[:-1]]
+    counts = [c["usage"]["completion_tokens"] for c in content]
+    assert counts == sorted(counts) and counts[-1] == 30
+    # Each chunk's usage counts the tokens streamed so far (the sim's words are its tokens).
+    assert [len("".join(texts[:i + 1]).split()) for i in range(len(texts))] == counts
+    assert all(c["usage"]["prompt_tokens"] == 32 and c["usage"]["total_tokens"] == 32 + n
+               for c, n in zip(content, counts))
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 30
+    without = {**body, "stream_options": {"include_usage": True}}
+    plain = [json.loads(p) for p in sse_payloads(httpx.post(ready_sim.url + path, json=without, timeout=30).text)[:-1]]
+    assert all(c["usage"] is None for c in plain[:-1])
+
+
 def test_eos_stops_early_unless_ignored(ready_sim):
     stops = []
     for _ in range(6):
@@ -284,6 +280,8 @@ def test_info_endpoints(ready_sim, profile):
     models = httpx.get(ready_sim.url + "/v1/models").json()
     assert models["data"][0]["id"] == "sim" and models["data"][0]["owned_by"] == "sglang"
     assert httpx.get(ready_sim.url + "/nope").status_code == 404
+    flushed = httpx.post(ready_sim.url + "/flush_cache")  # bench_serving calls it in SGLang's CI
+    assert flushed.status_code == 200 and flushed.text.startswith("Cache flushed.")
     log = ready_sim.log()
     assert "Endpoint '/get_server_info' is deprecated" in log
     assert re.search(r'INFO:     127\.0\.0\.1:\d+ - "GET /v1/models HTTP/1\.1" 200 OK', log)
@@ -385,6 +383,23 @@ def test_command_line_keeps_only_set_flags_and_reads_the_environment():
     assert command.sim.faults == ("hang_at_start", "slow_start=1", "zombie_child")
     assert command.sim.gpu_state_dir == "/tmp/state" and command.sim.noise is False
     assert (command.host, command.port) == ("127.0.0.1", 30000)
+
+
+def test_sim_warmup_seconds_overrides_the_profiles_warmup(sim_factory):
+    from autospec.sim.args import parse_command_line
+
+    assert parse_command_line(["--model-path", "m", "--sim-warmup-seconds", "0.5"]).sim.warmup_seconds == 0.5
+    assert parse_command_line(["--model-path", "m"]).sim.warmup_seconds is None
+    with pytest.raises(SystemExit):
+        parse_command_line(["--model-path", "m", "--sim-warmup-seconds", "-1"])
+    # The DeepSeek profile warms up for 20 s (and loads for 600 s); both overridden to 0 it
+    # is ready long before its own warmup could have ended.
+    assert load_profile("deepseek-v3-mtp-8x-h200").warmup_seconds >= 20
+    sim = sim_factory("--model-path", "sim", "--sim-profile", "deepseek-v3-mtp-8x-h200",
+                      "--sim-load-seconds", "0", "--sim-warmup-seconds", "0")
+    sim.wait_ready(timeout=15)
+    log = sim.log()
+    assert log.index("Uvicorn running on") < log.index("The server is fired up and ready to roll!")
 
 
 def test_noise_on_samples_accept_lengths_from_the_distribution(sim_factory):

@@ -24,12 +24,8 @@ from autospec.study.loop import StopSignals
 
 STUDY = "sig"
 READY_200 = 'GET /health_generate HTTP/1.1" 200'  # readiness answered: benchmarking starts next
-
-
 # 300 output tokens: a benchmark level lasts about a second, long enough for a signal to land in it.
 SIM_FLAGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--output-len", "300", "--quiet"]
-
-
 FAST_SIM_FLAGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
 
 

@@ -12,7 +12,8 @@
 # OUT_DIR      console.log, study-state.tar.xz, nvml.csv, extras.tar.xz (pareto, export, teardown).
 #
 # Environment (all optional):
-#   SPACE=src/autospec/search_spaces/real-tiny-eagle.toml  STUDY=real-tiny-eagle  TRIALS=8  SEED=3
+#   SPACE=<checkout>/src/autospec/search_spaces/real-tiny-eagle.toml, else the copy beside this script
+#   STUDY=real-tiny-eagle  TRIALS=8  SEED=3
 #   STUDY_TIMEOUT=390   autospec's --timeout: no new trial starts after this many seconds
 #   DEADLINE=570        seconds this script may run in all; autospec gets SIGTERM before it
 #   FINAL=0             1: after the study, start the exported best command for real, send it
@@ -24,11 +25,14 @@ left() { echo $((DEADLINE - (SECONDS - t0))); }
 dir=$(cd "$1" && pwd); state=$(mkdir -p "$2" && cd "$2" && pwd); out=$(mkdir -p "$3" && cd "$3" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)           # nvml_watch.py and export_best.py lie here
 repo=$(cd "$here/../.." 2>/dev/null && pwd)     # the checkout, when run as tools/gpu/run_study.sh
-SPACE=${SPACE:-$repo/src/autospec/search_spaces/real-tiny-eagle.toml}
+default_space=$repo/src/autospec/search_spaces/real-tiny-eagle.toml
+[[ -f $default_space ]] || default_space=$here/real-tiny-eagle.toml   # run from the archive folder alone
+SPACE=${SPACE:-$default_space}
 STUDY=${STUDY:-real-tiny-eagle}; TRIALS=${TRIALS:-8}; SEED=${SEED:-3}
 STUDY_TIMEOUT=${STUDY_TIMEOUT:-390}; DEADLINE=${DEADLINE:-570}; FINAL=${FINAL:-0}
 STUDY_DIR=${STUDY_DIR:-/tmp/autospec-study}
 storage="sqlite:///$STUDY_DIR/$STUDY.db"
+[[ -f $SPACE ]] || { echo "run_study: search space $SPACE not found; set SPACE=path/to/real-tiny-eagle.toml" >&2; exit 2; }
 exec > >(tee -a "$out/console.log") 2>&1
 say() { echo "[run_study +$((SECONDS - t0))s] $*"; }
 
@@ -85,12 +89,13 @@ if [[ $FINAL == 1 ]] && (( $(left) > 100 )); then
     printf 'exec %s\n' "$line" >/tmp/exported.sh
     setsid bash /tmp/exported.sh >/tmp/exported.log 2>&1 &   # $! is the server: its own session and group
     spid=$!; ready=0
-    for ((i = 0; i < $(left) - 60 && i < 300; i++)); do
+    t_spawn=$SECONDS; wait_end=$(( SECONDS + $(left) - 40 ))
+    while (( SECONDS < wait_end )); do
       kill -0 $spid 2>/dev/null || break
       [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health_generate") == 200 ]] && { ready=1; break; }
       sleep 1
     done
-    say "exported server ready=$ready after ${i}s"
+    say "exported server ready=$ready after $((SECONDS - t_spawn))s"
     if [[ $ready == 1 ]]; then
       curl -s "http://127.0.0.1:$port/generate" -H 'Content-Type: application/json' \
         -d '{"text": "1 2 3 4 5 6 7 8", "sampling_params": {"max_new_tokens": 32, "temperature": 0, "ignore_eos": true}}' \
@@ -105,7 +110,7 @@ if [[ $FINAL == 1 ]] && (( $(left) > 100 )); then
     tail -c 20000 /tmp/exported.log >"$out/exported-server.log"
   fi
 fi
-if [[ $FINAL == 1 ]] && (( $(left) > 75 )); then
+if [[ $FINAL == 1 && -f $repo/benchmarks/gpu_teardown.py ]] && (( $(left) > 75 )); then
   say "benchmarks/gpu_teardown.py"
   timeout -s INT $(( $(left) - 30 )) python3 "$repo/benchmarks/gpu_teardown.py" --gb 8 --repeats 1 --bare-wait 10 \
     --json "$out/gpu_teardown.json" | tee "$out/gpu_teardown.txt"

@@ -13,7 +13,8 @@ from autospec.cli.render import Progress
 from autospec.config import parse_duration
 from autospec.errors import UsageError
 
-SIM_LOAD_SECONDS = 2.0
+SIM_LOAD_SECONDS = 2.0  # the seed's model took ~100 s; the simulator need not make you wait
+SIM_WARMUP_SECONDS = 1.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sim", action="store_true", help="run against the bundled simulator instead of SGLang (no GPU needed)")
     p.add_argument("--sim-profile", help="simulator profile TOML (default: the seed-calibrated profile)")
     p.add_argument("--sim-load-seconds", type=float, default=SIM_LOAD_SECONDS, help="simulated model load time (default 2)")
+    p.add_argument("--sim-warmup-seconds", type=float, default=SIM_WARMUP_SECONDS,
+                   help="simulated warmup after load, before the server is ready (default 1)")
     p.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(handler=run)
@@ -87,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     name = study_name_for(args, space)
     target = wiring.build_target(
         space, studies_dir=studies_dir, sim=args.sim, sim_profile=args.sim_profile,
-        sim_load_seconds=args.sim_load_seconds, sim_time_scale=args.sim_time_scale,
+        sim_load_seconds=args.sim_load_seconds, sim_warmup_seconds=args.sim_warmup_seconds,
+        sim_time_scale=args.sim_time_scale,
         preflight=args.preflight, allow_foreign=args.allow_foreign_gpu_memory, out=sys.stderr,
     )
     request = study_api.OptimizeRequest(

@@ -68,6 +68,7 @@ def build_target(
     sim_profile: str | None,
     sim_load_seconds: float,
     sim_time_scale: float,
+    sim_warmup_seconds: float = 1.0,
     preflight: str,
     allow_foreign: bool,
     out: TextIO,
@@ -80,11 +81,12 @@ def build_target(
 
         if sim_profile and not Path(sim_profile).is_file():
             raise UsageError(f"--sim-profile {sim_profile!r} does not exist; pass a profile TOML (see docs/simulator.md)")
-        if sim_time_scale <= 0 or sim_load_seconds < 0:
-            raise UsageError("--sim-time-scale must be > 0 and --sim-load-seconds >= 0")
+        if sim_time_scale <= 0 or sim_load_seconds < 0 or sim_warmup_seconds < 0:
+            raise UsageError("--sim-time-scale must be > 0, --sim-load-seconds and --sim-warmup-seconds >= 0")
         state_dir = (studies_dir / ".sim-gpu").resolve()
         state_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "autospec.sim", "--sim-load-seconds", f"{sim_load_seconds:g}",
+                   "--sim-warmup-seconds", f"{sim_warmup_seconds:g}",
                    "--sim-time-scale", f"{sim_time_scale:g}", "--sim-gpu-state-dir", str(state_dir)]
         if sim_profile:
             command += ["--sim-profile", str(Path(sim_profile).resolve())]
@@ -115,7 +117,7 @@ def build_target(
         if python is not None:
             from autospec.feasibility import Preflight
 
-            candidate = Preflight(python=python)
+            candidate = Preflight(python=python, cache_dir=studies_dir / ".preflight")
             ok, why = candidate.available()
             if ok:
                 pre = candidate

@@ -32,6 +32,7 @@ _FRONT = "#1f77b4"
 _DOMINATED = "#7f7f7f"
 _INFEASIBLE = "#d62728"
 _BASELINE = "#000000"
+_PICK = "#2ca02c"
 _DPI = 110
 
 
@@ -50,6 +51,21 @@ def _varying(data: StudyData) -> set[str]:
 
 def _name(t: TrialView, keys: set[str]) -> str:
     return f"#{t.number} {compact({k: v for k, v in t.flags.items() if k in keys})}".rstrip()
+
+
+def _label_offsets(xs: list[float], ys: list[float], step: float = 11.0) -> list[float]:
+    """Vertical label offsets (points) that keep labels of points lying close together (within
+    3% of the y range and 10% of the x range) from printing over each other."""
+    y_span = (max(ys) - min(ys)) or 1.0
+    x_span = (max(xs) - min(xs)) or 1.0
+    order = sorted(range(len(ys)), key=lambda i: -ys[i])
+    offsets = [0.0] * len(ys)
+    placed: list[int] = []
+    for i in order:
+        near = [j for j in placed if abs(ys[j] - ys[i]) < 0.03 * y_span and abs(xs[j] - xs[i]) < 0.1 * x_span]
+        offsets[i] = min((offsets[j] for j in near), default=step) - step if near else 0.0
+        placed.append(i)
+    return offsets
 
 
 def _xy(data: StudyData, t: TrialView, ix: int, iy: int):
@@ -96,9 +112,9 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
                     label=f"Pareto front ({len(front)}), 95% intervals", zorder=4)
         if not single and len(front) > 1:
             ax.plot(xs, ys, color=_FRONT, alpha=0.35, linewidth=1.5, zorder=1)
-        for t, x, y in zip(front, xs, ys):
-            ax.annotate(_name(t, keys), (x, y), textcoords="offset points", xytext=(6, 6),
-                        fontsize=8, color="#1a1a1a")
+        for t, x, y, dy in zip(front, xs, ys, _label_offsets(xs, ys)):
+            ax.annotate(_name(t, keys), (x, y), textcoords="offset points", xytext=(7, dy),
+                        fontsize=8, color="#1a1a1a", va="center")
     if baseline is not None and baseline.measured:
         (bx, _), (by, _) = point(baseline)
         ax.scatter([bx], [by], marker="*", s=260, color=_BASELINE, zorder=5,
@@ -106,10 +122,10 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     by_trial: dict[int, list[str]] = {}
     for name, pick in picks.items():
         by_trial.setdefault(pick.trial.number, []).append(name)
-    for number, names in by_trial.items():
+    for number, names in by_trial.items():  # a ring around the point, named in the legend
         (px, _), (py, _) = point(data.trial(number))
-        ax.annotate(" + ".join(names) + " pick", (px, py), textcoords="offset points", xytext=(-8, -14),
-                    fontsize=8.5, fontweight="bold", color="#2ca02c", ha="right")
+        ax.scatter([px], [py], s=330, facecolors="none", edgecolors=_PICK, linewidths=2.2, zorder=6,
+                   label=f"{' + '.join(names)} pick: #{number}")
     unmeasured = [t for t in infeasible if not t.measured]
     if unmeasured:
         why = Counter(t.outcome for t in unmeasured).most_common()
@@ -127,10 +143,9 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     ax.set_title(f"Study {data.name}: {n_launched} launched trials, {len(data.measured)} measured configurations")
     ax.grid(True, alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    order = sorted(range(len(labels)), key=lambda i: [
-        "Pareto", "dominated", "baseline", "infeasible, measured", "infeasible, no"].index(
-        next(p for p in ("Pareto", "dominated", "baseline", "infeasible, measured", "infeasible, no")
-             if labels[i].startswith(p))))
+    kinds = ("Pareto", "latency", "throughput", "knee", "dominated", "baseline", "infeasible, measured",
+             "infeasible, no")
+    order = sorted(range(len(labels)), key=lambda i: next(k for k, p in enumerate(kinds) if labels[i].startswith(p)))
     handles, labels = [handles[i] for i in order], [labels[i] for i in order]
     if not handles:
         handles, labels = [Line2D([], [], linestyle="none")], ["no measured configuration yet"]

@@ -6,6 +6,10 @@
   value plus the combined half-widths of both 95% intervals reaches the baseline's.
   Without a baseline, the best low-concurrency configuration.
 - throughput: the best high-concurrency objective.
+
+  For both, configurations within TIE_MARGIN (1%) of the best value count as equal, and
+  the other objective decides among them (point estimates): a 0.1% edge at C=1 does not
+  outweigh a clear gain at C=32.
 - knee: the balanced choice: the configuration whose worst objective, as a share of the
   best value on the front, is highest (max-min of normalised objectives).
 
@@ -24,6 +28,7 @@ from autospec.report.table import compact
 __all__ = ["Pick", "recommend", "PICKS", "share_of_best"]
 
 PICKS = ("latency", "throughput", "knee")
+TIE_MARGIN = 0.01  # relative: values this close to the best are practically equal
 
 
 @dataclass(frozen=True)
@@ -53,9 +58,34 @@ def _not_worse(a: Measure, b: Measure, o: Objective) -> bool:
     return a.value + slack >= b.value if o.maximize else a.value - slack <= b.value
 
 
-def _best(trials: list[TrialView], data: StudyData, i: int) -> TrialView:
-    o = data.objectives[i]
-    return max(trials, key=lambda t: (_value(t, data, i).value if o.maximize else -_value(t, data, i).value, -t.number))
+def _score(t: TrialView, data: StudyData, i: int) -> float:
+    """Larger is better, whatever the objective's direction."""
+    v = _value(t, data, i).value
+    return v if data.objectives[i].maximize else -v
+
+
+def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = None) -> tuple[TrialView, int]:
+    """The best trial on objective `i`; among those within TIE_MARGIN of it, the best on
+    objective `then`. Also returns how many were tied."""
+    top = max(_score(t, data, i) for t in trials)
+    tied = [t for t in trials if _score(t, data, i) >= top - abs(top) * TIE_MARGIN]
+    if then is None or then == i:
+        tied = [t for t in tied if _score(t, data, i) == top]
+    key = (lambda t: (_score(t, data, then), _score(t, data, i), -t.number)) if then not in (None, i) else (
+        lambda t: (_score(t, data, i), -t.number))
+    return max(tied, key=key), len(tied)
+
+
+def _lead(n: int, data: StudyData, i: int, superlative: str) -> str:
+    """'fastest at C=1', or 'practically fastest at C=1' when others are within TIE_MARGIN."""
+    return f"{'' if n < 2 else 'practically '}{superlative} at {_where(data.objectives[i])}"
+
+
+def _tie_note(n: int, data: StudyData, i: int, j: int) -> str:
+    if n < 2:
+        return ""
+    return (f"; {n} configurations are within {TIE_MARGIN:.0%} of each other at {_where(data.objectives[i])}, "
+            f"and this one is the best of them at {_where(data.objectives[j])}")
 
 
 def share_of_best(data: StudyData, t: TrialView, front: list[TrialView]) -> list[float]:
@@ -99,30 +129,33 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     else:
         eligible = []
     if eligible:
-        t = _best(eligible, data, lat)
+        t, n = _best(eligible, data, lat, thr)
         a_l, a_t = _value(t, data, lat), _value(t, data, thr)
         b_l = _value(baseline, data, lat)
-        why = (f"fastest at {_where(ol)} ({_fmt(a_l, ol)}, {_ratio_text(a_l, b_l)}) among configurations "
-               f"not worse than the baseline at {_where(ot)} ({_fmt(a_t, ot)} vs {_fmt(base_t, ot)}).")
+        why = (f"{_lead(n, data, lat, 'fastest')} ({_fmt(a_l, ol)}, {_ratio_text(a_l, b_l)}) among configurations "
+               f"not worse than the baseline at {_where(ot)} ({_fmt(a_t, ot)} vs {_fmt(base_t, ot)})"
+               f"{_tie_note(n, data, lat, thr)}.")
     else:
-        t = _best(front, data, lat)
+        t, n = _best(front, data, lat, thr)
         a_l = _value(t, data, lat)
         if baseline is None or lat == thr:
-            why = f"fastest at {_where(ol)}: {_fmt(a_l, ol)}."
+            why = f"{_lead(n, data, lat, 'fastest')}: {_fmt(a_l, ol)}{_tie_note(n, data, lat, thr)}."
         else:
-            why = (f"fastest at {_where(ol)} ({_fmt(a_l, ol)}); no front configuration matches the baseline at "
+            why = (f"{_lead(n, data, lat, 'fastest')} ({_fmt(a_l, ol)}); no front configuration matches the baseline at "
                    f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
                    f"{_fmt(_value(baseline, data, thr), ot)}).")
     picks["latency"] = Pick("latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}")
 
     # throughput
-    t = _best(front, data, thr)
+    t, n = _best(front, data, thr, lat)
     a_t, a_l = _value(t, data, thr), _value(t, data, lat)
-    extra = f"; at {_where(ol)} it gives {_fmt(a_l, ol)}" if lat != thr else ""
+    lead = f"the {'' if n < 2 else 'practically '}highest {ot.what}"
+    extra = _tie_note(n, data, thr, lat)
+    extra += f"; at {_where(ol)} it gives {_fmt(a_l, ol)}" if lat != thr else ""
     if baseline is not None:
         extra += f"; at {_where(ot)} {_ratio_text(a_t, _value(baseline, data, thr))}"
     picks["throughput"] = Pick(
-        "throughput", t, f"trial {t.number} ({compact(t.flags)}) has the highest {ot.what}: {_fmt(a_t, ot)}{extra}.")
+        "throughput", t, f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.")
 
     # knee
     scored = [(min(share_of_best(data, t, front)), t) for t in front]

@@ -55,6 +55,7 @@ class SimOptions:
     seed: int | None = None
     noise: bool = True
     load_seconds: float | None = None
+    warmup_seconds: float | None = None
     time_scale: float = 1.0
     gpu_state_dir: str | None = None
     faults: tuple[str, ...] = ()
@@ -158,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-run and per-step speed noise and sampled acceptance (default on)")
     add("--sim-load-seconds", dest="sim_load_seconds", type=_non_negative_float, metavar="S",
         help="model load time before the KV lines (overrides the profile)")
+    add("--sim-warmup-seconds", dest="sim_warmup_seconds", type=_non_negative_float, metavar="S",
+        help="warmup time between the uvicorn lines and readiness (overrides the profile)")
     add("--sim-time-scale", dest="sim_time_scale", type=_positive_float, default=1.0, metavar="F",
         help="multiply every simulated duration (load, warmup, prefill, decode steps)")
     add("--sim-gpu-state-dir", dest="sim_gpu_state_dir", type=str, metavar="DIR",
@@ -167,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_SIM_DESTS = ("sim_profile", "sim_seed", "sim_noise", "sim_load_seconds", "sim_time_scale",
-              "sim_gpu_state_dir", "sim_fault")
+_SIM_DESTS = ("sim_profile", "sim_seed", "sim_noise", "sim_load_seconds", "sim_warmup_seconds",
+              "sim_time_scale", "sim_gpu_state_dir", "sim_fault")
 
 
 def parse_command_line(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> CommandLine:
@@ -187,6 +190,7 @@ def parse_command_line(argv: Sequence[str], environ: Mapping[str, str] | None = 
         seed=values["sim_seed"],
         noise=values["sim_noise"],
         load_seconds=values["sim_load_seconds"],
+        warmup_seconds=values["sim_warmup_seconds"],
         time_scale=values["sim_time_scale"],
         gpu_state_dir=values["sim_gpu_state_dir"] or environ.get(ENV_GPU_STATE_DIR) or None,
         faults=tuple(values["sim_fault"]) + tuple(env_faults),

@@ -21,25 +21,17 @@ from __future__ import annotations
 
 import sys
 import time
+from http import HTTPStatus
 from typing import Any, Iterable, Mapping, TextIO
+
+from autospec.sim.model import version_at_least
 
 # ---------------------------------------------------------------- pure message builders
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``"0.5.16"`` -> ``(0, 5, 16)``; non-numeric parts end the tuple."""
-    parts: list[int] = []
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
 def uses_phase_graph_lines(sglang_version: str) -> bool:
     """True when that SGLang prints one begin/end pair per CUDA-graph phase (0.5.16 does)."""
-    return version_tuple(sglang_version) >= (0, 5, 16)
+    return version_at_least(sglang_version, "0.5.16")
 
 
 def format_server_args(fields: Mapping[str, Any]) -> str:
@@ -152,13 +144,21 @@ def uvicorn_startup(pid: int, host: str, port: int) -> list[str]:
 
 READY = "The server is fired up and ready to roll!"
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            500: "Internal Server Error", 503: "Service Unavailable"}
-
-
 def access_line(client: str, method: str, path: str, status: int) -> str:
     """uvicorn's access log line."""
-    return f'INFO:     {client} - "{method} {path} HTTP/1.1" {status} {_REASONS.get(status, "")}'.rstrip()
+    return f'INFO:     {client} - "{method} {path} HTTP/1.1" {status} {_reason(status)}'.rstrip()
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def deprecated_endpoint(old: str, new: str) -> str:
+    """The warning sglang 0.5.x logs when a ``/get_*`` alias is called."""
+    return f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
 
 
 def prefill_batch(*, new_seq: int, new_token: int, token_usage: float, running: int,
@@ -181,6 +181,16 @@ def decode_batch(*, running: int, tokens: int, token_usage: float, accept_len: f
         f"{spec}cuda graph: {cuda_graph}, gen throughput (token/s): {gen_throughput:.2f}, "
         f"#queue-req: {queued}"
     )
+
+
+def kv_retraction(*, retracted: int, tokens_gained: int, old_ratio: float, new_ratio: float,
+                  mamba_gained: int | None = None) -> str:
+    """The scheduler's warning when decode finds the KV pool full (sglang 0.5.16 and 0.5.23
+    ``scheduler.py``, same wording; ``#mamba_num_gained`` only for hybrid models)."""
+    details = f"#retracted_reqs: {retracted}, #new_tokens_gained: {tokens_gained}"
+    if mamba_gained is not None:
+        details += f", #mamba_num_gained: {mamba_gained}"
+    return f"KV cache pool is full. Retract requests. {details}, #new_token_ratio: {old_ratio:.4f} -> {new_ratio:.4f}"
 
 
 def scheduler_traceback(frames: Iterable[tuple[str, int, str, str]], error_line: str) -> list[str]:
@@ -227,21 +237,72 @@ SCHEDULER_LOOP_FRAMES = [
 ]
 
 
-def argument_error_traceback(message: str) -> list[str]:
-    """The traceback ``python -m sglang.launch_server`` prints for a rejected argument (ngram.log)."""
+def uses_resolve_once(sglang_version: str) -> bool:
+    """True when that SGLang validates arguments in ``ServerArgs.resolve_once`` called by
+    ``launch_server.run_server`` (0.5.23, checked by running it) rather than in
+    ``ServerArgs.__post_init__`` under ``prepare_server_args`` (0.5.16's ngram.log)."""
+    return version_at_least(sglang_version, "0.5.23")
+
+
+def argument_error_traceback(error_line: str, sglang_version: str = "0.5.16", *,
+                             algorithm: str | None = None) -> list[str]:
+    """The traceback ``python -m sglang.launch_server`` prints for a rejected argument, ending
+    in ``error_line`` (``ValueError: <SGLang's message>``): 0.5.16's (ngram.log), or 0.5.23's
+    ``resolve_once`` chain as it printed it for NGRAM (``_handle_ngram``) and STANDALONE
+    (``_handle_eagle_family``) rejections, after a :func:`kill_process_tree` line."""
+    if not uses_resolve_once(sglang_version):
+        return [
+            "Traceback (most recent call last):",
+            '  File "<frozen runpy>", line 198, in _run_module_as_main',
+            '  File "<frozen runpy>", line 88, in _run_code',
+            '  File "<site-packages>/sglang/launch_server.py", line 68, in <module>',
+            "    server_args = prepare_server_args(sys.argv[1:])",
+            '  File "<site-packages>/sglang/srt/server_args.py", line 8224, in prepare_server_args',
+            "    return ServerArgs.from_cli_args(raw_args)",
+            '  File "<site-packages>/sglang/srt/server_args.py", line 3031, in __post_init__',
+            "    handle_speculative_decoding(self)",
+            error_line,
+            "",
+        ]
+    handler = ("_handle_ngram", 1361, 266) if algorithm == "NGRAM" else ("_handle_eagle_family", 1082, 264)
+    raising = _RAISING_CODE.get(error_line.split(":", 1)[0], "raise ValueError(")
     return [
         "Traceback (most recent call last):",
         '  File "<frozen runpy>", line 198, in _run_module_as_main',
         '  File "<frozen runpy>", line 88, in _run_code',
-        '  File "<site-packages>/sglang/launch_server.py", line 68, in <module>',
-        "    server_args = prepare_server_args(sys.argv[1:])",
-        '  File "<site-packages>/sglang/srt/server_args.py", line 8224, in prepare_server_args',
-        "    return ServerArgs.from_cli_args(raw_args)",
-        '  File "<site-packages>/sglang/srt/server_args.py", line 3031, in __post_init__',
-        "    handle_speculative_decoding(self)",
-        f"ValueError: {message}",
+        '  File "<site-packages>/sglang/launch_server.py", line 84, in <module>',
+        "    run_server(server_args)",
+        '  File "<site-packages>/sglang/launch_server.py", line 29, in run_server',
+        "    server_args.resolve_once()",
+        '  File "<site-packages>/sglang/srt/server_args.py", line 277, in resolve_once',
+        "    run_resolution_pipeline(self)",
+        '  File "<site-packages>/sglang/srt/arg_groups/pipeline.py", line 306, in run_resolution_pipeline',
+        "    run_hook(handle_speculative_decoding, server_args)",
+        '  File "<site-packages>/sglang/srt/arg_groups/resolution_hooks.py", line 139, in run_hook',
+        "    step(server_args)",
+        '  File "<site-packages>/sglang/srt/arg_groups/speculative_hook.py", line 284, in handle_speculative_decoding',
+        "    algo.handle_server_args(server_args)",
+        f'  File "<site-packages>/sglang/srt/speculative/spec_info.py", line {handler[2]}, in handle_server_args',
+        f"    {handler[0]}(server_args)",
+        f'  File "<site-packages>/sglang/srt/arg_groups/speculative_hook.py", line {handler[1]}, in {handler[0]}',
+        f"    {raising}",
+        error_line,
         "",
     ]
+
+
+# The source line shown in the last frame, by exception class (approximate for non-ValueErrors).
+_RAISING_CODE = {
+    "ValueError": "raise ValueError(",
+    "AssertionError": "assert (",
+    "TypeError": "if server_args.speculative_eagle_topk > 1:",
+}
+
+
+def kill_process_tree(pid: int, include_parent: bool) -> str:
+    """sglang's ``kill_process_tree`` log line (0.5.16 on a scheduler failure, 0.5.23 also
+    before an argument error's traceback, with include_parent=False)."""
+    return f"kill_process_tree called: parent_pid={pid}, include_parent={include_parent}, pid={pid}"
 
 
 # ---------------------------------------------------------------- the writer

@@ -10,7 +10,9 @@ Contract:
   enqueued again (`autospec.study.recovery`), so it is retried, not lost or counted twice.
 - KeyboardInterrupt (Ctrl-C, and SIGTERM/SIGHUP mapped to it by the CLI) stops the
   current trial after its server is torn down, records it as FAIL (outcome
-  "interrupted") and raises `StudyInterrupted`.
+  "interrupted"), queues its parameters again and raises `StudyInterrupted`. With the
+  CLI's handler (`StopSignals`), a signal during a storage write takes effect after it,
+  and a second signal SIGKILLs the server at once.
 - Infeasible trials (rejected, skipped, failed at init, too many request errors,
   violated SLO) are COMPLETE with worst-case values and a violated ``feasible``
   constraint: TPE, GPSampler and NSGA-II all read COMPLETE trials with constraints, none
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import random
 import threading
 import time
@@ -47,7 +50,8 @@ __all__ = [
 ]
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random")
-MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
+MAX_IDLE_ASKS = 60
+PREFETCH_LIMIT = 5000  # grid points resolved up front in one preflight batch  # consecutive non-launching candidates before checking what is left
 
 
 class StopSignals:
@@ -226,6 +230,9 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
     handle = open_storage(req.storage, req.study_name, req.studies_dir)
     sampler = make_sampler(req.sampler, req.seed, len(req.space.objectives))
     study = open_study(handle, req.study_name, req.space, sampler)
+    if req.seed is not None and study.trials:
+        # A resumed study must not replay the sampler's opening proposals: offset the seed.
+        study.sampler = make_sampler(req.sampler, req.seed + len(study.trials), len(req.space.objectives))
     launcher = req.launcher or Launcher()
     STOP_SIGNALS.reset()
     work_dir = (handle.local_path.parent if handle.local_path else req.studies_dir) / f"{req.study_name}-trials"
@@ -242,6 +249,9 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
         learn=req.learn, remeasure=req.remeasure,
     )
     recovery.replay(study, gate)
+    points = list(itertools.islice(grid(req.space), PREFETCH_LIMIT + 1))
+    if len(points) <= PREFETCH_LIMIT and gate.prefetch([{**req.space.server.flags, **c} for c in points]):
+        obs.message(f"preflight: resolved {len(points)} configurations of the space with the server's own argument checks")
     if req.baseline and req.space.baseline and not study.user_attrs.get("autospec:baseline_enqueued"):
         study.enqueue_trial(to_distribution_params(req.space.baseline, req.space), user_attrs={"baseline": True})
         study.set_user_attr("autospec:baseline_enqueued", True)

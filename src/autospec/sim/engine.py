@@ -1,0 +1,439 @@
+"""The simulator's batch scheduler, exactly as ``autospec.sim.predict`` replays it.
+
+One coroutine (:meth:`Engine.run`) on the server's loop:
+
+- *Admit* waiting requests (FCFS) while running < max_running_requests and the KV pool
+  has room for each one's tokens; one prefill step (``prefill_seconds``) for all of
+  them, during which running requests stall; each admitted request then has its first
+  token.
+- *Decode*: steps of ``step_seconds(batch)`` in which every running request emits k
+  tokens (noise off: the deterministic accumulator of ``predict.noiseless_emit``;
+  noise on: k drawn from ``accept_length_distribution`` with a seeded RNG, times a
+  per-run and a per-step speed factor). Step ends follow an absolute schedule (each
+  deadline is the previous deadline plus the step's duration), so Python overhead does
+  not slow the simulated GPU.
+- *Gathering*: requests sent together (a benchmark level starting, or the replacements
+  of requests that just ended in a closed loop) reach the server spread over
+  milliseconds; when slots are free and nothing or only just-finished work is pending,
+  the engine waits for such a burst to complete (10 ms without an arrival, 50 ms while
+  replacements for finished requests are still expected; 100 ms at most, or 80% of the
+  next step while others run; all shrink with time scales below 0.5) and admits it in
+  one prefill. The prefill starts, in simulated time, at its first request's arrival or
+  at the last step's end, whichever is later, so gathering costs no simulated time.
+  This is the closed loop predict() replays, whose clients turn around instantly.
+- *Retraction* (SGLang's ``retract_decode``, simplified): before a decode step the
+  running requests need room for up to ``draft tokens`` new tokens each. When the pool
+  (``max_total_num_tokens``) cannot hold that, requests are retracted (fewest output
+  tokens first, then longest prompt; at least one keeps running): their KV is freed,
+  they go back to the front of the queue, and when readmitted their prefill covers the
+  prompt and what they had generated. The scheduler logs SGLang's ``KV cache pool is
+  full. Retract requests. ...`` line. ``predict()`` assumes the pool never fills (true
+  for every calibrated configuration, whose running-request cap keeps it from filling).
+
+A request the client abandons is dropped at the next step boundary, freeing its slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import math
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from autospec.sim import logs
+from autospec.sim.model import prefill_seconds, step_seconds
+from autospec.sim.predict import noiseless_emit
+
+__all__ = ["Engine", "EngineStats", "Generation", "EOS_TOKEN_ID"]
+
+DECODE_LOG_INTERVAL = 40  # SGLang's decode_log_interval default (0.5.16 server_args line)
+# Gathering windows (real seconds) at time scales >= GATHER_FULL_SCALE; faster scales shrink
+# them in proportion, so a near-zero --sim-time-scale answers at once.
+GATHER_CAP_S = 0.100  # longest wait for arrivals to gather while nothing runs
+BURST_QUIET_S = 0.010  # a fresh burst (a level starting) ended after this long without arrivals
+REPLACEMENT_QUIET_S = 0.050  # replacements of finished requests: allow this client turnaround
+GATHER_FULL_SCALE = 0.5
+STALL_RESET_S = 1.0  # behind schedule by more than this (SIGSTOP, starved): do not replay missed steps
+EOS_TOKEN_ID = 2  # "matched" in finish_reason when a request stops at its simulated EOS
+VOCAB = tuple(f" w{i}" for i in range(512))
+
+# SGLang's new-token-ratio tracker (sglang 0.5.23 scheduler_components/new_token_ratio_tracker.py,
+# environ.py defaults): it starts at 0.7, decays to 0.7 * 0.14 over 600 decode steps, and is
+# re-estimated after a retraction; only its value in the retraction line matters here.
+INIT_NEW_TOKEN_RATIO = 0.7
+MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+RETRACT_DECODE_STEPS = 20
+
+
+@dataclass(eq=False)
+class Generation:
+    """One request inside the engine; the HTTP side observes it through ``on_step``."""
+
+    rid: str
+    prompt_tokens: int
+    max_new_tokens: int
+    stop_at: int  # completion length at which it ends (max_new_tokens, or an earlier EOS)
+    accept_mean: float
+    accept_cdf: list[float] | None  # cumulative P(k <= i+1); None = noiseless
+    on_step: Callable[["Generation", str], None]  # (generation, new text)
+    created: float = field(default_factory=time.perf_counter)
+    arrived: float = 0.0  # loop time at which the engine received it
+    token_state: int = 1
+    completion_tokens: int = 0
+    verify_ct: int = 0
+    accumulator: float = 0.0
+    histogram: list[int] | None = None
+    text: str = ""
+    finished: bool = False
+    aborted: bool = False
+    stopped_at_eos: bool = False
+    events: int = 0
+
+    def next_words(self, count: int) -> str:
+        """``count`` generated tokens as words `` w<N>`` (a seeded LCG per request)."""
+        state = self.token_state
+        words = []
+        for _ in range(count):
+            state = (state * 1103515245 + 12345) & 0x7FFFFFFF
+            words.append(VOCAB[(state >> 7) % len(VOCAB)])
+        self.token_state = state
+        return "".join(words)
+
+    @property
+    def remaining(self) -> int:
+        return self.stop_at - self.completion_tokens
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV-pool tokens this request holds while running (prompt + generated)."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def finish_reason(self) -> dict[str, Any] | None:
+        """SGLang's ``meta_info.finish_reason``: None while running."""
+        if not self.finished:
+            return None
+        if self.stopped_at_eos:
+            return {"type": "stop", "matched": EOS_TOKEN_ID}
+        return {"type": "length", "length": self.completion_tokens}
+
+
+@dataclass
+class EngineStats:
+    """Cumulative counters for /server_info and the decode log."""
+
+    decode_tokens: int = 0  # tokens emitted by decode (verify) steps since launch
+    verify_steps: int = 0  # per-request verify passes since launch
+    completed: int = 0  # finished requests (not aborted)
+    retracted: int = 0  # requests retracted because the KV pool was full
+    last_gen_throughput: float = 0.0
+    scheduled_seconds: float = 0.0  # simulated GPU time of all steps (prefill + decode)
+    busy_seconds: float = 0.0  # real time with requests waiting or running
+    emitted_tokens: int = 0
+    max_lag_seconds: float = 0.0  # worst lateness of a step's end against its schedule
+
+
+class Engine:
+    """The batch scheduler (module docstring); ``run()`` is the loop, ``submit()`` feeds it."""
+
+    def __init__(self, *, profile, cfg, max_running: int, max_total_tokens: int, time_scale: float,
+                 noise: bool, rng: random.Random, log: logs.SglangLog,
+                 on_complete: Callable[[Generation], None], disable_cuda_graph: bool = False) -> None:
+        self.profile = profile
+        self.cfg = cfg
+        self.max_running = max(1, max_running)
+        self.max_total_tokens = max(1, max_total_tokens)
+        self.scale = time_scale
+        self.rng = rng
+        self.log = log
+        self.on_complete = on_complete
+        self.speculative = cfg.speculative_algorithm is not None
+        self.draft_tokens = cfg.speculative_num_draft_tokens if self.speculative else 1
+        self.cuda_graph_max_bs = 0 if disable_cuda_graph else cfg.cuda_graph_max_bs
+        self.run_factor = math.exp(rng.gauss(0.0, profile.run_sigma)) if noise and profile.run_sigma else 1.0
+        self.step_sigma = profile.step_sigma if noise else 0.0
+        self.waiting: deque[Generation] = deque()
+        self.running: list[Generation] = []
+        self.kv_tokens = 0
+        self.new_token_ratio = INIT_NEW_TOKEN_RATIO
+        self.stats = EngineStats()
+        self._arrived = asyncio.Event()
+        self._step_cache: dict[int, float] = {}
+        self._interval_tokens = 0
+        self._interval_verify = 0
+        self._interval_steps = 0
+        self._interval_start = time.perf_counter()
+        self.busy = True
+        self.busy_since = 0.0
+        self.window = min(1.0, time_scale / GATHER_FULL_SCALE)  # factor on the gathering windows
+
+    # -- requests in and out
+    def submit(self, gen: Generation) -> None:
+        gen.arrived = asyncio.get_running_loop().time()
+        self.waiting.append(gen)
+        self._arrived.set()
+
+    @staticmethod
+    def abort(gen: Generation) -> None:
+        """Drop the request at the next step boundary (its slot is freed then)."""
+        if not gen.finished:
+            gen.aborted = True
+
+    # -- durations (real seconds)
+    def _nominal_step(self, batch: int) -> float:
+        base = self._step_cache.get(batch)
+        if base is None:
+            base = step_seconds(self.profile, self.cfg, batch)
+            self._step_cache[batch] = base
+        return base * self.scale * self.run_factor
+
+    def _jitter(self, seconds: float) -> float:
+        if self.step_sigma:
+            return seconds * math.exp(self.rng.gauss(0.0, self.step_sigma))
+        return seconds
+
+    def _prefill_duration(self, tokens: int, seqs: int) -> float:
+        base = prefill_seconds(self.profile, self.cfg, tokens, seqs)
+        return self._jitter(base * self.scale * self.run_factor)
+
+    # -- the loop
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time()  # end of the last simulated step (the schedule's anchor)
+        self.busy_since = deadline
+        freed = 0  # slots freed at the last step's end
+        while True:
+            free = self.max_running - len(self.running)
+            # Replacements of the requests that ended at the last step (closed loop), beyond
+            # those already queued.
+            target = min(free, len(self.waiting) + freed)
+            if not self.running and not self.waiting:
+                await self._idle(loop)
+                if loop.time() - deadline > GATHER_CAP_S * self.window:
+                    freed = 0  # too late to be replacements: a fresh burst
+            if (freed or not self.running) and len(self.waiting) < free:
+                # Requests sent together reach us spread over milliseconds: gather them into
+                # one prefill, as predict() assumes (its clients turn around instantly).
+                cap = GATHER_CAP_S * self.window if not self.running else 0.8 * self._nominal_step(len(self.running))
+                await self._gather(loop, loop.time() + cap, target if freed else 0, free)
+            freed = 0
+            admitted = self._admit()
+            if admitted:
+                deadline, freed = await self._prefill(loop, deadline, admitted)
+                continue
+            self._drop_aborted()
+            if not self.running:
+                continue
+            self._retract_if_full()
+            if loop.time() - deadline > STALL_RESET_S:
+                deadline = loop.time()
+            deadline, freed = await self._decode(loop, deadline)
+
+    async def _idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.stats.busy_seconds += loop.time() - self.busy_since
+        self.busy = False
+        self._arrived.clear()
+        await self._arrived.wait()
+        self.busy = True
+        self.busy_since = loop.time()
+
+    async def _gather(self, loop: asyncio.AbstractEventLoop, until: float, expected: int, slots: int) -> None:
+        """Wait for arrivals until `slots` requests wait or `until` passes; once one waits,
+        stop when none arrives for REPLACEMENT_QUIET_S (fewer than `expected` wait) or
+        BURST_QUIET_S (at least `expected` wait)."""
+        while len(self.waiting) < slots:
+            timeout = until - loop.time()
+            if self.waiting:
+                quiet = REPLACEMENT_QUIET_S if len(self.waiting) < expected else BURST_QUIET_S
+                timeout = min(timeout, quiet * self.window)
+            if timeout <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), timeout)
+            except asyncio.TimeoutError:
+                return
+
+    def _admit(self) -> list[Generation]:
+        """Waiting requests that get a slot and fit in the KV pool, in FCFS order (the
+        first one is admitted even if it does not fit, when nothing else runs)."""
+        admitted: list[Generation] = []
+        reserved = self.kv_tokens
+        while self.waiting and len(self.running) + len(admitted) < self.max_running:
+            gen = self.waiting[0]
+            if gen.aborted:
+                self.waiting.popleft()
+                continue
+            if (self.running or admitted) and reserved + gen.kv_tokens > self.max_total_tokens:
+                break
+            self.waiting.popleft()
+            admitted.append(gen)
+            reserved += gen.kv_tokens
+        return admitted
+
+    async def _prefill(self, loop: asyncio.AbstractEventLoop, deadline: float,
+                       admitted: list[Generation]) -> tuple[float, int]:
+        """One prefill step for `admitted`: starts when the previous step ended or when its
+        first request arrived, whichever is later. Returns (new deadline, slots freed)."""
+        deadline = max(deadline, min(g.arrived for g in admitted))
+        tokens = sum(g.kv_tokens for g in admitted)
+        duration = self._prefill_duration(tokens, len(admitted))
+        deadline += duration
+        self.stats.scheduled_seconds += duration
+        await _sleep_until(loop, deadline, self.stats)
+        self.log.rank(logs.prefill_batch(
+            new_seq=len(admitted), new_token=tokens, token_usage=self.kv_tokens / self.max_total_tokens,
+            running=len(self.running), queued=len(self.waiting),
+            cuda_graph=len(self.running) + len(admitted) <= self.cuda_graph_max_bs,
+            input_throughput=tokens / duration if duration > 0 else 0.0,
+        ))
+        freed = 0
+        for gen in admitted:
+            if gen.aborted:
+                continue
+            self.kv_tokens += gen.kv_tokens
+            self._emit(gen, 1)
+            if gen.finished:
+                self._retire(gen)
+                freed += 1
+            else:
+                self.running.append(gen)
+        return deadline, freed
+
+    def _drop_aborted(self) -> None:
+        """Free the slots of requests abandoned since the last step."""
+        still = []
+        for gen in self.running:
+            if gen.aborted:
+                self.kv_tokens -= gen.kv_tokens
+            else:
+                still.append(gen)
+        self.running = still
+
+    def _retract_if_full(self) -> None:
+        """Retract requests until the next decode step fits in the KV pool (module docstring)."""
+        if len(self.running) <= 1 or self.kv_tokens + len(self.running) * self.draft_tokens <= self.max_total_tokens:
+            self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+            return
+        # SGLang keeps the requests with the most output (then the shortest prompt) and
+        # retracts from the other end (schedule_batch._get_decode_retraction_order, "length").
+        keep = sorted(self.running, key=lambda g: (g.completion_tokens, -g.prompt_tokens), reverse=True)
+        retracted: list[Generation] = []
+        before = self.kv_tokens
+        while len(keep) > 1 and self.kv_tokens + len(keep) * self.draft_tokens > self.max_total_tokens:
+            gen = keep.pop()
+            self.kv_tokens -= gen.kv_tokens
+            retracted.append(gen)
+        kept = set(keep)
+        self.running = [g for g in self.running if g in kept]
+        self.waiting.extendleft(reversed(retracted))
+        self.stats.retracted += len(retracted)
+        old_ratio = self.new_token_ratio
+        decoded = sum(g.completion_tokens for g in self.running)
+        budget = sum(g.max_new_tokens for g in self.running)
+        self.new_token_ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(self.running)) / (budget + 1))
+        self.log.rank(logs.kv_retraction(
+            retracted=len(retracted), tokens_gained=before - self.kv_tokens,
+            old_ratio=old_ratio, new_ratio=self.new_token_ratio,
+            mamba_gained=len(retracted) if self._hybrid_state else None,
+        ))
+
+    @property
+    def _hybrid_state(self) -> bool:
+        """True for a hybrid (recurrent-state) model, whose retraction line also counts state slots."""
+        return bool(self.profile.fixed_state_gb or self.profile.spec_state_gb)
+
+    async def _decode(self, loop: asyncio.AbstractEventLoop, deadline: float) -> tuple[float, int]:
+        """One decode step for every running request. Returns (new deadline, slots freed)."""
+        running = self.running
+        duration = self._jitter(self._nominal_step(len(running)))
+        deadline += duration
+        self.stats.scheduled_seconds += duration
+        await _sleep_until(loop, deadline, self.stats)
+        step_tokens = 0
+        freed = 0
+        still: list[Generation] = []
+        for gen in running:
+            if gen.aborted:
+                self.kv_tokens -= gen.kv_tokens
+                freed += 1
+                continue
+            k = self._draw(gen)
+            gen.verify_ct += 1
+            if gen.histogram is not None:
+                gen.histogram[min(k - 1, len(gen.histogram) - 1)] += 1
+            step_tokens += k
+            self._emit(gen, k)
+            if gen.finished:
+                self._retire(gen)
+                freed += 1
+            else:
+                still.append(gen)
+        self.running = still
+        self.stats.decode_tokens += step_tokens
+        self.stats.verify_steps += len(running)
+        self._interval_tokens += step_tokens
+        self._interval_verify += len(running)
+        self._interval_steps += 1
+        if self._interval_steps >= DECODE_LOG_INTERVAL:
+            self._log_decode(len(running))
+        return deadline, freed
+
+    def _draw(self, gen: Generation) -> int:
+        """Tokens `gen` emits in this verify step (at least 1, at most what it has left)."""
+        if gen.accept_cdf is None:
+            k, gen.accumulator = noiseless_emit(gen.accumulator, gen.accept_mean, gen.remaining)
+            return k
+        k = bisect.bisect_left(gen.accept_cdf, self.rng.random()) + 1
+        return min(k, len(gen.accept_cdf), gen.remaining)
+
+    def _emit(self, gen: Generation, count: int) -> None:
+        if count <= 0:
+            return
+        new_text = gen.next_words(count)
+        gen.text += new_text
+        gen.completion_tokens += count
+        self.kv_tokens += count
+        self.stats.emitted_tokens += count
+        if gen.completion_tokens >= gen.stop_at:
+            gen.finished = True
+        gen.events += 1
+        try:
+            gen.on_step(gen, new_text)
+        except Exception as exc:  # noqa: BLE001 - one broken response must not stop the engine
+            gen.aborted = True
+            self.log.info(f"[http_server] Error: {exc!r}")
+
+    def _retire(self, gen: Generation) -> None:
+        self.kv_tokens -= gen.kv_tokens
+        self.stats.completed += 1
+        self.on_complete(gen)
+
+    def _log_decode(self, batch: int) -> None:
+        now = time.perf_counter()
+        elapsed = max(now - self._interval_start, 1e-9)
+        throughput = self._interval_tokens / elapsed
+        self.stats.last_gen_throughput = throughput
+        accept_len = accept_rate = None
+        if self.speculative:
+            accept_len = self._interval_tokens / max(self._interval_verify, 1)
+            accept_rate = (accept_len - 1.0) / max(self.draft_tokens - 1, 1)
+        self.log.rank(logs.decode_batch(
+            running=batch, tokens=self.kv_tokens, token_usage=self.kv_tokens / self.max_total_tokens,
+            accept_len=accept_len, accept_rate=accept_rate, cuda_graph=batch <= self.cuda_graph_max_bs,
+            gen_throughput=throughput, queued=len(self.waiting),
+        ))
+        self._interval_tokens = self._interval_verify = self._interval_steps = 0
+        self._interval_start = now
+
+
+async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float, stats: EngineStats) -> None:
+    delay = deadline - loop.time()
+    await asyncio.sleep(delay if delay > 0 else 0)
+    lag = loop.time() - deadline
+    if lag > stats.max_lag_seconds:
+        stats.max_lag_seconds = lag

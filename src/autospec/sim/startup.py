@@ -1,0 +1,171 @@
+"""The simulated server's start-up: SGLang's log lines at the profile's pace, the GPU
+memory it holds at each stage, and the failure chain where ``init_outcome`` says it fails.
+
+Order (as sglang 0.5.16 logs it, eagle.log / kvsmall.log; durations x ``--sim-time-scale``,
+``load`` = the profile's ``load_seconds`` or ``--sim-load-seconds``):
+
+1. ``Load weight begin`` (the ``hang_at_start`` fault stops here; ``crash_at_start`` dies
+   after 0.5 x load);
+2. after 0.7 x load: ``weights_oom`` dies; else ``Load weight end`` for the target, then
+   ``Load weight begin/end`` for a draft model; the ``zombie_child`` fault forks its child;
+3. after 0.05 x load: ``kv_pool_too_small`` dies; else ``KV Cache is allocated`` and
+   ``Memory pool end`` (target, then draft);
+4. CUDA-graph capture lines (phase-wise from 0.5.16, one begin/end pair before), 0.25 x
+   load; ``cuda_graph_oom`` / ``invalid_draft_tree`` die after the begin line (0.1 x load);
+5. ``max_total_num_tokens=..., ..., available_gpu_mem=... GB`` and uvicorn's start lines;
+6. warmup (the profile's ``warmup_seconds`` or ``--sim-warmup-seconds``, plus the
+   ``slow_start`` fault's unscaled seconds): a 6-token prefill and its ``POST /generate``
+   access line, then ``The server is fired up and ready to roll!`` and readiness.
+
+Memory recorded (``GpuStateFile``, per GPU): the weights (+ runtime overhead) after
+loading, everything but the free memory after the KV pool, the outcome's
+``gpu_mem_used_gb`` when ready; all of the GPU at a weights OOM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING, Callable
+
+from autospec.sim import logs
+from autospec.sim.faults import spawn_zombie_child
+from autospec.sim.gpu_state import GpuStateFile
+
+if TYPE_CHECKING:
+    from autospec.sim.server import ServerSetup
+
+__all__ = ["Startup", "WARMUP_PROMPT_TOKENS", "mib"]
+
+WARMUP_PROMPT_TOKENS = 6  # "The capital city of France is" (SGLang's warmup request)
+CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
+CRASH_AT_START_ERROR = (
+    f"{CUDA_ERROR}\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, "
+    "so the stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"
+)
+
+Die = Callable[[list, str], None]  # (traceback frames, error text) -> never returns
+
+
+def mib(gb: float) -> float:
+    """SGLang's GB (2**30 bytes, as in the profile) -> the MB (2**20) the state file records."""
+    return gb * 1e9 / 2**20
+
+
+class Startup:
+    """Runs the start-up sequence once (``await Startup(...).run()``); calls ``die`` on a
+    failure and ``on_ready`` when the server may answer readiness with 200."""
+
+    def __init__(self, setup: ServerSetup, log: logs.SglangLog, memory: GpuStateFile, *,
+                 die: Die, on_ready: Callable[[], None]) -> None:
+        self.setup = setup
+        self.log = log
+        self.memory = memory
+        self.die = die
+        self.on_ready = on_ready
+        self.gpus = list(range(setup.cfg.tp_size * max(setup.cfg.pp_size, 1)))
+        self.zombie_pid: int | None = None
+
+    def _hold(self, gb: float) -> None:
+        self.memory.write(self.gpus, mib(gb), self.setup.cmdline)
+
+    async def run(self) -> None:
+        setup = self.setup
+        profile, cfg, outcome, faults = setup.profile, setup.cfg, setup.outcome, setup.faults
+        load = setup.load_seconds * setup.time_scale
+        total = profile.gpu_mem_gb
+        overhead = getattr(profile, "runtime_overhead_gb", 1.0)
+        avail = max(total - overhead, 0.0)
+        speculative = cfg.speculative_algorithm is not None
+
+        # 1. weights
+        self.log.rank(logs.load_weight_begin(avail))
+        if faults.hang_at_start:
+            await asyncio.Event().wait()
+        if faults.crash_at_start:
+            await asyncio.sleep(0.5 * load)
+            self.die(logs.SCHEDULER_INIT_FRAMES, CRASH_AT_START_ERROR)
+            return
+        await asyncio.sleep(0.7 * load)
+        if outcome.status == "weights_oom":
+            self._hold(total)
+            self.die(logs.SCHEDULER_WEIGHTS_FRAMES, outcome.message)
+            return
+        # Target first, then the draft model (its own load and KV lines, as in 0.5.16's log).
+        weights = outcome.weights_gb
+        shards = cfg.tp_size * max(cfg.pp_size, 1)
+        draft = profile.draft_weights_gb / shards if speculative and cfg.speculative_algorithm != "NGRAM" else 0.0
+        draft = min(draft, weights)
+        avail = max(avail - (weights - draft), 0.0)
+        self.log.rank(logs.load_weight_end(0.7 * load, setup.architecture, avail, weights - draft))
+        if draft:
+            self.log.rank(logs.load_weight_begin(avail))
+            avail = max(avail - draft, 0.0)
+            draft_arch = str(setup.extra("draft_architecture", f"{setup.architecture}Eagle"))
+            self.log.rank(logs.load_weight_end(0.0, draft_arch, avail, draft))
+        self._hold(weights + overhead)
+        if faults.zombie_child:
+            self.zombie_pid = spawn_zombie_child(setup.state_dir, self.gpus, mib(weights + overhead),
+                                                 setup.cmdline + " [scheduler]")
+
+        # 2. KV pool
+        await asyncio.sleep(0.05 * load)
+        if outcome.status == "kv_pool_too_small":
+            self.die(logs.SCHEDULER_INIT_FRAMES, outcome.message)
+            return
+        kv = outcome.kv_cache_gb
+        draft_kv = kv * draft / weights if draft and weights else 0.0
+        # Free after the static pool: what the model leaves (its reserves count with the target's pool).
+        avail_kv = max(avail - kv, 0.0) if outcome.status != "ok" else outcome.available_gpu_mem_gb + outcome.cuda_graph_gb
+        self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, (kv - draft_kv) / 2, (kv - draft_kv) / 2))
+        self.log.rank(logs.memory_pool_end(avail_kv + draft_kv))
+        if draft_kv:
+            self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, draft_kv / 2, draft_kv / 2))
+            self.log.rank(logs.memory_pool_end(avail_kv))
+        self._hold(max(total - avail_kv, 0.0))
+
+        # 3. CUDA graphs
+        version = profile.sglang_version
+        graph = dict(speculative=speculative, num_tokens_per_req=cfg.speculative_num_draft_tokens or 1,
+                     max_bs=cfg.cuda_graph_max_bs)
+        if outcome.status in ("cuda_graph_oom", "invalid_draft_tree"):
+            for line in logs.graph_capture_begin_only(version, avail_gb=avail_kv, **graph):
+                self.log.rank(line)
+            await asyncio.sleep(0.1 * load)
+            self.die(logs.SCHEDULER_GRAPH_FRAMES, outcome.message.rstrip("\n"))
+            return
+        if outcome.status != "ok":
+            self.die(logs.SCHEDULER_INIT_FRAMES, outcome.message)
+            return
+        capture_s = 0.25 * load
+        if setup.disable_cuda_graph:
+            await asyncio.sleep(capture_s)
+        else:
+            begin, end = logs.graph_capture_lines(version, avail_before_gb=avail_kv,
+                                                  avail_after_gb=outcome.available_gpu_mem_gb,
+                                                  elapsed_s=capture_s, **graph)
+            for line in begin:
+                self.log.rank(line)
+            await asyncio.sleep(capture_s)
+            for line in end:
+                self.log.rank(line)
+        self._hold(outcome.gpu_mem_used_gb)
+
+        # 4. serving, then warmup
+        self.log.rank(logs.startup_summary(
+            max_total_num_tokens=outcome.max_total_num_tokens,
+            chunked_prefill_size=setup.server_args.get("chunked_prefill_size") or 8192,
+            max_prefill_tokens=setup.server_args.get("max_prefill_tokens") or 16384,
+            max_running_requests=outcome.max_running_requests, context_len=outcome.context_len,
+            available_gpu_mem_gb=outcome.available_gpu_mem_gb,
+        ))
+        for line in logs.uvicorn_startup(os.getpid(), setup.host, setup.port):
+            self.log.info(line)
+        await asyncio.sleep(setup.warmup_seconds * setup.time_scale + faults.slow_start_s)
+        self.log.rank(logs.prefill_batch(new_seq=1, new_token=WARMUP_PROMPT_TOKENS, token_usage=0.0, running=0,
+                                         queued=0, cuda_graph=True, input_throughput=WARMUP_PROMPT_TOKENS / 0.1))
+        self.log.info(logs.access_line(f"127.0.0.1:{setup.port + 1}", "POST", "/generate", 200))
+        self.on_ready()
+        self.log.info(logs.READY)
