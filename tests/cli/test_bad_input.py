@@ -149,3 +149,16 @@ def test_bad_arguments(tmp_path, capsys, argv, needle):
     assert code == 2
     assert needle in err and len(err.splitlines()) == 1
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").glob("*.db"))
+
+
+def test_unknown_flag_name_is_refused_before_any_study(tmp_path, capsys):
+    """A typo in a parameter name would make the server reject every trial: the
+    simulator's own argument parser (as SGLang's would, via preflight) refuses it first."""
+    space = tmp_path / "typo.toml"
+    space.write_text(GOOD.replace("[params.speculative_num_steps]", "[params.speculative_num_stepz]"))
+    studies = tmp_path / "studies"
+    code = main(["optimize", "--space", str(space), "--studies-dir", str(studies), "--sim", "--trials", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert "speculative-num-stepz" in err and len(err.splitlines()) == 1
+    assert not list(studies.glob("*.db")) and not list(studies.glob("*.log"))

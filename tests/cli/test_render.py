@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from autospec.cli.render import Progress, compact_params, table
+from autospec.cli.render import Progress, table
 from autospec.study.records import TrialRecord
 
 
@@ -16,7 +16,7 @@ class Pipe(io.StringIO):
 def test_progress_reports_trials_best_so_far_and_answers_without_launch():
     out = Pipe()
     p = Progress([("output_tok_s@c1", "maximize"), ("ttft_ms_p99@c32", "minimize")], stream=out)
-    p.study_started("s", 0, 2)
+    p.study_started("s", 0, 2, measured=[[120.0, 650.0]])  # an earlier run's trial
     cand = {"speculative_num_steps": 3, "mem_fraction_static": 0.84}
     p.trial_started(0, 1, 2, cand)
     p.phase("bench c=1")
@@ -30,10 +30,9 @@ def test_progress_reports_trials_best_so_far_and_answers_without_launch():
     assert "trial 1/2 (#0) steps=3 mem=0.84 | ok output_tok_s@c1=200.0 ttft_ms_p99@c32=900.0" in lines[1]
     assert "rejected: SGLang says no" in lines[2]
     # best so far respects each objective's direction; the rejection is counted, not launched
-    assert lines[3].endswith("2/2 done, best output_tok_s@c1=200.0 ttft_ms_p99@c32=700.0 | without launch: 1 rejected")
+    assert lines[3].endswith("2/2 done, best output_tok_s@c1=200.0 ttft_ms_p99@c32=650.0 | without launch: 1 rejected")
 
 
-def test_table_and_compact_params():
-    assert compact_params({"speculative_eagle_topk": 2, "speculative_num_draft_tokens": 5, "page_size": 16}) == "topk=2 draft=5 page_size=16"
+def test_table():
     text = table(["a", "bb"], [[1, "x"], [22, None]], align_right=[True, False])
     assert text.splitlines() == [" a  bb", "--  --", " 1  x", "22"]

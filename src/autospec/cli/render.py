@@ -7,26 +7,9 @@ import sys
 import time
 from typing import Any, Mapping, Sequence, TextIO
 
-__all__ = ["Progress", "table", "compact_params"]
+from autospec.report.table import compact as compact_params
 
-_SHORT = {
-    "speculative_num_steps": "steps",
-    "speculative_eagle_topk": "topk",
-    "speculative_num_draft_tokens": "draft",
-    "mem_fraction_static": "mem",
-    "cuda_graph_max_bs": "graph_bs",
-    "max_running_requests": "max_req",
-}
-
-
-def compact_params(flags: Mapping[str, Any]) -> str:
-    parts = []
-    for key, value in flags.items():
-        if isinstance(value, float):
-            value = f"{value:g}"
-        parts.append(f"{_SHORT.get(key, key)}={value}")
-    return " ".join(parts)
-
+__all__ = ["Progress", "table"]
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, align_right: Sequence[bool] | None = None) -> str:
     cells = [[str(h) for h in headers]] + [[("" if c is None else str(c)) for c in row] for row in rows]
@@ -83,8 +66,10 @@ class Progress:
             self.out.write(text + "\n")
         self.out.flush()
 
-    def study_started(self, study_name: str, done: int, target: int) -> None:
+    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
         self.done, self.target = done, target
+        for values in measured:  # a resumed study: best so far includes earlier runs
+            self._update_best(values)
         if done:
             self._line(f"study {study_name}: {done}/{target} trials already measured; continuing", final=True)
         else:
@@ -111,9 +96,7 @@ class Progress:
             return
         self.launched_times.append(took)
         if record.values is not None and record.outcome == "ok":
-            for i, v in enumerate(record.values):
-                if self.best[i] is None or self.signs[i] * (v - self.best[i]) > 0:
-                    self.best[i] = v
+            self._update_best(record.values)
         values = "" if record.values is None else " ".join(f"{n}={v:.1f}" for n, v in zip(self.names, record.values))
         what = record.outcome if record.outcome == "ok" else f"{record.outcome}: {record.reason}"
         best = " ".join(f"{n}={b:.1f}" for n, b in zip(self.names, self.best) if b is not None)
@@ -123,6 +106,11 @@ class Progress:
             + (f" | without launch: {skipped}" if skipped else ""),
             final=True,
         )
+
+    def _update_best(self, values: Sequence[float]) -> None:
+        for i, v in enumerate(values):
+            if self.best[i] is None or self.signs[i] * (v - self.best[i]) > 0:
+                self.best[i] = v
 
     def message(self, text: str) -> None:
         self._line(text, final=True)

@@ -10,6 +10,7 @@ argument resolver as preflight.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Callable, Mapping, TextIO
 
 from autospec.config import SearchSpace
 from autospec.errors import UsageError
+from autospec.space import grid
 
 __all__ = ["Target", "build_target", "flags_to_argv"]
 
@@ -132,13 +134,20 @@ def build_target(
 
 
 def _check_fixed_flags(pre: Any, space: SearchSpace) -> None:
-    """If the server's resolver refuses the fixed flags alone (SGLang choosing the
-    speculative settings itself), every trial would be rejected: stop before the study."""
+    """Before the study: the server's own argument parser must know every flag name of
+    the space (fixed and tunable); otherwise every trial would be rejected. Only argparse's
+    unknown/ambiguous-option errors count here: any other rejection of one configuration
+    is an ordinary infeasible candidate."""
     if pre is None:
         return
-    verdict = pre.check(flags_to_argv(space.server.flags))
-    if not verdict.ok:
+    first = next(grid(space), None)
+    verdict = pre.check(flags_to_argv({**space.server.flags, **(first or {})}))
+    if not verdict.ok and _UNKNOWN_FLAG.search(verdict.reason):
         raise UsageError(
-            f"the server's argument resolver rejects the fixed flags of {space.source}: {verdict.reason}; "
-            "fix [server.flags] (or --flag/--model-path), or pass --preflight off"
+            f"{space.source}: the server does not accept a flag name ({verdict.reason}); "
+            "use SGLang's ServerArgs field names in [server.flags] and [params.*], e.g. speculative_num_steps"
         )
+
+
+# argparse's wording (Python 3.10-3.13), which SGLang's parser and the simulator's share.
+_UNKNOWN_FLAG = re.compile(r"unrecognized arguments:|ambiguous option:")

@@ -45,5 +45,6 @@ class SimPreflight:
     def check(self, argv: Sequence[str]) -> Verdict:
         out = self._run(argv)
         if not out.get("ok"):
-            return Verdict(status="rejected", reason=out.get("error", "rejected"), source="preflight", rule=None, resolved={})
+            reason = out.get("error") or "rejected by the simulator's argument checks (no message)"
+            return Verdict(status="rejected", reason=reason, source="preflight", rule=None, resolved={})
         return Verdict(status="ok", reason="", source="preflight", rule=None, resolved=out.get("resolved", {}))

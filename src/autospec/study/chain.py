@@ -9,6 +9,7 @@ only KeyboardInterrupt (after teardown) and bugs propagate.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -51,11 +52,7 @@ class TrialChain:
     ready_timeout_s: float | None = None
 
     def workload(self) -> Workload:
-        w = self.space.workload
-        return Workload(
-            kind=w.kind, input_len=w.input_len, output_len=w.output_len, temperature=w.temperature,
-            top_p=w.top_p, ignore_eos=w.ignore_eos, api=w.api, path=w.path, name=w.name, seed=w.seed,
-        )
+        return Workload(**dataclasses.asdict(self.space.workload))  # same fields, validated by config
 
     def plans(self) -> list[LevelPlan]:
         b = self.space.bench

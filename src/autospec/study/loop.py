@@ -107,7 +107,8 @@ class StudyInterrupted(RuntimeFailure):
 
 
 class Observer(Protocol):
-    def study_started(self, study_name: str, done: int, target: int) -> None: ...
+    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
+        """`measured`: objective values of the feasible trials already in the study."""
     def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None: ...
     def phase(self, name: str) -> None: ...
     def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None: ...
@@ -115,7 +116,7 @@ class Observer(Protocol):
 
 
 class NullObserver:
-    def study_started(self, study_name, done, target): pass
+    def study_started(self, study_name, done, target, measured=()): pass
     def trial_started(self, number, index, target, candidate): pass
     def phase(self, name): pass
     def trial_finished(self, number, record, done, target): pass
@@ -266,7 +267,9 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
     )
     done = count_launched(study)
     target = req.n_trials
-    obs.study_started(req.study_name, done, target)
+    measured = [t.values for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if t.user_attrs.get("outcome") == OK and t.user_attrs.get("launched")]
+    obs.study_started(req.study_name, done, target, measured)
     deadline = time.monotonic() + req.timeout_s if req.timeout_s else None
     idle = 0
     index = done
