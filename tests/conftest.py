@@ -15,6 +15,8 @@ of the test still runs. `sim_space`: a small search space where every candidate 
 
 from __future__ import annotations
 
+from simspace import sim_space_text  # tests/ is on sys.path (rootdir conftest)
+
 import glob
 import os
 import pwd
@@ -130,52 +132,8 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 
 
 # ---------------------------------------------------------------- the tuner as a subprocess
-SIM_SPACE = """
-[server.flags]
-model_path = "sim-model"
-speculative_algorithm = "NEXTN"
-tp_size = 4
-attention_backend = "triton"
-page_size = 16
-cuda_graph_max_bs = 32
+SIM_SPACE = sim_space_text()
 
-[params.speculative_num_steps]
-type = "int"
-low = 1
-high = 4
-
-[params.speculative_eagle_topk]
-type = "categorical"
-choices = [1]
-
-[params.speculative_num_draft_tokens]
-type = "draft_tokens"
-
-[params.mem_fraction_static]
-type = "float"
-low = 0.80
-high = 0.88
-step = 0.04
-
-[workload]
-kind = "synthetic"
-output_len = 24
-
-[bench]
-concurrency = [1, 4]
-requests_multiplier = 1
-min_requests = 2
-warmup_requests = 0
-
-[[objectives]]
-metric = "output_tok_s"
-concurrency = 1
-
-[[objectives]]
-metric = "agg_output_tok_s"
-concurrency = 4
-"""
-"""A small space where every candidate launches (top-k 1 only): 12 configurations."""
 
 SIM_FLAGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
 

@@ -8,7 +8,6 @@ import json
 import os
 import shlex
 import signal
-import textwrap
 from pathlib import Path
 
 import optuna
@@ -16,59 +15,12 @@ import pytest
 import yaml
 
 from autospec.cli.main import main
+from simspace import sim_space_text
 
 pytestmark = pytest.mark.slow
 
-SPACE = textwrap.dedent("""
-    [server.flags]
-    model_path = "sim-model"
-    speculative_algorithm = "NEXTN"
-    tp_size = 4
-    attention_backend = "triton"
-    page_size = 16
-    cuda_graph_max_bs = 32
+SPACE = sim_space_text(baseline=True)
 
-    [params.speculative_num_steps]
-    type = "int"
-    low = 1
-    high = 4
-
-    [params.speculative_eagle_topk]
-    type = "categorical"
-    choices = [1]
-
-    [params.speculative_num_draft_tokens]
-    type = "draft_tokens"
-
-    [params.mem_fraction_static]
-    type = "float"
-    low = 0.80
-    high = 0.88
-    step = 0.04
-
-    [workload]
-    kind = "synthetic"
-    output_len = 24
-
-    [bench]
-    concurrency = [1, 4]
-    requests_multiplier = 1
-    min_requests = 2
-    warmup_requests = 0
-
-    [[objectives]]
-    metric = "output_tok_s"
-    concurrency = 1
-
-    [[objectives]]
-    metric = "agg_output_tok_s"
-    concurrency = 4
-
-    [baseline]
-    speculative_num_steps = 1
-    speculative_eagle_topk = 1
-    mem_fraction_static = 0.84
-""")
 SIM = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
 
 

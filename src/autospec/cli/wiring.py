@@ -93,7 +93,7 @@ def build_target(
         if sim_profile:
             command += ["--sim-profile", str(Path(sim_profile).resolve())]
         pre = SimPreflight(tuple(command)) if preflight == "auto" else None
-        _check_fixed_flags(pre, space)
+        _check_flag_names(pre, space)
         return Target(
             command=tuple(command), launcher=Launcher(probe=SimGpuProbe(state_dir)), preflight=pre,
             to_argv=flags_to_argv, sglang_version=pre.sglang_version() if pre else "0.5.23",
@@ -128,12 +128,12 @@ def build_target(
                 print(f"autospec: preflight off: {why}; using autospec's static rules for sglang {version}", file=out)
         else:
             print("autospec: preflight off: the server command is not 'PYTHON -m ...'; using static rules", file=out)
-    _check_fixed_flags(pre, space)
+    _check_flag_names(pre, space)
     return Target(command=command, launcher=Launcher(probe=probe), preflight=pre, to_argv=flags_to_argv,
                   sglang_version=version)
 
 
-def _check_fixed_flags(pre: Any, space: SearchSpace) -> None:
+def _check_flag_names(pre: Any, space: SearchSpace) -> None:
     """Before the study: the server's own argument parser must know every flag name of
     the space (fixed and tunable); otherwise every trial would be rejected. Only argparse's
     unknown/ambiguous-option errors count here: any other rejection of one configuration
