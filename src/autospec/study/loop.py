@@ -51,7 +51,10 @@ __all__ = [
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random")
 MAX_IDLE_ASKS = 60
-PREFETCH_LIMIT = 5000  # grid points resolved up front in one preflight batch  # consecutive non-launching candidates before checking what is left
+PREFETCH_LIMIT = 5000
+# Launch failures caused by the host, not the configuration (another program took the
+# port between picking and binding it): retried, never recorded as infeasible.
+TRANSIENT_OUTCOMES = ("port_in_use",)  # grid points resolved up front in one preflight batch  # consecutive non-launching candidates before checking what is left
 
 
 class StopSignals:
@@ -318,6 +321,20 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
             record = chain.run(trial.number, candidate, ChainHooks(phase=phase, spawned=spawned))
             current.beat.stop()
             straggler = recovery.stop_stragglers(current.launch_id, launcher)
+            if record.outcome in TRANSIENT_OUTCOMES:
+                # Not the configuration's fault: FAIL (samplers ignore it), measure it again.
+                with STOP_SIGNALS.deferred():
+                    for key, value in record.user_attrs().items():
+                        trial.set_user_attr(key, value)
+                    if record.log_path:
+                        artifacts.upload(trial, record.log_path)
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    recovery.requeue(study, study.trials[trial.number])
+                    recovery.LIVE_SERVERS.discard(current.launch_id)
+                    current = None
+                    events.write(_event_line(trial.number, record) + " (transient: queued again)")
+                obs.trial_finished(trial.number, record, done, target)
+                continue
             with STOP_SIGNALS.deferred():
                 values, state = _store(trial, record, req.space, artifacts)
                 study.tell(trial, values=values, state=state)
