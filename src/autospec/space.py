@@ -124,7 +124,8 @@ def to_distribution_params(candidate: Mapping[str, Any], space: SearchSpace) -> 
     return params
 
 
-def _values(p: ParamSpec) -> list[Any]:
+def param_values(p: ParamSpec) -> list[Any]:
+    """Every value of a parameter: its choices, or its int/float grid."""
     if p.type == "categorical":
         return list(p.choices)
     if p.type == "int":
@@ -156,12 +157,12 @@ def grid(space: SearchSpace) -> Iterator[dict[str, Any]]:
             topk = int(chosen.get(TOPK, fixed.get(TOPK, 1)))
             low, high = draft_range(steps, topk, _cap(p))
             options = [steps + 1] if topk <= 1 else sorted({
-                _draft_from_fraction(f, steps, topk, _cap(p)) for f in _values(ParamSpec("f", "float", 0.0, 1.0, p.step or 0.25))
+                _draft_from_fraction(f, steps, topk, _cap(p)) for f in param_values(ParamSpec("f", "float", 0.0, 1.0, p.step or 0.25))
             })
             for d in options:
                 yield from rec(i + 1, {**chosen, DRAFT_TOKENS: d})
             return
-        for v in _values(p):
+        for v in param_values(p):
             yield from rec(i + 1, {**chosen, p.name: v})
 
     yield from rec(0, {})
@@ -185,7 +186,7 @@ def calibration_points(space: SearchSpace) -> list[dict[str, Any]]:
         base[TOPK] = 1 if 1 in topk.choices else min(topk.choices)
     mem = space.param(MEM)
     if mem is not None and mem.type == "float":
-        values = _values(mem)
+        values = param_values(mem)
         base[MEM] = values[len(values) // 2]
     steps = space.param(STEPS)
     if steps is None or steps.type != "int":
