@@ -73,3 +73,21 @@ def test_garbage_gives_empty_facts():
         "max_total_num_tokens", "max_running_requests", "context_len", "available_gpu_mem_gb",
         "chunked_prefill_size", "max_prefill_tokens", "kv_cache_tokens", "cuda_graph_seconds", "ready_seconds",
     }
+
+
+REAL_AUTOSPEC = FIXTURES.parent / "real-0.5.16-h200-autospec"
+
+
+def test_real_logs_from_autospec_driving_sglang_0_5_16_on_an_h200():
+    """Logs autospec's own launcher captured on the H200 (docs/real-gpu-validation.md)."""
+    from autospec.launcher import RUNTIME_EVENT_PATTERNS
+
+    tiny = parse_startup((REAL_AUTOSPEC / "tinypool-retract.log").read_text())
+    assert tiny.kv_cache_tokens == 4530 and tiny.max_total_num_tokens == 4530
+    assert tiny.kv_cache_gb == pytest.approx(0.14, abs=0.01)
+    assert tiny.gpu_mem_before_load_gb is not None and tiny.gpu_mem_before_load_gb > 100
+    assert tiny.cuda_graph_seconds == pytest.approx(18.87, abs=0.01)
+    first = parse_startup((REAL_AUTOSPEC / "first-start-tinypool.log").read_text())
+    assert first.cuda_graph_seconds == pytest.approx(95.1, abs=0.1)  # a fresh machine's JIT
+    retract = next(p for p in RUNTIME_EVENT_PATTERNS if p.kind == "retractions")
+    assert (REAL_AUTOSPEC / "tinypool-retract.log").read_text().count(retract.needle) == 1
