@@ -19,7 +19,7 @@ SPACE = parse_search_space({
 
 
 def test_budget_share():
-    assert polish_trials(5) == 0 and polish_trials(20) == 3 and polish_trials(60) == 10
+    assert polish_trials(5) == 0 and polish_trials(20) == 5 and polish_trials(60) == 15
 
 
 def test_neighbours_move_one_parameter_one_step_and_keep_draft_tokens_valid():
@@ -48,3 +48,16 @@ def test_next_candidate_is_an_untried_runnable_neighbour_of_the_best():
     assert sum(got[k] != best[k] for k in ("speculative_num_steps", "mem_fraction_static")) == 1
     assert got["mem_fraction_static"] != 0.88 and got["speculative_eagle_topk"] == 1
     assert next_polish_candidate(study, SPACE, lambda flags: False, turn=0) is None
+
+
+def test_the_neighbour_nearest_to_good_measurements_goes_first():
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    base = {"speculative_eagle_topk": 1, "speculative_num_draft_tokens": 0}
+    rows = [((2, 0.9), [300.0, 1800.0]), ((3, 0.86), [330.0, 1790.0]), ((3, 0.88), [330.0, 1795.0]), ((1, 0.86), [150.0, 1200.0])]
+    for (steps, mem), values in rows:
+        cand = {**base, "speculative_num_steps": steps, "speculative_num_draft_tokens": steps + 1, "mem_fraction_static": mem}
+        study.add_trial(optuna.trial.create_trial(values=values, user_attrs={"launched": True, "outcome": "ok", "candidate": cand}))
+    tried = {(2, 0.9), (3, 0.86), (3, 0.88), (1, 0.86)}
+    runs = lambda f: (f["speculative_num_steps"], f["mem_fraction_static"]) not in tried and f["speculative_eagle_topk"] == 1
+    got = next_polish_candidate(study, SPACE, runs, turn=1)  # neighbours of (2, 0.9): (1, .9), (3, .9), (2, .88)
+    assert (got["speculative_num_steps"], got["mem_fraction_static"]) == (3, 0.9)

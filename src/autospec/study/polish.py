@@ -22,7 +22,7 @@ __all__ = ["polish_trials", "neighbours", "next_polish_candidate"]
 
 def polish_trials(target: int) -> int:
     """How many of `target` launches go to local refinement (0 for small budgets)."""
-    return 0 if target < 10 else max(2, target // 6)
+    return 0 if target < 10 else max(3, target // 4)
 
 
 def _adjacent(p: ParamSpec, value: Any) -> list[Any]:
@@ -52,22 +52,49 @@ def neighbours(candidate: Mapping[str, Any], space: SearchSpace) -> list[dict[st
     return out
 
 
+def _position(c: Mapping[str, Any], space: SearchSpace) -> list[float]:
+    """A candidate as grid indices scaled to [0, 1] per parameter (for distances)."""
+    out = []
+    for p in space.params:
+        if p.type == "draft_tokens":
+            continue
+        values = list(p.choices) if p.type == "categorical" else param_values(p)
+        v = c.get(p.name)
+        out.append(values.index(v) / max(len(values) - 1, 1) if v in values else 0.5)
+    return out
+
+
+def _estimate(c: Mapping[str, Any], space: SearchSpace, known: Sequence[tuple[list[float], float]]) -> float:
+    """Inverse-distance-weighted value of the launched trials around `c` (failures count
+    as their worst value), to try the most promising neighbour first."""
+    x = _position(c, space)
+    num = den = 0.0
+    for pos, value in known:
+        d2 = sum((a - b) ** 2 for a, b in zip(x, pos))
+        w = 1.0 / (d2 + 1e-6) ** 2
+        num, den = num + w * value, den + w
+    return num / den if den else 0.0
+
+
 def next_polish_candidate(
     study: optuna.Study, space: SearchSpace, runs: Callable[[Mapping[str, Any]], bool], turn: int,
 ) -> dict[str, Any] | None:
-    """An untried neighbour of the best measured configuration of objective number
+    """The most promising untried neighbour (by an inverse-distance estimate from the
+    launched trials) of the best measured configuration of objective number
     `turn % n_objectives` (falling back to the other objectives), for which `runs(flags)`
     (the feasibility gate) says yes; None when there is none."""
-    measured = [
+    launched = [
         t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if t.user_attrs.get("launched") and t.user_attrs.get("outcome") == "ok"
+        if t.user_attrs.get("launched") and t.user_attrs.get("candidate")
     ]
+    measured = [t for t in launched if t.user_attrs.get("outcome") == "ok"]
     directions = [o.direction for o in space.objectives]
     for k in range(len(directions)):
         i = (turn + k) % len(directions)
         sign = 1.0 if directions[i] == "maximize" else -1.0
+        known = [(_position(t.user_attrs["candidate"], space), sign * t.values[i]) for t in launched]
         for best in sorted(measured, key=lambda t: -sign * t.values[i])[:3]:
-            for c in neighbours(best.user_attrs.get("candidate") or {}, space):
-                if runs({**space.server.flags, **c}):
-                    return c
+            options = [c for c in neighbours(best.user_attrs["candidate"], space) if runs({**space.server.flags, **c})]
+            if options:
+                return max(options, key=lambda c: _estimate(c, space, known))
     return None
