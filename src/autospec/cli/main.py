@@ -49,9 +49,9 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def _on_stop_signal(signum: int, frame: object) -> None:
     """Ctrl-C, SIGTERM and SIGHUP. While a study runs, the study's policy applies
-    (`autospec.study.loop.StopSignals`): the first stops the current trial cleanly, a
+    (`autospec.study.signals.StopSignals`): the first stops the current trial cleanly, a
     second kills its server at once. Otherwise: KeyboardInterrupt."""
-    policy = getattr(sys.modules.get("autospec.study.loop"), "STOP_SIGNALS", None)
+    policy = getattr(sys.modules.get("autospec.study.signals"), "STOP_SIGNALS", None)
     if policy is None:
         raise KeyboardInterrupt
     name = signal.Signals(signum).name

@@ -21,7 +21,6 @@ Contract:
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import itertools
 import random
@@ -30,7 +29,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import optuna
 
@@ -40,6 +39,7 @@ from autospec.feasibility.gate import FeasibilityGate
 from autospec.launcher import Launcher
 from autospec.space import calibration_points, grid, suggest, to_distribution_params
 from autospec.study import recovery
+from autospec.study.signals import STOP_SIGNALS, StopSignals
 from autospec.study.chain import ChainHooks, TrialChain, worst_values
 from autospec.study.polish import next_polish_candidate, polish_trials
 from autospec.study.records import FEASIBLE_KEY, OK, SERVER_KEY, WORKER_KEY, TrialRecord
@@ -51,57 +51,13 @@ __all__ = [
 ]
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random")
-MAX_IDLE_ASKS = 60
-PREFETCH_LIMIT = 5000
+MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
+PREFETCH_LIMIT = 5000  # grid points resolved up front in one preflight batch
 # Launch failures caused by the host, not the configuration (another program took the
 # port between picking and binding it): retried, never recorded as infeasible.
-TRANSIENT_OUTCOMES = ("port_in_use",)  # grid points resolved up front in one preflight batch  # consecutive non-launching candidates before checking what is left
+TRANSIENT_OUTCOMES = ("port_in_use",)
 
 
-class StopSignals:
-    """The stop policy for Ctrl-C, SIGTERM and SIGHUP, shared by the CLI's signal handler
-    (`handle`) and the loop (`deferred`).
-
-    - First signal: KeyboardInterrupt now, so the current trial's server is torn down
-      (TERM, KILL after a timeout, wait for GPU memory and port) and the trial recorded
-      as FAIL "interrupted" and queued again. Inside a `deferred()` block (a storage
-      write) the interrupt is raised when the block ends instead, so a write is never cut.
-    - Second and later signals: every server of this process is SIGKILLed at once
-      (`recovery.LIVE_SERVERS.kill_now`), then KeyboardInterrupt now, deferred or not.
-
-    Without the CLI's handler (library use) Python's default SIGINT handler applies.
-    """
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._depth = 0
-        self._pending = False
-
-    def reset(self) -> None:
-        self.count, self._depth, self._pending = 0, 0, False
-
-    def handle(self, signum: int) -> None:
-        self.count += 1
-        if self.count >= 2:
-            recovery.LIVE_SERVERS.kill_now()
-        elif self._depth:
-            self._pending = True
-            return
-        raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def deferred(self) -> Iterator[None]:
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self._depth -= 1
-        if self._depth == 0 and self._pending:
-            self._pending = False
-            raise KeyboardInterrupt
-
-
-STOP_SIGNALS = StopSignals()
 
 
 class StudyInterrupted(RuntimeFailure):
