@@ -7,7 +7,7 @@ the whole space, both computed with the simulator's noiseless `predict()` (so no
 the measurement does not flatter or punish a seed). Also prints the best *measured*
 value, scaled back by the time scale.
 
-    python benchmarks/optimum_gap.py --seeds 1 2 3 4 5 [--time-scale 0.5]
+    python benchmarks/optimum_gap.py --seeds 1 2 3 4 5 [--time-scale 0.5] [--output-len 256]
 """
 
 from __future__ import annotations
@@ -38,9 +38,14 @@ def main() -> None:
     ap.add_argument("--sampler", default="tpe")
     ap.add_argument("--time-scale", type=float, default=0.5)
     ap.add_argument("--space", default="default")
+    ap.add_argument("--output-len", type=int, default=None, help="override the space's [workload] output_len")
     args = ap.parse_args()
 
     space = load_space(args.space)
+    extra: list[str] = []
+    if args.output_len:
+        space = space.with_overrides(output_len=args.output_len)
+        extra = ["--output-len", str(args.output_len)]
     profile = load_profile()
     wl = workload_for(space)
     objectives = space.objectives
@@ -65,7 +70,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
             study, wall = run_study(Path(tmp), f"gap-{seed}", trials=args.trials, seed=seed, sampler=args.sampler,
-                                    space=args.space, time_scale=args.time_scale)
+                                    space=args.space, time_scale=args.time_scale, extra=extra)
             rows_front = front(study)
             ratios, measured = [], []
             for i, obj in enumerate(objectives):

@@ -41,7 +41,6 @@ from autospec.space import calibration_points, grid, suggest, to_distribution_pa
 from autospec.study import recovery
 from autospec.study.signals import STOP_SIGNALS, StopSignals
 from autospec.study.chain import ChainHooks, TrialChain, worst_values
-from autospec.study.polish import next_polish_candidate, polish_trials
 from autospec.study.records import FEASIBLE_KEY, OK, SERVER_KEY, WORKER_KEY, TrialRecord
 from autospec.study.storage import open_storage, open_study
 
@@ -126,10 +125,6 @@ def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.sampl
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     raise UsageError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
-
-
-def _waiting(study: optuna.Study) -> bool:
-    return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
 
 def count_launched(study: optuna.Study) -> int:
@@ -252,10 +247,6 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
                     break
                 study.enqueue_trial(to_distribution_params(rng.choice(remaining), req.space))
                 idle = 0
-            if done >= target - polish_trials(target) and not _waiting(study):
-                refined = next_polish_candidate(study, req.space, lambda f: gate.verdict(f).ok, turn=done)
-                if refined is not None:
-                    study.enqueue_trial(to_distribution_params(refined, req.space), user_attrs={"polish": True})
             with STOP_SIGNALS.deferred():  # storage writes: a first Ctrl-C waits for them
                 if handle.heartbeat:
                     for line in recovery.fail_stale_heartbeats(study):
