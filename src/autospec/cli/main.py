@@ -86,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prefix = "autospec: " if err.exit_code == 130 else "autospec: error: "
         print(f"{prefix}{err}", file=sys.stderr)
         return err.exit_code
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("autospec: interrupted; run the same command again to continue", file=sys.stderr)
         return 130
