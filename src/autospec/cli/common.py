@@ -11,7 +11,7 @@ from typing import Any
 from autospec.config import SearchSpace, load_search_space
 from autospec.errors import UsageError
 
-__all__ = ["add_study_args", "load_space", "parse_flag_overrides", "study_name_for", "bundled_spaces"]
+__all__ = ["add_study_args", "load_space", "parse_flag_overrides", "study_name_for", "bundled_spaces", "open_existing_study"]
 
 
 def bundled_spaces() -> dict[str, Path]:
@@ -69,3 +69,20 @@ def parse_flag_overrides(items: list[str]) -> dict[str, Any]:
         key, value = item.split("=", 1)
         flags[key.strip().lstrip("-").replace("-", "_")] = _value(value.strip())
     return flags
+
+
+def open_existing_study(name: str, storage: str | None, studies_dir: Path, *,
+                        name_flag: str = "--study", storage_flag: str = "--storage"):
+    """(StorageHandle, Study) of a study that must already exist; creates nothing."""
+    import optuna
+
+    from autospec.study.storage import open_storage, study_exists
+
+    if storage is None:
+        path = studies_dir / f"{name}.db"
+        if not path.exists():
+            raise UsageError(f"no study {name!r}: {path} does not exist; check {name_flag}, --studies-dir or pass {storage_flag}")
+    handle = open_storage(storage, name, studies_dir)
+    if not study_exists(handle, name):
+        raise UsageError(f"no study named {name!r} in {handle.description}; check {name_flag} and {storage_flag}")
+    return handle, optuna.load_study(study_name=name, storage=handle.storage)

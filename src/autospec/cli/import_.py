@@ -12,7 +12,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from autospec.cli.common import add_study_args, load_space, parse_flag_overrides
+from autospec.cli.common import add_study_args, load_space, open_existing_study, parse_flag_overrides
 from autospec.errors import UsageError
 
 
@@ -53,20 +53,8 @@ def _target(args: argparse.Namespace):
 
 
 def _source_study(args: argparse.Namespace):
-    import optuna
-
-    from autospec.study.storage import open_storage, study_exists
-
-    if args.from_storage:
-        handle = open_storage(args.from_storage, args.from_study, Path(args.studies_dir))
-    else:
-        path = Path(args.studies_dir) / f"{args.from_study}.db"
-        if not path.exists():
-            raise UsageError(f"no study {args.from_study!r}: {path} does not exist; pass --from-storage")
-        handle = open_storage(None, args.from_study, Path(args.studies_dir))
-    if not study_exists(handle, args.from_study):
-        raise UsageError(f"no study named {args.from_study!r} in {handle.description}; check --from-study and --from-storage")
-    return handle, optuna.load_study(study_name=args.from_study, storage=handle.storage)
+    return open_existing_study(args.from_study, args.from_storage, Path(args.studies_dir),
+                               name_flag="--from-study", storage_flag="--from-storage")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autospec.cli.common import add_study_args
+from autospec.cli.common import add_study_args, open_existing_study
 from autospec.errors import UsageError
 
 __all__ = ["register", "run", "open_existing", "open_existing_handle", "add_baseline_arg", "baseline_of"]
@@ -40,21 +40,10 @@ def open_existing_handle(args: argparse.Namespace):
 
     import optuna
 
-    from autospec.study.storage import open_storage, study_exists
-
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if not args.study:
         raise UsageError("--study NAME is required; list studies with: ls studies/")
-    if args.storage:
-        handle = open_storage(args.storage, args.study, Path(args.studies_dir))
-    else:
-        path = Path(args.studies_dir) / f"{args.study}.db"
-        if not path.exists():
-            raise UsageError(f"no study {args.study!r}: {path} does not exist; check --study, --studies-dir or pass --storage")
-        handle = open_storage(None, args.study, Path(args.studies_dir))
-    if not study_exists(handle, args.study):
-        raise UsageError(f"no study named {args.study!r} in {handle.description}; check --study and --storage")
-    return handle, optuna.load_study(study_name=args.study, storage=handle.storage)
+    return open_existing_study(args.study, args.storage, Path(args.studies_dir))
 
 
 def open_existing(args: argparse.Namespace):
