@@ -15,7 +15,7 @@ of the test still runs. `sim_space`: a small search space where every candidate 
 
 from __future__ import annotations
 
-from simspace import sim_space_text  # tests/ is on sys.path (rootdir conftest)
+from simspace import processes_mentioning, sim_space_text  # tests/ is on sys.path (rootdir conftest)
 
 import glob
 import os
@@ -138,21 +138,6 @@ SIM_SPACE = sim_space_text()
 SIM_FLAGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
 
 
-def processes_mentioning(marker: str, needle: bytes = b"autospec.sim") -> dict[int, str]:
-    """Running processes whose argv has the word `needle` and an argument containing
-    `marker` (a test's tmp dir: its simulators keep their GPU state there)."""
-    found: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parts = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and needle in parts and any(marker.encode() in p for p in parts):
-            found[int(entry.name)] = b" ".join(parts).decode(errors="replace")
-    return found
 
 
 class Tuner:

@@ -1,8 +1,28 @@
-"""The small search space end-to-end tests run against the simulator (shared by
-tests/conftest.py, tests/study and tests/report): steps 1-4, mem-fraction 0.80-0.88,
-C=1 and C=4, 24 output tokens, so a launched trial takes about a second."""
+"""Shared by end-to-end tests against the simulator (tests/conftest.py, tests/study,
+tests/report): a small search space (steps 1-4, mem-fraction 0.80-0.88, C=1 and C=4,
+24 output tokens, so a launched trial takes about a second) and the scan for simulator
+processes a test left behind."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+
+def processes_mentioning(marker: str, needle: bytes = b"autospec.sim") -> dict[int, str]:
+    """Running processes whose argv has the word `needle` and an argument containing
+    `marker` (a test's tmp dir: its simulators keep their GPU state there)."""
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parts = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and needle in parts and any(marker.encode() in p for p in parts):
+            found[int(entry.name)] = b" ".join(parts).decode(errors="replace")
+    return found
 
 
 def sim_space_text(topk: tuple[int, ...] = (1,), baseline: bool = False) -> str:

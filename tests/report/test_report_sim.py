@@ -8,14 +8,13 @@ import json
 import os
 import shlex
 import signal
-from pathlib import Path
 
 import optuna
 import pytest
 import yaml
 
 from autospec.cli.main import main
-from simspace import sim_space_text
+from simspace import processes_mentioning, sim_space_text
 
 pytestmark = pytest.mark.slow
 
@@ -24,17 +23,6 @@ SPACE = sim_space_text(baseline=True)
 SIM = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
 
 
-def _sim_pids(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parts = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"autospec.sim" in parts and any(marker.encode() in p for p in parts):
-                pids.append(int(entry.name))
-    return pids
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +36,7 @@ def sim_study(tmp_path_factory):
     try:
         assert main(["optimize", "--space", str(space), *args, "--trials", "4", "--seed", "5", "--baseline", *SIM]) == 0
     finally:
-        left = _sim_pids(str(folder))
+        left = processes_mentioning(str(folder))
         for pid in left:
             os.kill(pid, signal.SIGKILL)
     assert not left, f"simulator processes left running: {left}"

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from simspace import sim_space_text
+from simspace import processes_mentioning, sim_space_text
 
 FAST_SPACE = sim_space_text(topk=(1, 2))
 
@@ -22,27 +22,13 @@ def fast_space(tmp_path: Path) -> Path:
     return path
 
 
-def sim_pids(marker: str) -> set[int]:
-    """PIDs of running simulator processes (python -m autospec.sim ...) whose command
-    line contains `marker` (the test's tmp_path: its sims keep their GPU state there)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"autospec.sim" in cmd and any(marker.encode() in part for part in cmd):
-            found.add(int(entry.name))
-    return found
 
 
 @pytest.fixture
 def no_leftover_sims(tmp_path: Path):
     """Fails the test if it leaves a simulator process running (and kills it)."""
     yield
-    left = sim_pids(str(tmp_path))
+    left = processes_mentioning(str(tmp_path))
     for pid in left:
         try:
             os.killpg(pid, signal.SIGKILL)
