@@ -100,3 +100,20 @@ def test_headroom_after_init_predicts_cuda_graph_failures_at_higher_mem_fraction
     rules.record_failure(cfg(0.86, 4, ), "cuda_graph_oom")
     assert rules.explain(cfg(0.87, 3)) is None  # fewer drafts than any launch: not predicted
     assert rules.explain(cfg(0.87, 4))[0] in ("learned_cuda_graph_oom", "learned_graph_headroom")
+
+
+def test_a_graph_oom_with_bigger_drafts_does_not_rule_out_smaller_drafts_at_its_mem_fraction():
+    rules = LearnedRules()
+    # measured: draft 4 at 0.92 runs with 5.7 GB free; draft 6 at 0.90 runs with 6.9 GB free
+    rules.record_success(cfg(0.92, 4), startup(300_000, available=5.7))
+    rules.record_success(cfg(0.90, 6), startup(200_000, available=6.9))
+    rules.record_failure(cfg(0.92, 6), "cuda_graph_oom")
+    # its predicted headroom (5.7 GB, borrowed from the draft-4 launch) is no limit for
+    # configurations that need smaller graphs: the measured one and draft 5 may run
+    assert rules.explain(cfg(0.92, 4)) is None
+    assert rules.explain(cfg(0.92, 5)) is None
+    # bigger graphs with no more headroom than the failure: predicted to fail
+    rules.record_success(cfg(0.90, 7), startup(150_000, available=6.0))
+    assert rules.predict_available_gb(cfg(0.91, 7)) == pytest.approx(5.1)
+    assert rules.explain(cfg(0.91, 7))[0] == "learned_graph_headroom"
+    assert rules.explain(cfg(0.92, 7))[0] == "learned_cuda_graph_oom"

@@ -50,6 +50,9 @@ _DIRECTIONS: dict[str, dict[str, int]] = {
     "cuda_graph_oom": {MEM: +1, DRAFT: +1, TOPK: +1, GRAPH_BS: +1},
     "weights_oom": {},
 }
+# What a failure of each kind must have needed no more of than a candidate (besides
+# mem-fraction) for its predicted pool or headroom to be a limit for that candidate.
+_LIMIT_NEEDS: dict[str, dict[str, int]] = {"cuda_graph_oom": {DRAFT: +1, TOPK: +1, GRAPH_BS: +1}}
 
 
 def _others(flags: Mapping[str, Any]) -> tuple:
@@ -123,9 +126,21 @@ class LearnedRules:
         return None
 
     def _limit(self, kind: str, flags: Mapping[str, Any], predictor) -> float:
-        """Largest prediction among observed failures of `kind` (0 when none): anything
-        predicted at or below it is expected to fail the same way."""
-        values = [predictor(f) for k, f in self.failures if k == kind and _others(f) == _others(flags)]
+        """Largest prediction among comparable observed failures of `kind` (0 when none):
+        anything predicted at or below it is expected to fail the same way.
+
+        A KV pool is too small below a size that does not depend on the draft, so every
+        KV failure counts. CUDA graphs grow with draft tokens, top-k and batch size, so a
+        graph failure counts only when it needed no more of them than `flags`: a graph
+        OOM at steps 5 says nothing about steps 4 at the same mem-fraction (and its
+        predicted headroom, an upper bound taken from a smaller draft, would otherwise
+        rule out even that smaller draft's measured configuration)."""
+        needs = _LIMIT_NEEDS.get(kind, {})
+        values = [
+            predictor(f) for k, f in self.failures
+            if k == kind and _others(f) == _others(flags)
+            and all(self._dominates(flags, f, key, sign) for key, sign in needs.items())
+        ]
         return max([v for v in values if v is not None], default=0.0)
 
     @staticmethod

@@ -39,6 +39,7 @@ from autospec.feasibility.gate import FeasibilityGate
 from autospec.launcher import Launcher
 from autospec.space import calibration_points, grid, suggest, to_distribution_params
 from autospec.study import recovery
+from autospec.study.mem_push import Measured, PushAnswer, push_candidate
 from autospec.study.signals import STOP_SIGNALS, StopSignals
 from autospec.study.chain import ChainHooks, TrialChain, worst_values
 from autospec.study.records import FEASIBLE_KEY, OK, SERVER_KEY, WORKER_KEY, TrialRecord
@@ -52,6 +53,7 @@ __all__ = [
 SAMPLERS = ("tpe", "gp", "nsga2", "random")
 MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
 PREFETCH_LIMIT = 5000  # grid points resolved up front in one preflight batch
+PUSH_SHARE = 3  # at most 1/PUSH_SHARE of the launch budget goes to mem-fraction pushes
 # Launch failures caused by the host, not the configuration (another program took the
 # port between picking and binding it): retried, never recorded as infeasible.
 TRANSIENT_OUTCOMES = ("port_in_use",)
@@ -307,6 +309,9 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
                     idle += 1
             if record.launched:  # failed launches too: an identical failing server is not relaunched
                 gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
+                if req.learn:
+                    with STOP_SIGNALS.deferred():
+                        _enqueue_mem_push(study, req.space, gate, budget=max(1, target // PUSH_SHARE))
             obs.trial_finished(trial.number, record, done, target)
     except KeyboardInterrupt:
         note = ""
@@ -324,6 +329,35 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
     if stopped == "exhausted":
         obs.message("every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch")
     return OptimizeResult(req.study_name, handle.description, done, target, stopped)
+
+
+def _enqueue_mem_push(study: optuna.Study, space: SearchSpace, gate: FeasibilityGate, budget: int) -> None:
+    """Queue the next mem-fraction push (`autospec.study.mem_push`), unless other trials
+    are already queued or `budget` pushes were proposed."""
+    trials = study.get_trials(deepcopy=False)
+    if sum(1 for t in trials if "mem_push" in t.user_attrs) >= budget:
+        return
+    if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
+        return
+    measured = [
+        Measured(t.number, t.user_attrs.get("candidate") or {}, t.values,
+                 (t.user_attrs.get("startup") or {}).get("max_running_requests"))
+        for t in trials
+        if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("launched")
+        and t.user_attrs.get("outcome") == OK
+    ]
+
+    def answer(candidate: dict[str, Any]) -> PushAnswer:
+        verdict = gate.verdict({**space.server.flags, **candidate})
+        if verdict.ok:
+            return "launch"
+        first = gate.measurement_of(verdict.resolved) if verdict.status == "duplicate" else None
+        return "measured" if first is not None and first.values is not None else "no"
+
+    proposal = push_candidate(space, measured, answer)
+    if proposal is not None:
+        candidate, base = proposal
+        study.enqueue_trial(to_distribution_params(candidate, space), user_attrs={"mem_push": base})
 
 
 @dataclass

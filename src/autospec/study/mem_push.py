@@ -1,0 +1,91 @@
+"""Propose a higher mem_fraction_static for queue-bound configurations on the front.
+
+SGLang sizes the KV pool from ``mem_fraction_static`` and derives
+``max_running_requests`` from the pool (sglang 0.5.x, model_runner and scheduler; the
+value is in the startup log). A server whose ``max_running_requests`` is below a
+concurrency the study measures queues requests there; the same configuration with a
+higher mem fraction runs more of them at once, while its speed at C=1 does not change.
+Throughput under load therefore rises with mem fraction until the server no longer
+starts (CUDA graphs and activations live in what is left), which makes the best value a
+ridge along the feasibility boundary that a sampler with a 20-trial budget rarely lands
+on by chance.
+
+So after each launch the study looks at the Pareto front of what it measured and, for
+the best queue-bound configuration there (best on the objective measured at the highest
+concurrency), proposes the highest mem fraction of the space above its own that the
+feasibility gate would launch. A failure there (say, a CUDA-graph OOM) teaches the gate,
+and the next proposal for the same configuration is lower. Pure logic: the caller
+supplies the measurements and the gate's answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+from autospec.config import SearchSpace
+from autospec.space import param_values
+
+__all__ = ["Measured", "PushAnswer", "MEM", "push_candidate", "pareto_front"]
+
+MEM = "mem_fraction_static"
+
+# What the feasibility gate says of a proposal: launch it; it is already measured (so no
+# higher value is worth trying for this configuration); or it would not run.
+PushAnswer = Literal["launch", "measured", "no"]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One launched, feasible trial."""
+
+    number: int
+    candidate: Mapping[str, Any]
+    values: Sequence[float]
+    max_running_requests: int | None
+
+
+def _dominates(a: Sequence[float], b: Sequence[float], signs: Sequence[int]) -> bool:
+    better_or_equal = all(s * x >= s * y for x, y, s in zip(a, b, signs))
+    return better_or_equal and any(s * x > s * y for x, y, s in zip(a, b, signs))
+
+
+def pareto_front(measured: Sequence[Measured], signs: Sequence[int]) -> list[Measured]:
+    """The non-dominated trials; `signs` is +1 per maximised objective, -1 per minimised."""
+    return [m for m in measured if not any(_dominates(o.values, m.values, signs) for o in measured)]
+
+
+def push_candidate(
+    space: SearchSpace,
+    measured: Sequence[Measured],
+    answer: Callable[[dict[str, Any]], PushAnswer],
+) -> tuple[dict[str, Any], int] | None:
+    """(candidate, number of the trial it raises) for the next proposal, or None.
+
+    None when the space does not tune ``mem_fraction_static``, when no front
+    configuration is queue-bound (``max_running_requests`` below the highest concurrency
+    of an objective or constraint), or when every higher mem fraction of each of them is
+    already measured or would not run."""
+    mem = space.param(MEM)
+    if mem is None or mem.type not in ("float", "int", "categorical") or not space.objectives:
+        return None
+    levels = [o.concurrency for o in space.objectives] + [c.concurrency for c in space.constraints]
+    peak = max(levels)
+    signs = [1 if o.direction == "maximize" else -1 for o in space.objectives]
+    # Rank by the objective measured at the highest concurrency: the one queueing hurts.
+    key = max(range(len(space.objectives)), key=lambda i: space.objectives[i].concurrency)
+    values = sorted(v for v in param_values(mem) if isinstance(v, (int, float)))
+    front = sorted(pareto_front(measured, signs), key=lambda m: -signs[key] * m.values[key])
+    for base in front:
+        current = base.candidate.get(MEM)
+        mrr = base.max_running_requests
+        if current is None or mrr is None or mrr >= peak:
+            continue
+        for value in reversed([v for v in values if v > current + 1e-9]):
+            proposal = {**base.candidate, MEM: value}
+            said = answer(proposal)
+            if said == "launch":
+                return proposal, base.number
+            if said == "measured":
+                break
+    return None
