@@ -15,12 +15,17 @@ from .conftest import SIM_ARGS
 
 SPACE_TEXT = """
 [server.flags]
-model_path = "m"
+model_path = "sim-model"
+speculative_algorithm = "NEXTN"
+tp_size = 4
+attention_backend = "triton"
+page_size = 16
+speculative_eagle_topk = 1
 
 [params.speculative_num_steps]
 type = "int"
-low = 1
-high = 6
+low = 2
+high = 3
 
 [params.mem_fraction_static]
 type = "float"
@@ -28,8 +33,15 @@ low = 0.80
 high = 0.92
 step = 0.04
 
+[workload]
+kind = "synthetic"
+output_len = 16
+
 [bench]
 concurrency = [1, 32]
+requests_multiplier = 1
+min_requests = 2
+warmup_requests = 0
 
 [[objectives]]
 metric = "output_tok_s"
@@ -128,45 +140,6 @@ def test_pareto_front_respects_directions():
     assert pareto_front([a, b, c], [1, -1]) == [b]
 
 
-E2E_SPACE = """
-[server.flags]
-model_path = "sim-model"
-speculative_algorithm = "NEXTN"
-tp_size = 4
-attention_backend = "triton"
-page_size = 16
-speculative_eagle_topk = 1
-
-[params.speculative_num_steps]
-type = "int"
-low = 2
-high = 3
-
-[params.mem_fraction_static]
-type = "float"
-low = 0.80
-high = 0.92
-step = 0.04
-
-[workload]
-kind = "synthetic"
-output_len = 16
-
-[bench]
-concurrency = [1, 32]
-requests_multiplier = 1
-min_requests = 2
-warmup_requests = 0
-
-[[objectives]]
-metric = "output_tok_s"
-concurrency = 1
-
-[[objectives]]
-metric = "agg_output_tok_s"
-concurrency = 32
-"""
-
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_leftover_sims")
@@ -174,7 +147,7 @@ def test_a_study_raises_the_mem_fraction_of_a_queue_bound_front_config(tmp_path)
     """The two calibration launches (mem 0.88) queue at C=32 on the default simulator
     profile; the third launch is the better one of them at the top of the range."""
     path = tmp_path / "space.toml"
-    path.write_text(E2E_SPACE)
+    path.write_text(SPACE_TEXT)
     studies = tmp_path / "studies"
     argv = ["optimize", "--space", str(path), "--study", "push", "--studies-dir", str(studies),
             "--seed", "1", "--trials", "3", *SIM_ARGS]
