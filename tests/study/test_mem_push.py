@@ -77,24 +77,26 @@ def gate(answers=None, default="launch"):
 def test_the_queue_bound_front_config_best_under_load_goes_to_the_highest_mem_fraction():
     measured = [m(0, 3, 0.84, 440, 1600, 14), m(1, 5, 0.80, 520, 900, 9), m(2, 2, 0.80, 350, 1200, 12)]
     answer = gate()
-    proposal, base = push_candidate(space(), measured, answer)
-    assert base == 0  # on the front and best at C=32; trial 2 is dominated
-    assert proposal == {"speculative_num_steps": 3, MEM: 0.92}
+    push = push_candidate(space(), measured, answer)
+    assert push.base == measured[0]  # on the front and best at C=32; trial 2 is dominated
+    assert push.candidate == {"speculative_num_steps": 3, MEM: 0.92}
     assert answer.asked == [(3, 0.92)]
+    assert push.describe() == (
+        "trial 0 ran at most 14 requests at once, fewer than C=32: queued again at mem_fraction_static=0.92")
 
 
 def test_a_value_predicted_to_fail_gives_way_to_the_next_lower_one():
     answer = gate({(3, 0.92): "no"})
-    proposal, _ = push_candidate(space(), [m(0, 3, 0.84, 440, 1600, 14)], answer)
-    assert proposal[MEM] == 0.88
+    push = push_candidate(space(), [m(0, 3, 0.84, 440, 1600, 14)], answer)
+    assert push.candidate[MEM] == 0.88
     assert answer.asked == [(3, 0.92), (3, 0.88)]
 
 
 def test_a_measured_higher_value_ends_that_configuration_and_the_next_front_config_is_raised():
     measured = [m(0, 3, 0.84, 440, 1600, 14), m(1, 5, 0.80, 520, 900, 9)]
     answer = gate({(3, 0.92): "measured"})
-    proposal, base = push_candidate(space(), measured, answer)
-    assert (proposal, base) == ({"speculative_num_steps": 5, MEM: 0.92}, 1)
+    push = push_candidate(space(), measured, answer)
+    assert (push.candidate, push.base) == ({"speculative_num_steps": 5, MEM: 0.92}, measured[1])
     assert answer.asked == [(3, 0.92), (5, 0.92)]
 
 
@@ -124,8 +126,8 @@ metric = "ttft_ms_p99"
 concurrency = 64
 max = 2000
 """
-    proposal, _ = push_candidate(space(text), [m(0, 3, 0.84, 440, 1600, 40)], gate())
-    assert proposal[MEM] == 0.92
+    push = push_candidate(space(text), [m(0, 3, 0.84, 440, 1600, 40)], gate())
+    assert (push.candidate[MEM], push.concurrency) == (0.92, 64)
 
 
 def test_a_space_without_mem_fraction_has_nothing_to_push():
@@ -152,6 +154,7 @@ def test_a_study_raises_the_mem_fraction_of_a_queue_bound_front_config(tmp_path)
     argv = ["optimize", "--space", str(path), "--study", "push", "--studies-dir", str(studies),
             "--seed", "1", "--trials", "3", *SIM_ARGS]
     assert main(argv) == 0
+    events = (studies / "push-events.log").read_text()
     study = optuna.load_study(study_name="push", storage=f"sqlite:///{studies / 'push.db'}")
     launched = [t for t in study.trials if t.user_attrs.get("launched")]
     first, second, pushed = launched
@@ -163,3 +166,4 @@ def test_a_study_raises_the_mem_fraction_of_a_queue_bound_front_config(tmp_path)
     assert pushed.params == {**base.params, "mem_fraction_static": pytest.approx(0.92)}
     assert pushed.user_attrs["outcome"] == "ok"
     assert pushed.user_attrs["startup"]["max_running_requests"] > base.user_attrs["startup"]["max_running_requests"]
+    assert f"trial {base.number} ran at most {base.user_attrs['startup']['max_running_requests']} requests" in events

@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", action="store_true", help="measure the [baseline] configuration of the space file first")
     p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h or 90m")
     p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready (default from the space file)")
-    p.add_argument("--no-learn", action="store_true", help="do not skip configurations predicted to fail from earlier failures")
+    p.add_argument("--no-learn", action="store_true", help="do not learn from launches: no calibration launches, no skipping of configurations "
+                        "predicted to fail, no mem-fraction pushes of queue-bound configurations")
     p.add_argument("--remeasure", action="store_true", help="launch configurations that resolve to an already measured server again")
     p.add_argument("--preflight", choices=("auto", "off"), default="auto",
                    help="check each configuration with the server's own argument resolver before launching (default auto)")

@@ -311,7 +311,10 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
                 gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
                 if req.learn:
                     with STOP_SIGNALS.deferred():
-                        _enqueue_mem_push(study, req.space, gate, budget=max(1, target // PUSH_SHARE))
+                        push = _enqueue_mem_push(study, req.space, gate, budget=max(1, target // PUSH_SHARE))
+                    if push:
+                        obs.message(push)
+                        events.write(push)
             obs.trial_finished(trial.number, record, done, target)
     except KeyboardInterrupt:
         note = ""
@@ -331,14 +334,15 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
     return OptimizeResult(req.study_name, handle.description, done, target, stopped)
 
 
-def _enqueue_mem_push(study: optuna.Study, space: SearchSpace, gate: FeasibilityGate, budget: int) -> None:
+def _enqueue_mem_push(study: optuna.Study, space: SearchSpace, gate: FeasibilityGate, budget: int) -> str:
     """Queue the next mem-fraction push (`autospec.study.mem_push`), unless other trials
-    are already queued or `budget` pushes were proposed."""
+    are already queued or `budget` pushes were proposed. Returns a line saying what was
+    queued and why, or "" when nothing was."""
     trials = study.get_trials(deepcopy=False)
     if sum(1 for t in trials if "mem_push" in t.user_attrs) >= budget:
-        return
+        return ""
     if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
-        return
+        return ""
     measured = [
         Measured(t.number, t.user_attrs.get("candidate") or {}, t.values,
                  (t.user_attrs.get("startup") or {}).get("max_running_requests"))
@@ -354,10 +358,11 @@ def _enqueue_mem_push(study: optuna.Study, space: SearchSpace, gate: Feasibility
         first = gate.measurement_of(verdict.resolved) if verdict.status == "duplicate" else None
         return "measured" if first is not None and first.values is not None else "no"
 
-    proposal = push_candidate(space, measured, answer)
-    if proposal is not None:
-        candidate, base = proposal
-        study.enqueue_trial(to_distribution_params(candidate, space), user_attrs={"mem_push": base})
+    push = push_candidate(space, measured, answer)
+    if push is None:
+        return ""
+    study.enqueue_trial(to_distribution_params(push.candidate, space), user_attrs={"mem_push": push.base.number})
+    return push.describe()
 
 
 @dataclass

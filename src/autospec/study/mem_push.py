@@ -26,7 +26,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 from autospec.config import SearchSpace
 from autospec.space import param_values
 
-__all__ = ["Measured", "PushAnswer", "MEM", "push_candidate", "pareto_front"]
+__all__ = ["Measured", "Push", "PushAnswer", "MEM", "push_candidate", "pareto_front"]
 
 MEM = "mem_fraction_static"
 
@@ -45,6 +45,21 @@ class Measured:
     max_running_requests: int | None
 
 
+@dataclass(frozen=True)
+class Push:
+    """A proposal: `base`'s configuration again, at a higher mem fraction."""
+
+    candidate: dict[str, Any]
+    base: Measured
+    concurrency: int  # the level at which `base` queued requests
+
+    def describe(self) -> str:
+        return (
+            f"trial {self.base.number} ran at most {self.base.max_running_requests} requests at once, "
+            f"fewer than C={self.concurrency}: queued again at {MEM}={self.candidate[MEM]:g}"
+        )
+
+
 def _dominates(a: Sequence[float], b: Sequence[float], signs: Sequence[int]) -> bool:
     better_or_equal = all(s * x >= s * y for x, y, s in zip(a, b, signs))
     return better_or_equal and any(s * x > s * y for x, y, s in zip(a, b, signs))
@@ -59,8 +74,8 @@ def push_candidate(
     space: SearchSpace,
     measured: Sequence[Measured],
     answer: Callable[[dict[str, Any]], PushAnswer],
-) -> tuple[dict[str, Any], int] | None:
-    """(candidate, number of the trial it raises) for the next proposal, or None.
+) -> Push | None:
+    """The next proposal, or None.
 
     None when the space does not tune ``mem_fraction_static``, when no front
     configuration is queue-bound (``max_running_requests`` below the highest concurrency
@@ -85,7 +100,7 @@ def push_candidate(
             proposal = {**base.candidate, MEM: value}
             said = answer(proposal)
             if said == "launch":
-                return proposal, base.number
+                return Push(proposal, base, peak)
             if said == "measured":
                 break
     return None
