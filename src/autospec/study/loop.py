@@ -309,13 +309,13 @@ def _optimize(req: OptimizeRequest, observer: Observer | None) -> OptimizeResult
                     idle += 1
             if record.launched:  # failed launches too: an identical failing server is not relaunched
                 gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
-                if req.learn:
-                    with STOP_SIGNALS.deferred():
-                        push = _enqueue_mem_push(study, req.space, gate, budget=max(1, target // PUSH_SHARE))
-                    if push:
-                        obs.message(push)
-                        events.write(push)
             obs.trial_finished(trial.number, record, done, target)
+            if record.launched and req.learn and done < target:
+                with STOP_SIGNALS.deferred():
+                    push = _enqueue_mem_push(study, req.space, gate, budget=max(1, target // PUSH_SHARE))
+                if push:
+                    obs.message(push)
+                    events.write(push)
     except KeyboardInterrupt:
         note = ""
         if current is not None:
