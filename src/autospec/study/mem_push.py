@@ -82,7 +82,7 @@ def push_candidate(
     of an objective or constraint), or when every higher mem fraction of each of them is
     already measured or would not run."""
     mem = space.param(MEM)
-    if mem is None or mem.type not in ("float", "int", "categorical") or not space.objectives:
+    if mem is None or not space.objectives:
         return None
     levels = [o.concurrency for o in space.objectives] + [c.concurrency for c in space.constraints]
     peak = max(levels)
