@@ -15,7 +15,7 @@ of the test still runs. `sim_space`: a small search space where every candidate 
 
 from __future__ import annotations
 
-from simspace import processes_mentioning, sim_space_text  # tests/ is on sys.path (rootdir conftest)
+from simspace import kill_all, processes_mentioning, sim_space_text  # tests/ is on sys.path (rootdir conftest)
 
 import glob
 import os
@@ -221,11 +221,7 @@ def tuners(tmp_path: Path):
         if tuner.running:
             tuner.kill9()
     left = factory.leftovers()
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    kill_all(left)
     assert not left, f"simulator processes left running: {left}"
 
 

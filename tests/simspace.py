@@ -5,7 +5,10 @@ processes a test left behind."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
+from typing import Callable, Iterable
 
 
 def processes_mentioning(marker: str, needle: bytes = b"autospec.sim") -> dict[int, str]:
@@ -23,6 +26,16 @@ def processes_mentioning(marker: str, needle: bytes = b"autospec.sim") -> dict[i
         if state != "Z" and needle in parts and any(marker.encode() in p for p in parts):
             found[int(entry.name)] = b" ".join(parts).decode(errors="replace")
     return found
+
+
+def kill_all(pids: Iterable[int], kill: Callable[[int, int], None] = os.kill) -> None:
+    """SIGKILL each of `pids` (a process, or with ``kill=os.killpg`` a group); ones already
+    gone are fine. For fixtures that then fail the test for having left them."""
+    for pid in pids:
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def sim_space_text(topk: tuple[int, ...] = (1,), baseline: bool = False) -> str:

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from simspace import kill_all
 
 from autospec.launcher import LaunchRequest, Launcher
 from autospec.launcher.proctree import is_alive
@@ -46,11 +45,7 @@ def ledger(tmp_path: Path) -> Iterator[ProcessLedger]:
     yield book
     # Teardown is synchronous in the launcher, so anything alive now is a leak.
     leaked = book.alive()
-    for pid in leaked:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_all(leaked)
     assert not leaked, f"processes left running after the test: {leaked}"
 
 

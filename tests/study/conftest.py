@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 
 import pytest
-from simspace import processes_mentioning, sim_space_text
+from simspace import kill_all, processes_mentioning, sim_space_text
 
 FAST_SPACE = sim_space_text(topk=(1, 2))
 
@@ -24,14 +23,20 @@ def fast_space(tmp_path: Path) -> Path:
 
 
 
+def storage_spec(backend: str, study: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The --storage value for `backend` ("sqlite", "journal" or "postgres", the last from
+    the PostgreSQL fixture) with the study's files under tmp_path/studies."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'studies' / study}.db"
+    if backend == "journal":
+        return str(tmp_path / "studies" / f"{study}.log")
+    return request.getfixturevalue("postgres_url")
+
+
 @pytest.fixture
 def no_leftover_sims(tmp_path: Path):
     """Fails the test if it leaves a simulator process running (and kills it)."""
     yield
     left = processes_mentioning(str(tmp_path))
-    for pid in left:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    kill_all(left, os.killpg)
     assert not left, f"simulator processes left running: {sorted(left)}"

@@ -29,16 +29,10 @@ from autospec.study import recovery
 from autospec.study.records import SERVER_KEY, WORKER_KEY
 from autospec.study.storage import open_storage
 
+from .conftest import storage_spec
+
 
 STUDY = "resume"
-
-
-def storage_spec(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'studies' / STUDY}.db"
-    if backend == "journal":
-        return str(tmp_path / "studies" / f"{STUDY}.log")
-    return request.getfixturevalue("postgres_url")
 
 
 def load(spec: str, tmp_path: Path) -> optuna.Study:
@@ -69,7 +63,7 @@ def test_kill_9_mid_trial_then_the_same_command_recovers_and_reaches_the_target(
     tmp_path, sim_space, tuners, backend, request
 ):
     (tmp_path / "studies").mkdir()
-    spec = storage_spec(backend, tmp_path, request)
+    spec = storage_spec(backend, STUDY, tmp_path, request)
     argv = ["optimize", "--space", str(sim_space), "--study", STUDY, "--storage", spec,
             "--studies-dir", str(tmp_path / "studies"), "--trials", "2", "--seed", "7", *tuners.sim_flags]
     env = {"AUTOSPEC_SIM_FAULTS": "zombie_child"}

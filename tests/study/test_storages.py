@@ -24,17 +24,11 @@ from autospec.study import recovery
 from autospec.study.records import WORKER_KEY
 from autospec.study.storage import open_storage, open_study
 
+from .conftest import storage_spec
+
 STUDY = "store"
 PARAMS = {"speculative_num_steps": 2, "speculative_eagle_topk": 1, "mem_fraction_static": 0.84}
 OTHER_HOST = {"host": "another-host.example", "pid": 4242, "start_time": 1, "launch_id": "0" * 32}
-
-
-def storage_spec(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'studies' / STUDY}.db"
-    if backend == "journal":
-        return str(tmp_path / "studies" / f"{STUDY}.log")
-    return request.getfixturevalue("postgres_url")
 
 
 def study_with_a_running_trial(spec: str, tmp_path: Path, space_path: Path) -> tuple[optuna.Study, optuna.Trial]:
@@ -65,7 +59,7 @@ def heartbeat_trial_ids(storage: optuna.storages.RDBStorage) -> set[int]:
 @pytest.mark.usefixtures("no_leftover_sims")
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_a_trial_whose_heartbeat_stopped_is_failed_and_its_parameters_run_again(tmp_path, sim_space, backend, request):
-    spec = storage_spec(backend, tmp_path, request)
+    spec = storage_spec(backend, STUDY, tmp_path, request)
     study, trial = study_with_a_running_trial(spec, tmp_path, sim_space)
     backdate_heartbeats(study._storage._backend)
 
@@ -89,7 +83,7 @@ def test_a_trial_whose_heartbeat_stopped_is_failed_and_its_parameters_run_again(
 
 @pytest.mark.parametrize("backend", ["sqlite", "journal"])
 def test_another_hosts_running_trial_is_left_alone_without_a_stale_heartbeat(tmp_path, sim_space, backend, request):
-    spec = storage_spec(backend, tmp_path, request)
+    spec = storage_spec(backend, STUDY, tmp_path, request)
     study, trial = study_with_a_running_trial(spec, tmp_path, sim_space)
 
     assert recovery.recover(study) == []
