@@ -32,6 +32,7 @@ the time the rounds took. `run_chaos()` is the same with a small count for the t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -42,9 +43,10 @@ import tempfile
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 
@@ -186,10 +188,8 @@ class Round:
         return False
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait()
 
     # ------------------------------------------------------------ moments
@@ -390,10 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         left = sim_processes(str(workdir))
         for pid in left:  # never leave anything running, whatever happened
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     rounds = sorted(result.round_seconds)

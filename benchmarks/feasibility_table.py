@@ -30,7 +30,7 @@ from pathlib import Path
 from _studies import run_study
 
 from autospec.feasibility.gate import dedup_key
-from autospec.study.records import LAUNCH_FAILURES
+from autospec.launcher import LAUNCH_FAILURE_KINDS as LAUNCH_FAILURES
 
 FAST = ["--output-len", "32"]
 

@@ -42,8 +42,10 @@ try:
 except ImportError:  # run from a checkout without installing autospec
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from autospec.launcher import LaunchRequest, Launcher, NvmlGpuProbe, ProbeUnavailable  # noqa: E402
-from autospec.launcher.ports import pick_free_port  # noqa: E402
+import contextlib
+
+from autospec.launcher import Launcher, LaunchRequest, NvmlGpuProbe, ProbeUnavailable
+from autospec.launcher.ports import pick_free_port
 
 MIB = 1024 * 1024
 TOLERANCE_MB = 256.0
@@ -168,7 +170,7 @@ def run_launcher(probe, script: Path, args, setsid: bool, log_dir: Path, index: 
 
 def run_bare_kill(probe, script: Path, args, index: int) -> dict:
     baseline = used_mb(probe, args.gpu)
-    flags, command = holder_command(script, args, setsid=False)
+    _flags, command = holder_command(script, args, setsid=False)
     argv = command + ["--gb", str(args.gb), "--gpu", str(args.gpu), "--port", str(pick_free_port())]
     proc = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()  # printed once parent and child both hold their memory
@@ -181,10 +183,8 @@ def run_bare_kill(probe, script: Path, args, index: int) -> dict:
     still_held = max(used_mb(probe, args.gpu) - baseline, 0.0)
     survivors = sorted(probe.snapshot().pids)
     # clean up what the bare kill left (the child, still in the group)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     wait_used(probe, args.gpu, lambda used: used <= baseline + TOLERANCE_MB, 60)
     return {
         "scenario": "bare-kill",
@@ -246,9 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"GPU {args.gpu}: {probe.snapshot().names.get(args.gpu)}, {baseline:.0f} MiB in use before; "
               f"each process holds {args.gb:g} GiB", flush=True)
         for index in range(args.repeats):
-            for run in (lambda: run_launcher(probe, script, args, False, folder, index),
-                        lambda: run_launcher(probe, script, args, True, folder, index),
-                        lambda: run_bare_kill(probe, script, args, index)):
+            for run in (lambda i=index: run_launcher(probe, script, args, False, folder, i),
+                        lambda i=index: run_launcher(probe, script, args, True, folder, i),
+                        lambda i=index: run_bare_kill(probe, script, args, i)):
                 row = run()
                 results.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "report"}), flush=True)

@@ -21,13 +21,13 @@ from pathlib import Path
 from _studies import full_flags, run_study
 
 from autospec.cli.common import load_space
-from autospec.report import front
+from autospec.report import snapshot
 from autospec.sim import load_profile, predict
 from autospec.space import grid
 
 
 def workload_for(space) -> dict:
-    w, b = space.workload, space.bench
+    w = space.workload
     return {"input_len": w.input_len, "output_len": w.output_len, "temperature": w.temperature}
 
 
@@ -71,17 +71,17 @@ def main() -> None:
         for seed in args.seeds:
             study, wall = run_study(Path(tmp), f"gap-{seed}", trials=args.trials, seed=seed, sampler=args.sampler,
                                     space=args.space, time_scale=args.time_scale, extra=extra)
-            rows_front = front(study)
+            rows_front = snapshot(study).front
             ratios, measured = [], []
             for i, obj in enumerate(objectives):
-                best_true = max((true_value(full_flags(args.space, r.params), obj) for r in rows_front), default=0.0)
+                best_true = max((true_value(full_flags(args.space, r.flags), obj) for r in rows_front), default=0.0)
                 ratios.append(best_true / optimum[i][1])
                 measured.append(max((r.values[i] for r in rows_front), default=0.0) * args.time_scale)
             launched = sum(1 for t in study.trials if t.user_attrs.get("launched"))
             rows.append((seed, ratios, measured, len(rows_front), launched, len(study.trials), wall))
             print(f"seed {seed}: front {len(rows_front)} configs; best/optimum = "
                   + ", ".join(f"{o.name} {r:.3f}" for o, r in zip(objectives, ratios))
-                  + f"; measured best = " + ", ".join(f"{m:.1f}" for m in measured)
+                  + "; measured best = " + ", ".join(f"{m:.1f}" for m in measured)
                   + f"; {launched} launched of {len(study.trials)} trials; {wall:.0f}s", flush=True)
 
     print()

@@ -7,6 +7,7 @@ server runs as the ``postgres`` system user (or a created ``autospec-pg`` user).
 binaries FAIL the test with the fix (`.ci/run` installs the ``postgresql`` package).
 
 `postgres_url`: a fresh, empty database on that server for one test, as a SQLAlchemy URL.
+`postgres_instance`: a server of one test's own, which the test may stop and start again.
 
 `tuners`: starts `autospec optimize` as a subprocess in its own session (as a terminal
 runs it) and, at teardown, kills what is left and fails the test if any simulator process
@@ -15,8 +16,7 @@ of the test still runs. `sim_space`: a small search space where every candidate 
 
 from __future__ import annotations
 
-from simspace import kill_all, processes_mentioning, sim_space_text  # tests/ is on sys.path (rootdir conftest)
-
+import contextlib
 import glob
 import os
 import pwd
@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from simspace import kill_all, processes_mentioning, sim_space_text  # tests/ is on sys.path (rootdir conftest)
 
 _PG_USER = "autospec"
 
@@ -85,38 +87,69 @@ def _run_as(user: str | None, argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
+class PostgresInstance:
+    """One PostgreSQL server of the test session in its own folder; `stop()` and `start()`
+    take it away and bring it back on the same port with the same data."""
+
+    def __init__(self) -> None:
+        bin_dir = _pg_bin_dir()
+        if bin_dir is None:
+            pytest.fail(
+                "PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin; "
+                "install them (apt-get install postgresql; .ci/run does this) to run the postgres tests"
+            )
+        self.bin_dir = bin_dir
+        self.user = _server_user()
+        self.base = Path(tempfile.mkdtemp(prefix="autospec-pg-"))
+        self.data = self.base / "data"
+        if self.user is not None:
+            entry = pwd.getpwnam(self.user)
+            os.chown(self.base, entry.pw_uid, entry.pw_gid)
+        init = _run_as(self.user, [str(bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", _PG_USER,
+                                   "-E", "UTF8", "--no-sync"])
+        if init.returncode != 0:
+            shutil.rmtree(self.base, ignore_errors=True)
+            pytest.fail(f"initdb failed: {init.stderr.strip() or init.stdout.strip()}")
+        self.port = _free_port()
+        self.server = PostgresServer("127.0.0.1", self.port, _PG_USER)
+
+    def _pg_ctl(self, *args: str) -> subprocess.CompletedProcess:
+        return _run_as(self.user, [str(self.bin_dir / "pg_ctl"), "-D", str(self.data), *args])
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+        started = self._pg_ctl("-l", str(self.base / "server.log"), "-o", options, "-w", "-t", "60", "start")
+        if started.returncode != 0:
+            log = (self.base / "server.log").read_text(errors="replace") if (self.base / "server.log").exists() else ""
+            pytest.fail(f"pg_ctl start failed: {started.stderr.strip() or started.stdout.strip()} {log[-500:]}")
+
+    def stop(self) -> None:
+        self._pg_ctl("-m", "immediate", "-w", "stop")
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
-    bin_dir = _pg_bin_dir()
-    if bin_dir is None:
-        pytest.fail(
-            "PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin; "
-            "install them (apt-get install postgresql; .ci/run does this) to run the postgres tests"
-        )
-    user = _server_user()
-    base = Path(tempfile.mkdtemp(prefix="autospec-pg-"))
-    data = base / "data"
-    if user is not None:
-        entry = pwd.getpwnam(user)
-        os.chown(base, entry.pw_uid, entry.pw_gid)
-    init = _run_as(user, [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", _PG_USER, "-E", "UTF8",
-                          "--no-sync"])
-    if init.returncode != 0:
-        shutil.rmtree(base, ignore_errors=True)
-        pytest.fail(f"initdb failed: {init.stderr.strip() or init.stdout.strip()}")
-    port = _free_port()
-    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
-    start = _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(base / "server.log"), "-o", options,
-                           "-w", "-t", "60", "start"])
-    if start.returncode != 0:
-        log = (base / "server.log").read_text(errors="replace") if (base / "server.log").exists() else ""
-        shutil.rmtree(base, ignore_errors=True)
-        pytest.fail(f"pg_ctl start failed: {start.stderr.strip() or start.stdout.strip()} {log[-500:]}")
+    instance = PostgresInstance()
     try:
-        yield PostgresServer("127.0.0.1", port, _PG_USER)
+        instance.start()
+        yield instance.server
     finally:
-        _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
-        shutil.rmtree(base, ignore_errors=True)
+        instance.remove()
+
+
+@pytest.fixture
+def postgres_instance():
+    """A PostgreSQL server of this test alone (it may stop and restart it); started."""
+    instance = PostgresInstance()
+    try:
+        instance.start()
+        yield instance
+    finally:
+        instance.remove()
 
 
 @pytest.fixture
@@ -151,7 +184,7 @@ class Tuner:
         self.proc: subprocess.Popen | None = None
         self.stdout = self.stderr = ""
 
-    def start(self) -> "Tuner":
+    def start(self) -> Tuner:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autospec.cli.main", *self.argv], cwd=self.cwd, env=self.env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -179,10 +212,8 @@ class Tuner:
 
     def kill9(self) -> None:
         """SIGKILL the tuner's whole process group and reap it."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.wait()
 
     def wait(self, timeout_s: float = 120.0) -> int:
@@ -230,3 +261,12 @@ def sim_space(tmp_path: Path) -> Path:
     path = tmp_path / "space.toml"
     path.write_text(SIM_SPACE)
     return path
+
+
+@pytest.fixture
+def no_leftover_sims(tmp_path: Path):
+    """Fails the test if it leaves a simulator process running (and kills it)."""
+    yield
+    left = processes_mentioning(str(tmp_path))
+    kill_all(left, os.killpg)
+    assert not left, f"simulator processes left running: {sorted(left)}"

@@ -5,10 +5,11 @@ processes a test left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 
 def processes_mentioning(marker: str, needle: bytes = b"autospec.sim") -> dict[int, str]:
@@ -32,10 +33,8 @@ def kill_all(pids: Iterable[int], kill: Callable[[int, int], None] = os.kill) ->
     """SIGKILL each of `pids` (a process, or with ``kill=os.killpg`` a group); ones already
     gone are fine. For fixtures that then fail the test for having left them."""
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def sim_space_text(topk: tuple[int, ...] = (1,), baseline: bool = False) -> str:

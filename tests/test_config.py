@@ -9,7 +9,17 @@ from pathlib import Path
 import pytest
 
 from autospec.cli.common import bundled_spaces, load_space
-from autospec.config import ConfigError, load_search_space, parse_duration, parse_search_space
+from autospec.config import (
+    CategoricalParam,
+    ConfigError,
+    DraftTokensParam,
+    FloatParam,
+    IntParam,
+    load_search_space,
+    parse_duration,
+    parse_search_space,
+)
+from autospec.workload import Workload
 
 MINIMAL = {
     "server": {"flags": {"model_path": "m", "speculative_algorithm": "EAGLE"}},
@@ -69,7 +79,7 @@ def test_latency_objective_defaults_to_minimize():
         ({"params__speculative_num_steps": {"type": "int", "low": 5, "high": 1}}, "empty range"),
         ({"params__speculative_num_steps": {"type": "int", "low": 0, "high": 3}}, "speculative_num_steps must stay within"),
         ({"params__mem_fraction_static": {"type": "float", "low": 0.5, "high": 1.2}}, "mem_fraction_static must stay within"),
-        ({"params__speculative_eagle_topk": {"type": "categorical", "choices": []}}, "non-empty choices"),
+        ({"params__speculative_eagle_topk": {"type": "categorical", "choices": []}}, "choices must not be empty"),
         ({"params__speculative_eagle_topk": {"type": "list"}}, "type must be one of"),
         ({"params__speculative_num_steps": {"type": "int", "low": 1, "high": 3, "typo": 1}}, "unknown key 'typo'"),
         ({"objectives": [{"metric": "tokens_per_joule", "concurrency": 1}]}, "unknown metric 'tokens_per_joule'"),
@@ -80,7 +90,8 @@ def test_latency_objective_defaults_to_minimize():
         ({"bench__concurrency": [0]}, "positive integers"),
         ({"workload__kind": "sharegpt"}, "kind must be one of"),
         ({"workload__kind": "file"}, "needs path"),
-        ({"workload__output_len": 0}, "output_len must be a positive integer"),
+        ({"workload__output_len": 0}, "[workload] output_len must be >= 1"),
+        ({"workload__top_p": 0}, "[workload] top_p must be in (0, 1]"),
         ({"server__flags__speculative_num_steps": 3}, "both tunable"),
         ({"server__flags__mem_fraction_static": 1.5, "params__mem_fraction_static": None}, "mem_fraction_static must stay within"),
         ({"params__speculative_eagle_topk": None, "params__speculative_num_draft_tokens": {"type": "draft_tokens"}},
@@ -159,3 +170,180 @@ def test_space_file_round_trip(tmp_path: Path):
     assert space.param("cuda_graph_max_bs").when == (("speculative_eagle_topk", (4,)),)
     assert space.constraints[0].violation(2500) == 500
     assert space.constraints[0].violation(1500) < 0
+
+
+# ------------------------------------------------------------------ fingerprints
+
+# Computed by the code before the pydantic models: existing studies store these, and a
+# study refuses to open when its space's fingerprint differs.
+BUNDLED_FINGERPRINTS = {
+    "default": "37c3b3b474d87303",
+    "eagle3": "13c25284a8e23951",
+    "mtp": "a2307e33ec206f34",
+    "ngram": "52a913dbd01b24a0",
+    "real-tiny-eagle": "63ae46fedfa6d2f3",
+}
+
+
+def test_every_bundled_space_has_a_pinned_fingerprint():
+    assert set(bundled_spaces()) == set(BUNDLED_FINGERPRINTS)
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED_FINGERPRINTS))
+def test_bundled_fingerprints_never_change(name):
+    assert load_space(name).fingerprint() == BUNDLED_FINGERPRINTS[name]
+
+
+# Integers where floats would do, a zero low, `when` tables, constraints and a log
+# parameter: the fingerprint hashes values as the file wrote them.
+EDGE = {
+    "server": {"flags": {"model_path": "m", "--tp-size": 2, "speculative_eagle_topk": 4}, "env": {"A": "b"},
+               "sglang_version": "0.5.16", "ready_timeout_s": 60},
+    "params": {
+        "speculative_num_steps": {"type": "int", "low": 1, "high": 5, "step": 2},
+        "speculative_num_draft_tokens": {"type": "draft_tokens"},
+        "mem_fraction_static": {"type": "float", "low": 0.5, "high": 0.9},
+        "chunked_prefill_size": {"type": "int", "low": 1024, "high": 8192, "log": True},
+        "schedule_conservativeness": {"type": "float", "low": 0, "high": 2, "step": 0.5,
+                                      "when": {"speculative_num_steps": [1, 3]}},
+        "attention_backend": {"type": "categorical", "choices": ["fa3", "triton", False],
+                              "when": {"speculative_eagle_topk": 4}},
+    },
+    "workload": {"kind": "random", "temperature": 0, "top_p": 1, "input_len": 64, "seed": 3, "api": "chat"},
+    "bench": {"concurrency": [1, 4], "max_error_rate": 0, "request_timeout_s": 30},
+    "objectives": [{"metric": "output_tok_s", "concurrency": 1}, {"metric": "ttft_ms_p50", "concurrency": 4}],
+    "constraints": [{"metric": "ttft_ms_p99", "concurrency": 4, "max": 2000},
+                    {"metric": "output_tok_s", "concurrency": 1, "min": 0}],
+    "baseline": {"speculative_num_steps": 3},
+}
+
+
+def test_fingerprint_hashes_values_as_written():
+    assert parse_search_space(EDGE).fingerprint() == "bf1b986c7a6f3aaf"
+    space = parse_search_space(EDGE)
+    assert type(space.workload.temperature) is int and type(space.param("schedule_conservativeness").low) is int
+    floats = copy.deepcopy(EDGE)
+    floats["workload"]["temperature"] = 0.0
+    assert parse_search_space(floats).fingerprint() != "bf1b986c7a6f3aaf"
+
+
+# ------------------------------------------------------------- parameter variants
+
+
+def test_each_parameter_type_is_its_own_variant_with_only_its_fields():
+    space = parse_search_space(MINIMAL)
+    steps, topk, draft, mem = space.params
+    assert steps == IntParam("speculative_num_steps", 1, 5)
+    assert topk == CategoricalParam("speculative_eagle_topk", (1, 2))
+    assert draft == DraftTokensParam("speculative_num_draft_tokens", high=8, step=0.25)
+    assert mem == FloatParam("mem_fraction_static", 0.7, 0.9, step=0.05)
+    assert not hasattr(topk, "low") and not hasattr(steps, "choices") and not hasattr(draft, "low")
+    assert all(p.applies({}) for p in space.params)
+
+
+@pytest.mark.parametrize(
+    "table, needle",
+    [
+        ({"type": "categorical", "choices": [1, 2], "low": 1}, "[params.speculative_eagle_topk] unknown key 'low'"),
+        ({"type": "int", "low": 1, "high": 4, "choices": [1]}, "[params.speculative_eagle_topk] unknown key 'choices'"),
+        ({"type": "draft_tokens", "high": 8}, "type draft_tokens is only for speculative_num_draft_tokens"),
+        ({"type": "int", "low": 1.5, "high": 4}, "[params.speculative_eagle_topk] low must be an integer, got 1.5"),
+        ({"type": "int", "low": True, "high": 4}, "[params.speculative_eagle_topk] low must be an integer, got True"),
+        ({"type": "float", "low": "0.1", "high": 4}, "[params.speculative_eagle_topk] low must be a number"),
+        ({"type": "int", "high": 4}, "[params.speculative_eagle_topk] low is missing"),
+        ({"type": "float", "low": 0.1, "high": 4, "log": True, "step": 0.1}, "log = true needs low > 0 and no step"),
+        ({"type": "categorical", "choices": [1, 1]}, "choices contain duplicates"),
+        ({"low": 1, "high": 4}, "[params.speculative_eagle_topk] needs type = ...; add it"),
+        ({"type": "categorical", "choices": [1, 2], "when": {}}, "when must be a table such as"),
+        ({"type": "categorical", "choices": [1, 2], "name": "x"}, "unknown key 'name'"),
+    ],
+)
+def test_parameter_tables_are_checked_by_their_type(table, needle):
+    with pytest.raises(ConfigError) as exc:
+        parse_search_space(with_(params__speculative_eagle_topk=table), source="space.toml")
+    message = str(exc.value)
+    assert message.startswith("space.toml: ") and needle in message and "\n" not in message
+    assert exc.value.__cause__ is None  # no pydantic traceback attached
+    assert exc.value.__context__ is None or exc.value.__suppress_context__
+
+
+def test_draft_tokens_step_is_a_fraction_and_high_a_cap():
+    for table, needle in [({"step": 1.5}, "step is the fraction grid"), ({"high": 1}, "high must be >= 2")]:
+        with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+            parse_search_space(with_(params__speculative_num_draft_tokens={"type": "draft_tokens", **table}))
+
+
+# --------------------------------------------------------------- unknown keys
+
+
+@pytest.mark.parametrize(
+    "changes, where",
+    [
+        ({"surprise": 1}, "space.toml: unknown key 'surprise'; allowed keys are baseline, bench, "),
+        ({"server__comand": ["x"]}, "space.toml: [server] unknown key 'comand'; allowed keys are command, env, "),
+        ({"params__speculative_num_steps__hihg": 3}, "space.toml: [params.speculative_num_steps] unknown key 'hihg'"),
+        ({"params__mem_fraction_static__stpe": 0.1}, "space.toml: [params.mem_fraction_static] unknown key 'stpe'"),
+        ({"params__speculative_eagle_topk__choice": [1]}, "space.toml: [params.speculative_eagle_topk] unknown key 'choice'"),
+        ({"params__speculative_num_draft_tokens__cap": 8},
+         "space.toml: [params.speculative_num_draft_tokens] unknown key 'cap'; allowed keys are high, step, type, when"),
+        ({"workload__output_length": 8}, "space.toml: [workload] unknown key 'output_length'; allowed keys are api, "),
+        ({"bench__concurency": [1]}, "space.toml: [bench] unknown key 'concurency'; allowed keys are concurrency, "),
+        ({"objectives": [{"metric": "output_tok_s", "concurrency": 1, "goal": "max"}]},
+         "space.toml: objectives #1 unknown key 'goal'; allowed keys are concurrency, direction, metric"),
+        ({"constraints": [{"metric": "ttft_ms_p99", "concurrency": 32, "maximum": 5}]},
+         "space.toml: constraints #1 unknown key 'maximum'; allowed keys are concurrency, max, metric, min"),
+    ],
+)
+def test_unknown_keys_are_rejected_in_every_table(changes, where):
+    with pytest.raises(ConfigError) as exc:
+        parse_search_space(with_(**changes), source="space.toml")
+    assert str(exc.value).startswith(where) and "\n" not in str(exc.value)
+
+
+def test_top_p_zero_fails_when_the_file_is_loaded(tmp_path: Path):
+    path = tmp_path / "space.toml"
+    path.write_text(textwrap.dedent("""
+        [server.flags]
+        model_path = "m"
+        [params.speculative_num_steps]
+        type = "int"
+        low = 1
+        high = 3
+        [workload]
+        kind = "random"
+        top_p = 0
+    """))
+    with pytest.raises(ConfigError) as exc:
+        load_search_space(path)
+    assert str(exc.value) == (
+        f"{path}: [workload] top_p must be in (0, 1], got 0; use 1.0 to disable nucleus sampling"
+    )
+
+
+def test_the_workload_is_the_one_workload_type():
+    space = parse_search_space(with_(workload={"kind": "builtin", "name": "summary", "api": "chat"}))
+    assert space.workload == Workload("builtin", name="summarize", api="chat")
+
+
+def test_type_errors_name_the_table_and_key():
+    cases = [
+        (with_(bench={"concurrency": [1, 32], "min_requests": "4"}), "space.toml: [bench] min_requests must be an integer, got '4'"),
+        (with_(server={"command": [], "flags": {"model_path": "m"}}), "space.toml: [server] command must be a non-empty list"),
+        (with_(server__env={"A": 1}), "space.toml: [server.env] A must be a string"),
+        (with_(bench=[1]), "space.toml: [bench] must be a table"),
+        (with_(objectives=[{"metric": "output_tok_s"}]), "space.toml: objectives #1 concurrency is missing"),
+        (with_(baseline=3), "space.toml: baseline must be a table"),
+    ]
+    for data, start in cases:
+        with pytest.raises(ConfigError) as exc:
+            parse_search_space(data, source="space.toml")
+        assert str(exc.value).startswith(start), str(exc.value)
+
+
+def test_overrides_are_one_line_errors_too():
+    space = parse_search_space(MINIMAL, source="space.toml")
+    with pytest.raises(ConfigError, match=r"^space.toml: \[bench\] concurrency must be a list of positive integers"):
+        space.with_overrides(concurrency=(0,))
+    with pytest.raises(ConfigError, match=r"^space.toml: \[workload\] output_len must be >= 1"):
+        space.with_overrides(output_len=-1)
+    assert space.with_overrides(output_len=64, flags={"tp_size": 2}).workload.output_len == 64

@@ -133,7 +133,7 @@ def fit_speed(profile, figs):
           profile.verify_ms_per_token, profile.request_ms, profile.draft_step_ms, profile.draft_ms_per_token]
     lo = [b[1] for b in SPEED_PARAMS]
     hi = [b[2] for b in SPEED_PARAMS]
-    x0 = [min(max(v, l + 1e-6), h - 1e-6) for v, l, h in zip(x0, lo, hi)]
+    x0 = [min(max(v, low + 1e-6), high - 1e-6) for v, low, high in zip(x0, lo, hi)]
     result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, x_scale="jac")
     # then minimise the worst figure's error (the acceptance criterion is +-10% on each),
     # starting from the least-squares solution; bounds are kept by clipping

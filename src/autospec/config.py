@@ -22,8 +22,13 @@ A search-space file is TOML (docs/search-spaces.md has the full reference)::
     [[constraints]] metric = "ttft_ms_p99", concurrency = 32, max = 2000
     [baseline]    the user's current deployment (flags), enqueued by --baseline
 
-Every error is a `ConfigError` whose message names the file, the key, the problem
-and the fix, on one line.
+Each table is a pydantic dataclass: unknown keys are rejected in every table, and
+values keep the types the file gave them (the study fingerprint depends on it). Every
+error is a `ConfigError` whose message names the file, the key, the problem and the
+fix, on one line: `<file>: <where> <problem>; <fix>`, e.g.
+`space.toml: [params.speculative_num_steps] low must be an integer, got 'x'; write a
+whole number`. Checks that span tables (bounds SGLang needs, metrics, concurrency
+levels) run on the assembled `SearchSpace`, again after command-line overrides.
 """
 
 from __future__ import annotations
@@ -32,11 +37,32 @@ import hashlib
 import json
 import math
 import sys
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass as plain_dataclass
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    Strict,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic.dataclasses import dataclass
 
 from autospec.errors import ConfigError
+from autospec.sglang_facts import DRAFT_TOKENS, STEPS, TOPK
+from autospec.validation import KnownKeys, Number, first_problem, invalid, invalid_table, one_of, short
+from autospec.workload import Workload
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,9 +71,12 @@ else:  # pragma: no cover
 
 __all__ = [
     "ParamSpec",
+    "IntParam",
+    "FloatParam",
+    "CategoricalParam",
+    "DraftTokensParam",
     "ObjectiveSpec",
     "ConstraintSpec",
-    "WorkloadSpec",
     "BenchSpec",
     "ServerSpec",
     "SearchSpace",
@@ -57,60 +86,192 @@ __all__ = [
     "DRAFT_TOKENS",
 ]
 
-DRAFT_TOKENS = "speculative_num_draft_tokens"
-STEPS = "speculative_num_steps"
-TOPK = "speculative_eagle_topk"
-
-_PARAM_TYPES = ("int", "float", "categorical", "draft_tokens")
-_WORKLOAD_KINDS = ("synthetic", "random", "file", "builtin")
-_APIS = ("generate", "completions", "chat")
-_DIRECTIONS = ("maximize", "minimize")
+_TABLE = ConfigDict(extra="forbid")
+_T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
-class ParamSpec:
-    """One tunable server flag.
+def _flag_name(name: str) -> str:
+    """Accept `--speculative-num-steps`, `speculative-num-steps` or the snake_case name."""
+    return name.lstrip("-").replace("-", "_")
 
-    `draft_tokens` is special: it is only sampled when top-k > 1, as a fraction of the
-    range SGLang allows, [steps + 1, min(steps * topk + 1, high)], so every sampled
-    value is valid by construction (topk == 1 forces steps + 1, as SGLang does).
-    `when` restricts the parameter to trials where other parameters take the listed
-    values; otherwise the flag is left unset (SGLang's default).
-    """
 
+# ------------------------------------------------------------------- value types
+
+_PositiveInt = Annotated[int, Strict(), Field(ge=1)]
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise invalid(f"must be a positive number, got {value}; use a value above 0")
+    return value
+
+
+def _when_pairs(raw: Any) -> Any:
+    """`{ topk = [2, 4], steps = 3 }` -> `(("topk", (2, 4)), ("steps", (3,)))`."""
+    if isinstance(raw, tuple):
+        return raw
+    if not isinstance(raw, dict) or not raw:
+        raise invalid(
+            "must be a table such as when = { speculative_eagle_topk = [2, 4] }; "
+            "name the parameters and the values this one is tuned for"
+        )
+    return tuple((_flag_name(str(k)), tuple(v) if isinstance(v, list) else (v,)) for k, v in raw.items())
+
+
+_When = Annotated[tuple[tuple[str, tuple[Any, ...]], ...], BeforeValidator(_when_pairs)]
+
+
+# ------------------------------------------------------------------ parameters
+
+
+class _Tunable(KnownKeys):
+    """What every parameter variant has: its flag `name` (the table's name, filled in
+    by the loader) and `when` conditions on other parameters' values."""
+
+    IMPLICIT_KEYS = frozenset({"name"})
     name: str
-    type: str
-    low: float | None = None
-    high: float | None = None
-    step: float | None = None
-    log: bool = False
-    choices: tuple[Any, ...] = ()
-    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    when: tuple[tuple[str, tuple[Any, ...]], ...]
 
     def applies(self, values: Mapping[str, Any]) -> bool:
         """True when every `when` condition holds for the already chosen `values`."""
         return all(values.get(k) in allowed for k, allowed in self.when)
 
 
-@dataclass(frozen=True)
-class ObjectiveSpec:
-    metric: str
-    concurrency: int
-    direction: str = "maximize"
+def _check_range(low: float, high: float, step: float | None, log: bool) -> None:
+    if low > high:
+        raise invalid_table(f"is an empty range: low = {low} > high = {high}; swap or widen them")
+    if log and (low <= 0 or step is not None):
+        raise invalid_table("log = true needs low > 0 and no step; drop step or raise low")
+
+
+@dataclass(frozen=True, config=_TABLE)
+class IntParam(_Tunable):
+    """An integer flag in [low, high], on a `step` grid or log-uniform."""
+
+    name: str
+    low: StrictInt
+    high: StrictInt
+    step: _PositiveInt | None = None
+    log: StrictBool = False
+    when: _When = ()
+    type: Literal["int"] = "int"
+
+    @model_validator(mode="after")
+    def _valid_range(self) -> IntParam:
+        _check_range(self.low, self.high, self.step, self.log)
+        return self
+
+
+@dataclass(frozen=True, config=_TABLE)
+class FloatParam(_Tunable):
+    """A real flag in [low, high], on a `step` grid, log-uniform, or continuous."""
+
+    name: str
+    low: Number
+    high: Number
+    step: Annotated[Number, AfterValidator(_positive)] | None = None
+    log: StrictBool = False
+    when: _When = ()
+    type: Literal["float"] = "float"
+
+    @model_validator(mode="after")
+    def _valid_range(self) -> FloatParam:
+        _check_range(self.low, self.high, self.step, self.log)
+        return self
+
+
+def _distinct_choices(choices: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not choices:
+        raise invalid("must not be empty; list the values to try, e.g. choices = [1, 2, 4]")
+    if len(set(map(repr, choices))) != len(choices):
+        raise invalid(f"contain duplicates ({short(list(choices))}); list each value once")
+    return choices
+
+
+@dataclass(frozen=True, config=_TABLE)
+class CategoricalParam(_Tunable):
+    """A flag that takes one of `choices` (numbers, strings or booleans)."""
+
+    name: str
+    choices: Annotated[tuple[Any, ...], AfterValidator(_distinct_choices)]
+    when: _When = ()
+    type: Literal["categorical"] = "categorical"
+
+
+def _fraction_step(value: float) -> float:
+    if not 0 < value <= 1:
+        raise invalid(f"is the fraction grid of the allowed range and must be in (0, 1], got {value}; use e.g. 0.25")
+    return float(value)
+
+
+@dataclass(frozen=True, config=_TABLE)
+class DraftTokensParam(_Tunable):
+    """`speculative_num_draft_tokens`, sampled only when top-k > 1, as a fraction (on a
+    `step` grid) of the range SGLang can run for the trial's steps and top-k, capped at
+    `high` (`sglang_facts.draft_token_range`); every value is valid by construction.
+    With top-k == 1 it is steps + 1, as SGLang forces."""
+
+    name: str
+    high: Annotated[int, Strict(), Field(ge=2)] | None = None
+    step: Annotated[Number, AfterValidator(_fraction_step)] = 0.25
+    when: _When = ()
+    type: Literal["draft_tokens"] = "draft_tokens"
+
+    @model_validator(mode="after")
+    def _only_for_draft_tokens(self) -> DraftTokensParam:
+        if self.name != DRAFT_TOKENS:
+            raise invalid_table(f"type draft_tokens is only for {DRAFT_TOKENS}; use int for {self.name}")
+        return self
+
+
+#: one tunable flag; `type` says which variant
+ParamSpec = Annotated[IntParam | FloatParam | CategoricalParam | DraftTokensParam, Field(discriminator="type")]
+_PARAM = TypeAdapter(ParamSpec)
+_PARAM_TYPES = ("int", "float", "categorical", "draft_tokens")
+
+
+# ---------------------------------------------------------- objectives, constraints
+
+
+@dataclass(frozen=True, config=_TABLE)
+class ObjectiveSpec(KnownKeys):
+    """One objective: a metric at one concurrency, maximised or minimised."""
+
+    metric: StrictStr
+    concurrency: _PositiveInt
+    direction: Annotated[str, one_of(("maximize", "minimize"))] = "maximize"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _natural_direction(cls, data: Any) -> Any:
+        """Without `direction`, the metric's natural one (latencies down, speeds up)."""
+        if isinstance(data, dict) and "direction" not in data and isinstance(data.get("metric"), str):
+            from autospec.metrics import METRIC_DIRECTIONS  # pure module; imported lazily to keep config light
+
+            return {**data, "direction": METRIC_DIRECTIONS.get(data["metric"], "maximize")}
+        return data
 
     @property
     def name(self) -> str:
         return f"{self.metric}@c{self.concurrency}"
 
 
-@dataclass(frozen=True)
-class ConstraintSpec:
+@dataclass(frozen=True, config=_TABLE)
+class ConstraintSpec(KnownKeys):
     """A bound on a measured metric at one concurrency; violated => trial infeasible."""
 
-    metric: str
-    concurrency: int
-    max: float | None = None
-    min: float | None = None
+    metric: StrictStr
+    concurrency: _PositiveInt
+    max: Number | None = None
+    min: Number | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ConstraintSpec:
+        if self.min is None and self.max is None:
+            raise invalid_table("needs max = ... and/or min = ...; add the bound")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise invalid_table(f"is empty: min = {self.min} > max = {self.max}; swap or widen them")
+        return self
 
     @property
     def name(self) -> str:
@@ -123,67 +284,104 @@ class ConstraintSpec:
         return float(max(over, under))
 
 
-@dataclass(frozen=True)
-class WorkloadSpec:
-    kind: str = "synthetic"
-    input_len: int = 32
-    output_len: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    ignore_eos: bool = True
-    api: str = "generate"
-    path: str | None = None
-    name: str | None = None
-    seed: int = 0
+# --------------------------------------------------------------- bench, server
 
 
-@dataclass(frozen=True)
-class BenchSpec:
-    concurrency: tuple[int, ...] = (1, 32)
-    requests_multiplier: int = 2
-    min_requests: int = 4
-    warmup_requests: int = 1
-    max_error_rate: float = 0.1
-    request_timeout_s: float = 600.0
+def _levels(raw: Any) -> tuple[int, ...]:
+    levels = tuple(raw) if isinstance(raw, (list, tuple)) else ()
+    if not levels or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in levels):
+        raise invalid(f"must be a list of positive integers, got {short(raw)}; e.g. concurrency = [1, 32]")
+    if len(set(levels)) != len(levels):
+        raise invalid(f"lists a level twice ({list(levels)}); list each level once")
+    return levels
+
+
+def _error_rate(value: float) -> float:
+    if not 0 <= value < 1:
+        raise invalid(f"must be in [0, 1), got {value}; e.g. 0.1 fails a level when more than 10% of requests fail")
+    return value
+
+
+@dataclass(frozen=True, config=_TABLE)
+class BenchSpec(KnownKeys):
+    """How each trial is measured: closed-loop concurrency levels and request counts."""
+
+    concurrency: Annotated[tuple[int, ...], PlainValidator(_levels)] = (1, 32)
+    requests_multiplier: _PositiveInt = 2
+    min_requests: _PositiveInt = 4
+    warmup_requests: Annotated[int, Strict(), Field(ge=0)] = 1
+    max_error_rate: Annotated[Number, AfterValidator(_error_rate)] = 0.1
+    request_timeout_s: Annotated[Number, AfterValidator(_positive)] = 600.0
 
     def num_requests(self, concurrency: int) -> int:
         """Measured requests at one level: `multiplier` waves, at least `min_requests`."""
         return max(self.min_requests, self.requests_multiplier * concurrency)
 
 
-@dataclass(frozen=True)
-class ServerSpec:
-    command: tuple[str, ...] = ("python", "-m", "sglang.launch_server")
-    flags: Mapping[str, Any] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=dict)
-    sglang_version: str | None = None
-    ready_timeout_s: float = 1800.0
+def _command(raw: Any) -> tuple[str, ...]:
+    words = raw.split() if isinstance(raw, str) else raw
+    if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
+        raise invalid(f'must be a non-empty list of strings, got {short(raw)}; e.g. ["python", "-m", "sglang.launch_server"]')
+    return tuple(words)
 
 
-@dataclass(frozen=True)
+def _snake_case_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    return {_flag_name(name): value for name, value in flags.items()}
+
+
+def _seconds(value: float) -> float:
+    return float(_positive(value))
+
+
+def _version_text(value: Any) -> Any:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True, config=_TABLE)
+class ServerSpec(KnownKeys):
+    """How to start the server: command, fixed flags (SGLang's snake_case names), extra
+    environment, the SGLang version when preflight cannot detect it, readiness timeout."""
+
+    command: Annotated[tuple[str, ...], PlainValidator(_command)] = ("python", "-m", "sglang.launch_server")
+    flags: Annotated[dict[str, Any], AfterValidator(_snake_case_flags)] = Field(default_factory=dict)
+    env: dict[str, StrictStr] = Field(default_factory=dict)
+    sglang_version: Annotated[str | None, BeforeValidator(_version_text)] = None
+    ready_timeout_s: Annotated[Number, AfterValidator(_seconds)] = 1800.0
+
+
+# ------------------------------------------------------------------ the space
+
+
+@plain_dataclass(frozen=True)
 class SearchSpace:
     """A validated search-space file (plus CLI overrides)."""
 
     source: str
     params: tuple[ParamSpec, ...]
     server: ServerSpec
-    workload: WorkloadSpec
+    workload: Workload
     bench: BenchSpec
     objectives: tuple[ObjectiveSpec, ...]
     constraints: tuple[ConstraintSpec, ...] = ()
     baseline: Mapping[str, Any] | None = None
+
+    @property
+    def measured_specs(self) -> tuple[ObjectiveSpec | ConstraintSpec, ...]:
+        """Every figure a trial must measure: the objectives, then the SLO constraints."""
+        return (*self.objectives, *self.constraints)
 
     def param(self, name: str) -> ParamSpec | None:
         return next((p for p in self.params if p.name == name), None)
 
     def fingerprint(self) -> str:
         """Hash of what makes two studies comparable: parameters, objectives, workload,
-        concurrency levels and fixed flags. Stored with the study to catch clashes."""
+        concurrency levels and fixed flags. Stored with the study to catch clashes, so its
+        value for a given file must never change."""
         payload = {
             "params": [_param_dict(p) for p in self.params],
             "objectives": [(o.metric, o.concurrency, o.direction) for o in self.objectives],
             "constraints": [(c.metric, c.concurrency, c.max, c.min) for c in self.constraints],
-            "workload": self.workload.__dict__,
+            "workload": _field_dict(self.workload),
             "concurrency": list(self.bench.concurrency),
             "flags": dict(sorted(self.server.flags.items())),
         }
@@ -197,31 +395,55 @@ class SearchSpace:
         command: tuple[str, ...] | None = None,
         concurrency: tuple[int, ...] | None = None,
         output_len: int | None = None,
-    ) -> "SearchSpace":
-        """Apply command-line overrides; the result is validated again."""
-        server = self.server
+    ) -> SearchSpace:
+        """Apply command-line overrides; the result is validated again (ConfigError)."""
+        server, bench, workload = self.server, self.bench, self.workload
         if flags:
-            merged = dict(server.flags)
-            merged.update(flags)
-            server = replace(server, flags=merged)
+            server = _rebuilt(self.source, ("server",), lambda: replace(server, flags={**server.flags, **flags}))
         if command:
-            server = replace(server, command=tuple(command))
-        bench = self.bench
+            server = _rebuilt(self.source, ("server",), lambda: replace(server, command=tuple(command)))
         if concurrency:
-            bench = replace(bench, concurrency=tuple(concurrency))
-        workload = self.workload
+            bench = _rebuilt(self.source, ("bench",), lambda: replace(bench, concurrency=tuple(concurrency)))
         if output_len:
-            workload = replace(workload, output_len=output_len)
+            workload = _workload_table(self.source, lambda: replace(workload, output_len=output_len))
         space = replace(self, server=server, bench=bench, workload=workload)
         _validate_space(space)
         return space
 
 
+def _field_dict(table: Any) -> dict[str, Any]:
+    return {f.name: getattr(table, f.name) for f in fields(table)}
+
+
 def _param_dict(p: ParamSpec) -> dict[str, Any]:
-    return {k: v for k, v in p.__dict__.items() if v not in (None, (), False)}
+    """The parameter's fields that differ from the defaults of the single ParamSpec class
+    that came before the variants (None, (), False), as that class hashed them."""
+    return {k: v for k, v in _field_dict(p).items() if v not in (None, (), False)}
 
 
-# ---------------------------------------------------------------------------- parsing
+# ---------------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True, config=_TABLE)
+class _SpaceFile(KnownKeys):
+    """The tables of a search-space file. Parameters and the workload are validated one
+    by one afterwards (a parameter's name is its table's name)."""
+
+    server: ServerSpec = Field(default_factory=ServerSpec)
+    params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    workload: dict[str, Any] = Field(default_factory=dict)
+    bench: BenchSpec = Field(default_factory=BenchSpec)
+    objectives: tuple[ObjectiveSpec, ...] = ()
+    constraints: tuple[ConstraintSpec, ...] = ()
+    baseline: dict[str, Any] | None = None
+
+
+_SPACE_FILE = TypeAdapter(_SpaceFile)
+
+_DEFAULT_OBJECTIVES = (
+    ObjectiveSpec("output_tok_s", 1, "maximize"),
+    ObjectiveSpec("agg_output_tok_s", 32, "maximize"),
+)
 
 
 def load_search_space(path: str | Path) -> SearchSpace:
@@ -242,225 +464,69 @@ def load_search_space(path: str | Path) -> SearchSpace:
 
 
 def parse_search_space(data: Mapping[str, Any], *, source: str = "<search space>") -> SearchSpace:
-    """Validate an already parsed TOML document."""
-    _known_keys(data, {"server", "params", "workload", "bench", "objectives", "constraints", "baseline", "study"}, source, "")
-    server = _parse_server(data.get("server", {}), source)
-    params = tuple(_parse_param(name, spec, source) for name, spec in _table(data, "params", source).items())
-    workload = _parse_workload(_table(data, "workload", source), source)
-    bench = _parse_bench(_table(data, "bench", source), source)
-    objectives = tuple(_parse_objective(o, i, source) for i, o in enumerate(_array(data, "objectives", source)))
-    if not objectives:
-        objectives = (
-            ObjectiveSpec("output_tok_s", 1, "maximize"),
-            ObjectiveSpec("agg_output_tok_s", 32, "maximize"),
-        )
-    constraints = tuple(_parse_constraint(c, i, source) for i, c in enumerate(_array(data, "constraints", source)))
-    baseline = data.get("baseline")
-    if baseline is not None and not isinstance(baseline, dict):
-        raise ConfigError(f"{source}: [baseline] must be a table of server flags, e.g. speculative_num_steps = 3")
+    """Validate an already parsed TOML document (ConfigError on the first problem)."""
+    try:
+        tables = _SPACE_FILE.validate_python(dict(data))
+    except ValidationError as exc:
+        raise _config_error(exc, source) from None
     space = SearchSpace(
         source=source,
-        params=params,
-        server=server,
-        workload=workload,
-        bench=bench,
-        objectives=objectives,
-        constraints=constraints,
-        baseline=dict(baseline) if baseline else None,
+        params=tuple(_parse_param(name, table, source) for name, table in tables.params.items()),
+        server=tables.server,
+        workload=_workload_table(source, lambda: Workload(**tables.workload)),
+        bench=tables.bench,
+        objectives=tables.objectives or _DEFAULT_OBJECTIVES,
+        constraints=tables.constraints,
+        baseline=tables.baseline or None,
     )
     _validate_space(space)
     return space
 
 
-def _table(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source}: [{key}] must be a table; write it as [{key}] followed by key = value lines")
-    return value
+def _parse_param(key: str, table: Mapping[str, Any], source: str) -> ParamSpec:
+    name = _flag_name(key)
+    if "name" in table:
+        raise ConfigError(f"{source}: [params.{name}] unknown key 'name'; the table's name is the flag's name, remove it")
+    try:
+        return _PARAM.validate_python({**table, "name": name})
+    except ValidationError as exc:
+        raise _config_error(exc, source, ("params", name), drop=_PARAM_TYPES) from None
 
 
-def _array(data: Mapping[str, Any], key: str, source: str) -> list[Any]:
-    value = data.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise ConfigError(f"{source}: {key} must be an array of tables; write each entry as [[{key}]]")
-    return value
+def _workload_table(source: str, build: Callable[[], Workload]) -> Workload:
+    """`build()`, with its one-line ConfigError located in the file's [workload]."""
+    try:
+        return build()
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: [workload] {exc}") from None
 
 
-def _known_keys(table: Mapping[str, Any], allowed: set[str], source: str, where: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        place = f"[{where}] " if where else ""
-        raise ConfigError(
-            f"{source}: unknown key {unknown[0]!r} in {place.strip() or 'the top level'}; "
-            f"allowed keys are {', '.join(sorted(allowed))}"
-        )
+def _rebuilt(source: str, table: tuple[str, ...], build: Callable[[], _T]) -> _T:
+    """`build()` (a table re-validated after an override), errors as one line."""
+    try:
+        return build()
+    except ValidationError as exc:
+        raise _config_error(exc, source, table) from None
 
 
-def _parse_server(raw: Any, source: str) -> ServerSpec:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: [server] must be a table")
-    _known_keys(raw, {"command", "flags", "env", "sglang_version", "ready_timeout_s"}, source, "server")
-    command = raw.get("command", ServerSpec.command)
-    if isinstance(command, str):
-        command = command.split()
-    if not isinstance(command, (list, tuple)) or not command or not all(isinstance(c, str) for c in command):
-        raise ConfigError(f"{source}: [server] command must be a non-empty list of strings, e.g. [\"python\", \"-m\", \"sglang.launch_server\"]")
-    flags = raw.get("flags", {})
-    if not isinstance(flags, dict):
-        raise ConfigError(f"{source}: [server.flags] must be a table of SGLang flags (snake_case names)")
-    env = raw.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise ConfigError(f"{source}: [server.env] must map variable names to strings")
-    timeout = raw.get("ready_timeout_s", ServerSpec.ready_timeout_s)
-    if not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ConfigError(f"{source}: [server] ready_timeout_s must be a positive number of seconds")
-    version = raw.get("sglang_version")
-    return ServerSpec(
-        command=tuple(command),
-        flags={_flag_name(k): v for k, v in flags.items()},
-        env=dict(env),
-        sglang_version=str(version) if version is not None else None,
-        ready_timeout_s=float(timeout),
-    )
+def _config_error(
+    exc: ValidationError, source: str, prefix: tuple[str, ...] = (), drop: tuple[str, ...] = ()
+) -> ConfigError:
+    """pydantic's first error as `<file>: <where> <problem>; <fix>`. `prefix` locates a
+    table validated on its own; `drop` removes a union's tag from the location."""
+    problem = first_problem(exc)
+    table = problem.table[1:] if problem.table[:1] and problem.table[0] in drop else problem.table
+    where = " ".join(part for part in (_table_label(prefix + table), problem.key) if part)
+    return ConfigError(f"{source}: {where} {problem.text}" if where else f"{source}: {problem.text}")
 
 
-def _flag_name(name: str) -> str:
-    """Accept `--speculative-num-steps`, `speculative-num-steps` or the snake_case name."""
-    return name.lstrip("-").replace("-", "_")
-
-
-def _parse_param(name: str, spec: Any, source: str) -> ParamSpec:
-    name = _flag_name(name)
-    where = f"params.{name}"
-    if not isinstance(spec, dict):
-        raise ConfigError(f"{source}: [{where}] must be a table with a type, e.g. type = \"int\", low = 1, high = 8")
-    _known_keys(spec, {"type", "low", "high", "step", "log", "choices", "when"}, source, where)
-    kind = spec.get("type")
-    if kind not in _PARAM_TYPES:
-        raise ConfigError(f"{source}: [{where}] type must be one of {', '.join(_PARAM_TYPES)} (got {kind!r})")
-    when = _parse_when(spec.get("when"), source, where)
-    if kind == "categorical":
-        choices = spec.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise ConfigError(f"{source}: [{where}] categorical needs a non-empty choices = [...] list")
-        if len(set(map(repr, choices))) != len(choices):
-            raise ConfigError(f"{source}: [{where}] choices contain duplicates; list each value once")
-        return ParamSpec(name, kind, choices=tuple(choices), when=when)
-    low, high, step = spec.get("low"), spec.get("high"), spec.get("step")
-    if kind == "draft_tokens":
-        if name != DRAFT_TOKENS:
-            raise ConfigError(f"{source}: [{where}] type draft_tokens is only for {DRAFT_TOKENS}")
-        if high is not None and (not isinstance(high, int) or high < 2):
-            raise ConfigError(f"{source}: [{where}] high (the draft-token cap) must be an integer >= 2")
-        if step is not None and not (isinstance(step, (int, float)) and 0 < step <= 1):
-            raise ConfigError(f"{source}: [{where}] step is the fraction grid of the allowed range; use a number in (0, 1], e.g. 0.25")
-        return ParamSpec(name, kind, high=high, step=float(step) if step is not None else 0.25, when=when)
-    for key, value in (("low", low), ("high", high)):
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise ConfigError(f"{source}: [{where}] needs a numeric {key} = ...")
-    if kind == "int" and not (isinstance(low, int) and isinstance(high, int)):
-        raise ConfigError(f"{source}: [{where}] int parameters need integer low and high (got {low!r}, {high!r})")
-    if low > high:
-        raise ConfigError(f"{source}: [{where}] is an empty range: low = {low} > high = {high}; swap or widen them")
-    if step is not None and (not isinstance(step, (int, float)) or step <= 0):
-        raise ConfigError(f"{source}: [{where}] step must be a positive number")
-    log = bool(spec.get("log", False))
-    if log and (low <= 0 or step is not None):
-        raise ConfigError(f"{source}: [{where}] log = true needs low > 0 and no step")
-    return ParamSpec(name, kind, low=low, high=high, step=step, log=log, when=when)
-
-
-def _parse_when(raw: Any, source: str, where: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, dict) or not raw:
-        raise ConfigError(f"{source}: [{where}] when must be a table such as when = {{ speculative_eagle_topk = [2, 4] }}")
-    out = []
-    for key, allowed in raw.items():
-        values = tuple(allowed) if isinstance(allowed, list) else (allowed,)
-        out.append((_flag_name(key), values))
-    return tuple(out)
-
-
-def _parse_workload(raw: Mapping[str, Any], source: str) -> WorkloadSpec:
-    fields = set(WorkloadSpec.__dataclass_fields__)
-    _known_keys(raw, fields, source, "workload")
-    w = WorkloadSpec(**raw)
-    if w.kind not in _WORKLOAD_KINDS:
-        raise ConfigError(f"{source}: [workload] kind must be one of {', '.join(_WORKLOAD_KINDS)} (got {w.kind!r})")
-    if w.api not in _APIS:
-        raise ConfigError(f"{source}: [workload] api must be one of {', '.join(_APIS)} (got {w.api!r})")
-    for key in ("input_len", "output_len"):
-        value = getattr(w, key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{source}: [workload] {key} must be a positive integer (got {value!r})")
-    if not isinstance(w.temperature, (int, float)) or w.temperature < 0:
-        raise ConfigError(f"{source}: [workload] temperature must be >= 0 (got {w.temperature!r})")
-    if w.kind == "file" and not w.path:
-        raise ConfigError(f"{source}: [workload] kind = \"file\" needs path = \"prompts.jsonl\"")
-    if w.kind == "builtin" and w.name not in ("chat", "code", "summarize"):
-        raise ConfigError(f"{source}: [workload] kind = \"builtin\" needs name = \"chat\", \"code\" or \"summarize\"")
-    return w
-
-
-def _parse_bench(raw: Mapping[str, Any], source: str) -> BenchSpec:
-    _known_keys(raw, set(BenchSpec.__dataclass_fields__), source, "bench")
-    values = dict(raw)
-    if "concurrency" in values:
-        values["concurrency"] = tuple(values["concurrency"]) if isinstance(values["concurrency"], list) else values["concurrency"]
-    b = BenchSpec(**values)
-    if not isinstance(b.concurrency, tuple) or not b.concurrency or not all(
-        isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in b.concurrency
-    ):
-        raise ConfigError(f"{source}: [bench] concurrency must be a list of positive integers, e.g. [1, 32]")
-    if len(set(b.concurrency)) != len(b.concurrency):
-        raise ConfigError(f"{source}: [bench] concurrency lists a level twice; list each level once")
-    for key in ("requests_multiplier", "min_requests"):
-        if not isinstance(getattr(b, key), int) or getattr(b, key) < 1:
-            raise ConfigError(f"{source}: [bench] {key} must be a positive integer")
-    if not isinstance(b.warmup_requests, int) or b.warmup_requests < 0:
-        raise ConfigError(f"{source}: [bench] warmup_requests must be an integer >= 0")
-    if not (0 <= b.max_error_rate < 1):
-        raise ConfigError(f"{source}: [bench] max_error_rate must be in [0, 1)")
-    return b
-
-
-def _parse_objective(raw: Mapping[str, Any], index: int, source: str) -> ObjectiveSpec:
-    _known_keys(raw, {"metric", "concurrency", "direction"}, source, f"objectives #{index + 1}")
-    metric, conc = raw.get("metric"), raw.get("concurrency")
-    direction = raw.get("direction", _default_direction(metric))
-    if not isinstance(metric, str):
-        raise ConfigError(f"{source}: objectives #{index + 1} needs metric = \"...\" (e.g. output_tok_s)")
-    if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
-        raise ConfigError(f"{source}: objectives #{index + 1} needs concurrency = a positive integer")
-    if direction not in _DIRECTIONS:
-        raise ConfigError(f"{source}: objectives #{index + 1} direction must be maximize or minimize")
-    return ObjectiveSpec(metric, conc, direction)
-
-
-def _default_direction(metric: Any) -> str:
-    """The metric's natural direction (latencies and errors down, speeds up)."""
-    from autospec.metrics import METRIC_DIRECTIONS
-
-    return METRIC_DIRECTIONS.get(metric, "maximize") if isinstance(metric, str) else "maximize"
-
-
-def _parse_constraint(raw: Mapping[str, Any], index: int, source: str) -> ConstraintSpec:
-    _known_keys(raw, {"metric", "concurrency", "max", "min"}, source, f"constraints #{index + 1}")
-    metric, conc = raw.get("metric"), raw.get("concurrency")
-    if not isinstance(metric, str):
-        raise ConfigError(f"{source}: constraints #{index + 1} needs metric = \"...\" (e.g. ttft_ms_p99)")
-    if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
-        raise ConfigError(f"{source}: constraints #{index + 1} needs concurrency = a positive integer")
-    lo, hi = raw.get("min"), raw.get("max")
-    if lo is None and hi is None:
-        raise ConfigError(f"{source}: constraints #{index + 1} needs max = ... and/or min = ...")
-    for v in (lo, hi):
-        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)):
-            raise ConfigError(f"{source}: constraints #{index + 1} bounds must be numbers")
-    if lo is not None and hi is not None and lo > hi:
-        raise ConfigError(f"{source}: constraints #{index + 1} is empty: min = {lo} > max = {hi}")
-    return ConstraintSpec(metric, conc, max=hi, min=lo)
+def _table_label(path: tuple[str | int, ...]) -> str:
+    """("params", "x") -> "[params.x]"; ("objectives", 0) -> "objectives #1"; () -> ""."""
+    if not path:
+        return ""
+    if any(isinstance(part, int) for part in path):
+        return " ".join(f"#{part + 1}" if isinstance(part, int) else part for part in path)
+    return "[" + ".".join(str(part) for part in path) + "]"
 
 
 # ------------------------------------------------------------------- cross-field checks
@@ -490,37 +556,54 @@ def _check_bound(name: str, low: float, high: float, source: str, what: str) -> 
         raise ConfigError(f"{source}: {what} {name} must stay within {rng} (SGLang rejects other values); got {low:g}..{high:g}")
 
 
+def _numeric(values: tuple[Any, ...]) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
 def _validate_space(space: SearchSpace) -> None:
+    """Checks across tables: names, `when` references, SGLang's bounds, metrics, levels."""
     src = space.source
     names = [p.name for p in space.params]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise ConfigError(f"{src}: parameter {sorted(dupes)[0]} is declared twice; keep one [params.*] table")
+    known = set(names) | set(space.server.flags)
     for name in names:
         if name in space.server.flags:
             raise ConfigError(
                 f"{src}: {name} is both tunable ([params.{name}]) and fixed ([server.flags]); remove one of them"
             )
     for p in space.params:
-        for key, _ in p.when:
-            if key not in names and key not in space.server.flags:
-                raise ConfigError(f"{src}: [params.{p.name}] when refers to {key}, which is neither a parameter nor a fixed flag")
-        if p.type in ("int", "float"):
-            _check_bound(p.name, p.low, p.high, src, f"[params.{p.name}]")
-        elif p.type == "categorical" and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in p.choices):
-            _check_bound(p.name, min(p.choices), max(p.choices), src, f"[params.{p.name}]")
-        elif p.type == "draft_tokens":
-            for needed in (STEPS, TOPK):
-                if needed not in names and needed not in space.server.flags:
-                    raise ConfigError(
-                        f"{src}: [params.{DRAFT_TOKENS}] needs {needed} as a parameter or a fixed flag, "
-                        "because its range depends on it"
-                    )
+        _check_param(p, known, src)
     for name, value in space.server.flags.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if _numeric((value,)):
             _check_bound(name, value, value, src, "[server.flags]")
+    _check_measures(space)
+
+
+def _check_param(p: ParamSpec, known: set[str], src: str) -> None:
+    for key, _ in p.when:
+        if key not in known:
+            raise ConfigError(f"{src}: [params.{p.name}] when refers to {key}, which is neither a parameter nor a fixed flag")
+    if isinstance(p, (IntParam, FloatParam)):
+        _check_bound(p.name, p.low, p.high, src, f"[params.{p.name}]")
+    elif isinstance(p, CategoricalParam) and _numeric(p.choices):
+        _check_bound(p.name, min(p.choices), max(p.choices), src, f"[params.{p.name}]")
+    elif isinstance(p, DraftTokensParam):
+        for needed in (STEPS, TOPK):
+            if needed not in known:
+                raise ConfigError(
+                    f"{src}: [params.{DRAFT_TOKENS}] needs {needed} as a parameter or a fixed flag, "
+                    "because its range depends on it"
+                )
+
+
+def _check_measures(space: SearchSpace) -> None:
+    """Objectives and constraints name known metrics at measured concurrency levels."""
+    src = space.source
     levels = set(space.bench.concurrency)
-    for spec in (*space.objectives, *space.constraints):
+    specs: list[ObjectiveSpec | ConstraintSpec] = [*space.objectives, *space.constraints]
+    for spec in specs:
         if spec.concurrency not in levels:
             raise ConfigError(
                 f"{src}: {spec.name} measures at concurrency {spec.concurrency}, which [bench] concurrency "

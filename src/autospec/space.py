@@ -9,60 +9,69 @@ references (the simulator's optimum) and for tests.
 Draft tokens: with topk == 1 SGLang forces draft = steps + 1 (sglang 0.5.x), so the
 parameter is not sampled at all. With topk > 1 the Optuna parameter is
 `draft_tokens_fraction` in [0, 1] on a grid, mapped onto the integers SGLang can run,
-[steps + 1, min(steps * topk + 1, cap)]; every sampled value is valid by
+`sglang_facts.draft_token_range(steps, topk, cap)`: [steps + 1,
+min(1 + topk + (steps - 1) * topk**2, cap)]; every sampled value is valid by
 construction and samplers see one stable distribution.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import optuna
 
-from autospec.config import DRAFT_TOKENS, STEPS, TOPK, ParamSpec, SearchSpace
+from autospec.config import CategoricalParam, DraftTokensParam, FloatParam, IntParam, ParamSpec, SearchSpace
+from autospec.sglang_facts import DRAFT_TOKENS, MEM_FRACTION, STEPS, TOPK, draft_token_range
 
-__all__ = ["suggest", "to_distribution_params", "grid", "draft_range", "calibration_points", "DRAFT_FRACTION"]
+__all__ = [
+    "suggest",
+    "to_distribution_params",
+    "grid",
+    "param_values",
+    "calibration_points",
+    "DRAFT_FRACTION",
+    "MEM",
+]
 
-MEM = "mem_fraction_static"
+MEM = MEM_FRACTION
 
 DRAFT_FRACTION = "draft_tokens_fraction"
 
 
-def draft_range(steps: int, topk: int, cap: int | None) -> tuple[int, int]:
-    """Inclusive [low, high] of draft tokens SGLang can run for steps and topk."""
-    low = steps + 1
-    high = steps * topk + 1
-    if cap is not None:
-        high = min(high, max(cap, low))
-    return low, max(low, high)
-
-
 def _draft_from_fraction(fraction: float, steps: int, topk: int, cap: int | None) -> int:
-    low, high = draft_range(steps, topk, cap)
-    return low + int(round(fraction * (high - low)))
+    low, high = draft_token_range(steps, topk, cap)
+    return low + round(fraction * (high - low))
 
 
 def _fraction_from_draft(draft: int, steps: int, topk: int, cap: int | None, step: float) -> float:
-    low, high = draft_range(steps, topk, cap)
+    low, high = draft_token_range(steps, topk, cap)
     if high == low:
         return 0.0
     raw = (min(max(draft, low), high) - low) / (high - low)
     return min(1.0, round(raw / step) * step)
 
 
-def _suggest_one(trial: optuna.trial.BaseTrial, p: ParamSpec) -> Any:
-    if p.type == "categorical":
+def _steps_and_topk(chosen: Mapping[str, Any], fixed: Mapping[str, Any]) -> tuple[int, int]:
+    """The trial's steps and top-k: chosen ones first, then fixed flags, else 1."""
+    steps = int(chosen.get(STEPS, fixed.get(STEPS, 1)))
+    topk = int(chosen.get(TOPK, fixed.get(TOPK, 1)))
+    return steps, topk
+
+
+def _suggest_one(trial: optuna.trial.BaseTrial, p: IntParam | FloatParam | CategoricalParam) -> Any:
+    if isinstance(p, CategoricalParam):
         return trial.suggest_categorical(p.name, list(p.choices))
-    if p.type == "int":
-        return trial.suggest_int(p.name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
+    if isinstance(p, IntParam):
+        return trial.suggest_int(p.name, p.low, p.high, step=p.step or 1, log=p.log)
     value = trial.suggest_float(p.name, float(p.low), float(p.high), step=p.step, log=p.log)
     return round(value, 6)  # 0.9199999999999999 (a step grid's float error) -> 0.92
 
 
 def _ordered(space: SearchSpace) -> list[ParamSpec]:
     """Draft tokens last: its range depends on steps and topk."""
-    return sorted(space.params, key=lambda p: p.type == "draft_tokens")
+    return sorted(space.params, key=lambda p: isinstance(p, DraftTokensParam))
 
 
 def suggest(trial: optuna.trial.BaseTrial, space: SearchSpace) -> dict[str, Any]:
@@ -72,21 +81,16 @@ def suggest(trial: optuna.trial.BaseTrial, space: SearchSpace) -> dict[str, Any]
     for p in _ordered(space):
         if not p.applies({**fixed, **chosen}):
             continue
-        if p.type == "draft_tokens":
-            steps = int(chosen.get(STEPS, fixed.get(STEPS, 1)))
-            topk = int(chosen.get(TOPK, fixed.get(TOPK, 1)))
+        if isinstance(p, DraftTokensParam):
+            steps, topk = _steps_and_topk(chosen, fixed)
             if topk <= 1:
                 chosen[DRAFT_TOKENS] = steps + 1
                 continue
-            frac = trial.suggest_float(DRAFT_FRACTION, 0.0, 1.0, step=p.step or 0.25)
-            chosen[DRAFT_TOKENS] = _draft_from_fraction(frac, steps, topk, _cap(p))
+            frac = trial.suggest_float(DRAFT_FRACTION, 0.0, 1.0, step=p.step)
+            chosen[DRAFT_TOKENS] = _draft_from_fraction(frac, steps, topk, p.high)
             continue
         chosen[p.name] = _suggest_one(trial, p)
     return chosen
-
-
-def _cap(p: ParamSpec) -> int | None:
-    return int(p.high) if p.high is not None else None
 
 
 def to_distribution_params(candidate: Mapping[str, Any], space: SearchSpace) -> dict[str, Any]:
@@ -100,46 +104,64 @@ def to_distribution_params(candidate: Mapping[str, Any], space: SearchSpace) -> 
     for p in _ordered(space):
         if not p.applies({**fixed, **chosen}):
             continue
-        if p.type == "draft_tokens":
-            steps = int(chosen.get(STEPS, fixed.get(STEPS, 1)))
-            topk = int(chosen.get(TOPK, fixed.get(TOPK, 1)))
+        if isinstance(p, DraftTokensParam):
+            steps, topk = _steps_and_topk(chosen, fixed)
             if topk > 1 and DRAFT_TOKENS in candidate:
-                params[DRAFT_FRACTION] = _fraction_from_draft(int(candidate[DRAFT_TOKENS]), steps, topk, _cap(p), p.step or 0.25)
+                params[DRAFT_FRACTION] = _fraction_from_draft(int(candidate[DRAFT_TOKENS]), steps, topk, p.high, p.step)
             continue
         if p.name not in candidate:
             continue
-        value = candidate[p.name]
-        if p.type == "categorical":
-            if value not in p.choices:
-                continue
-        elif p.type == "int":
-            value = int(min(max(int(value), p.low), p.high))
-        else:
-            value = float(min(max(float(value), p.low), p.high))
-            if p.step:
-                value = p.low + round((value - p.low) / p.step) * p.step
-                value = round(min(value, p.high), 10)
+        value = _distribution_value(p, candidate[p.name])
+        if value is None:
+            continue
         params[p.name] = value
         chosen[p.name] = value
     return params
 
 
+def _distribution_value(p: IntParam | FloatParam | CategoricalParam, value: Any) -> Any:
+    """`value` as the parameter's distribution holds it (clipped, on its grid), or None
+    when it is not one of a categorical's choices."""
+    if isinstance(p, CategoricalParam):
+        return value if value in p.choices else None
+    if isinstance(p, IntParam):
+        return int(min(max(int(value), p.low), p.high))
+    clipped = float(min(max(float(value), p.low), p.high))
+    if p.step:
+        clipped = p.low + round((clipped - p.low) / p.step) * p.step
+        clipped = round(min(clipped, p.high), 10)
+    return clipped
+
+
+def _float_grid(low: float, high: float, step: float) -> list[float]:
+    n = math.floor((high - low) / step + 1e-9)
+    return [round(low + i * step, 10) for i in range(n + 1)]
+
+
 def param_values(p: ParamSpec) -> list[Any]:
-    """Every value of a parameter: its choices, or its int/float grid."""
-    if p.type == "categorical":
+    """Every value of a parameter: its choices, or its int/float grid (a float without
+    a step: 11 points). Draft tokens have no fixed values (ValueError)."""
+    if isinstance(p, CategoricalParam):
         return list(p.choices)
-    if p.type == "int":
-        return list(range(int(p.low), int(p.high) + 1, int(p.step or 1)))
-    step = p.step or (p.high - p.low) / 10 or 1.0
-    n = int(math.floor((p.high - p.low) / step + 1e-9))
-    return [round(p.low + i * step, 10) for i in range(n + 1)]
+    if isinstance(p, IntParam):
+        return list(range(p.low, p.high + 1, p.step or 1))
+    if isinstance(p, DraftTokensParam):
+        raise ValueError(f"{p.name} has no fixed values: its range depends on steps and top-k")
+    return _float_grid(p.low, p.high, p.step or (p.high - p.low) / 10 or 1.0)
+
+
+def _draft_options(p: DraftTokensParam, steps: int, topk: int) -> list[int]:
+    """The distinct draft-token counts `suggest` can produce for steps and topk."""
+    if topk <= 1:
+        return [steps + 1]
+    return sorted({_draft_from_fraction(f, steps, topk, p.high) for f in _float_grid(0.0, 1.0, p.step)})
 
 
 def grid(space: SearchSpace) -> Iterator[dict[str, Any]]:
     """Every distinct candidate of the space (floats on their step grid)."""
     fixed = dict(space.server.flags)
     ordered = _ordered(space)
-    seen: set[tuple] = set()
+    seen: set[tuple[tuple[str, Any], ...]] = set()
 
     def rec(i: int, chosen: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if i == len(ordered):
@@ -152,26 +174,14 @@ def grid(space: SearchSpace) -> Iterator[dict[str, Any]]:
         if not p.applies({**fixed, **chosen}):
             yield from rec(i + 1, chosen)
             return
-        if p.type == "draft_tokens":
-            steps = int(chosen.get(STEPS, fixed.get(STEPS, 1)))
-            topk = int(chosen.get(TOPK, fixed.get(TOPK, 1)))
-            low, high = draft_range(steps, topk, _cap(p))
-            options = [steps + 1] if topk <= 1 else sorted({
-                _draft_from_fraction(f, steps, topk, _cap(p)) for f in param_values(ParamSpec("f", "float", 0.0, 1.0, p.step or 0.25))
-            })
-            for d in options:
+        if isinstance(p, DraftTokensParam):
+            for d in _draft_options(p, *_steps_and_topk(chosen, fixed)):
                 yield from rec(i + 1, {**chosen, DRAFT_TOKENS: d})
             return
         for v in param_values(p):
             yield from rec(i + 1, {**chosen, p.name: v})
 
     yield from rec(0, {})
-
-
-def grid_size(space: SearchSpace) -> int:
-    return sum(1 for _ in grid(space))
-
-
 
 
 def calibration_points(space: SearchSpace) -> list[dict[str, Any]]:
@@ -182,15 +192,15 @@ def calibration_points(space: SearchSpace) -> list[dict[str, Any]]:
     that cannot fit are skipped instead of launched. Parameters not named here are sampled."""
     base: dict[str, Any] = {}
     topk = space.param(TOPK)
-    if topk is not None and topk.type == "categorical":
+    if isinstance(topk, CategoricalParam):
         base[TOPK] = 1 if 1 in topk.choices else min(topk.choices)
     mem = space.param(MEM)
-    if mem is not None and mem.type == "float":
+    if isinstance(mem, FloatParam):
         values = param_values(mem)
         base[MEM] = values[len(values) // 2]
     steps = space.param(STEPS)
-    if steps is None or steps.type != "int":
+    if not isinstance(steps, IntParam):
         return [base] if base else []
-    low, high = int(steps.low), int(steps.high)
+    low, high = steps.low, steps.high
     points = [{**base, STEPS: min(low + 2, high)}, {**base, STEPS: low}]
     return [p for i, p in enumerate(points) if p not in points[:i]]

@@ -87,7 +87,7 @@ class FakeServer:
                 request_line = await reader.readline()
                 if not request_line:
                     return
-                method, path, _ = request_line.decode().split(" ", 2)
+                _method, path, _ = request_line.decode().split(" ", 2)
                 headers: dict[str, str] = {}
                 while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
                     key, _, value = line.decode().partition(":")

@@ -52,9 +52,12 @@ def test_a_failing_level_exits_1_with_the_reason(fake_server, capsys) -> None:
     [
         (["--url", "http://127.0.0.1:1", "--concurrency", "1,x"], "is not a comma-separated list"),
         (["--url", "http://127.0.0.1:1", "--concurrency", "4,4"], "lists a level twice"),
+        (["--url", "http://127.0.0.1:1", "--concurrency", "0,4"], "needs positive levels"),
+        (["--sim", "--sim-profile", "no-such-profile"], "neither a file nor a bundled profile"),
+        (["--sim", "--sim-time-scale", "-1"], "--sim-time-scale -1 must be > 0"),
         (["--url", "127.0.0.1:1"], "is not an http(s) URL"),
         (["--url", "http://127.0.0.1:1", "--prompts", "/nonexistent.jsonl"], "cannot read prompt file"),
-        (["--url", "http://127.0.0.1:1", "--output-len", "0"], "output_len must be at least 1"),
+        (["--url", "http://127.0.0.1:1", "--output-len", "0"], "output_len must be >= 1"),
         (["--url", "http://127.0.0.1:1", "--max-error-rate", "2"], "must be within 0..1"),
         (["--server-command", "python -m sglang.launch_server"], "needs --model-path"),
     ],

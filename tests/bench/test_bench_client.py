@@ -6,7 +6,7 @@ import json
 import httpx
 import pytest
 
-from autospec.bench import BenchClient, Workload
+from autospec.bench import BenchClient, Workload, prompts
 
 from .fake_server import Reply
 from .sim_process import free_port
@@ -16,7 +16,7 @@ def _send(url: str, workload: Workload, *, timeout_s: float = 5.0, transport=Non
     async def go():
         async with BenchClient(url, workload, timeout_s=timeout_s, transport=transport, model=model) as client:
             await client.resolve_model()
-            return await client.send(workload.prompts(1)[0]), client.model
+            return await client.send(prompts(workload, 1)[0]), client.model
 
     return asyncio.run(go())
 

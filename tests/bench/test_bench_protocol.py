@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from autospec.bench import Workload
+from autospec.bench import Workload, prompts
 from autospec.bench.protocol import SseSplitter, StreamError, StreamProgress, build_request
 from autospec.bench.workloads import Prompt
 
@@ -26,7 +26,7 @@ def _chunk(text: str, usage: int | None = None, chat: bool = False) -> str:
 
 def test_native_request_body() -> None:
     w = Workload("synthetic", input_len=3, output_len=7, temperature=0.5, top_p=0.9, ignore_eos=False)
-    path, body = build_request(w, w.prompts(1)[0], model="ignored")
+    path, body = build_request(w, prompts(w, 1)[0], model="ignored")
     assert path == "/generate"
     assert body == {
         "text": "1 2 3",
@@ -38,7 +38,7 @@ def test_native_request_body() -> None:
 @pytest.mark.parametrize(("api", "path"), [("completions", "/v1/completions"), ("chat", "/v1/chat/completions")])
 def test_openai_request_bodies_ask_for_usage_on_every_chunk(api: str, path: str) -> None:
     w = Workload("synthetic", input_len=2, output_len=5, api=api)
-    got_path, body = build_request(w, w.prompts(1)[0], model=None)
+    got_path, body = build_request(w, prompts(w, 1)[0], model=None)
     assert got_path == path
     assert "model" not in body
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
@@ -47,7 +47,7 @@ def test_openai_request_bodies_ask_for_usage_on_every_chunk(api: str, path: str)
         assert body["messages"] == [{"role": "user", "content": "1 2"}]
     else:
         assert body["prompt"] == "1 2"
-    assert build_request(w, w.prompts(1)[0], model="m")[1]["model"] == "m"
+    assert build_request(w, prompts(w, 1)[0], model="m")[1]["model"] == "m"
 
 
 def test_sse_splitter_handles_split_chunks_crlf_comments_and_multiline_data() -> None:

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from autospec.bench import LevelPlan, Progress, Workload, default_num_requests, run_level, run_levels
+from autospec.bench import LevelPlan, Progress, Workload, default_num_requests, prompts, run_level, run_levels
 from autospec.errors import ConfigError
 from autospec.metrics import summarize
 
@@ -51,7 +51,7 @@ def test_closed_loop_keeps_exactly_c_in_flight_and_excludes_warmup(fake_server) 
     assert server.max_open_streams == 4
     assert server.model_lookups == 4  # one connection opened per worker, before sending
     # Measured prompts are the workload's first n, whatever the level; warmup uses others.
-    expected = [p.text for p in Workload("random", input_len=5, output_len=8, seed=7).prompts(8)]
+    expected = [p.text for p in prompts(Workload("random", input_len=5, output_len=8, seed=7), 8)]
     measured_texts = [b["text"] for b in server.bodies[4 + 3 :]]
     assert sorted(measured_texts) == sorted(expected)
     assert not set(b["text"] for b in server.bodies[4 : 4 + 3]) & set(expected)

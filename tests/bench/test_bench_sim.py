@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from autospec.bench import LevelPlan, Workload, run_levels
+from autospec.bench import LevelPlan, Workload, prompts, run_levels
 from autospec.bench.records import LevelResult
 from autospec.metrics import LevelSummary, summarize
 from autospec.sim import classify_prompt, default_profile_path, load_profile, noiseless_emit, predict
@@ -50,8 +50,8 @@ def measured(sim: SimProcess) -> dict[str, dict[int, LevelResult]]:
 
 
 def test_builtin_chat_prompts_are_chat_for_the_simulator() -> None:
-    assert {classify_prompt(p.text) for p in WORKLOADS["chat"].prompts(32)} == {"chat"}
-    assert classify_prompt(WORKLOADS["synthetic"].prompts(1)[0].text) == "synthetic"
+    assert {classify_prompt(p.text) for p in prompts(WORKLOADS["chat"], 32)} == {"chat"}
+    assert classify_prompt(prompts(WORKLOADS["synthetic"], 1)[0].text) == "synthetic"
 
 
 @pytest.mark.parametrize("concurrency", LEVELS)

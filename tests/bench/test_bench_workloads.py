@@ -5,21 +5,21 @@ from pathlib import Path
 
 import pytest
 
-from autospec.bench import BUILTIN_SETS, Workload, export_jsonl, load_builtin, load_prompt_file
+from autospec.bench import BUILTIN_SETS, Workload, export_jsonl, load_builtin, load_prompt_file, prompts
 from autospec.errors import ConfigError, UsageError
 
 
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"kind": "nope"}, "unknown workload kind 'nope'"),
-        ({"kind": "synthetic", "api": "grpc"}, "unknown api 'grpc'"),
-        ({"kind": "synthetic", "output_len": 0}, "output_len must be at least 1"),
-        ({"kind": "random", "input_len": 0}, "input_len must be at least 1"),
-        ({"kind": "synthetic", "temperature": -0.1}, "temperature must be >= 0"),
-        ({"kind": "synthetic", "top_p": 0.0}, "top_p must be in (0, 1]"),
-        ({"kind": "file"}, "needs a path"),
-        ({"kind": "builtin", "name": "poetry"}, "unknown built-in prompt set 'poetry'"),
+        ({"kind": "nope"}, "kind must be one of synthetic, random, file, builtin (got 'nope')"),
+        ({"kind": "synthetic", "api": "grpc"}, "api must be one of generate, completions, chat (got 'grpc')"),
+        ({"kind": "synthetic", "output_len": 0}, "output_len must be >= 1, got 0"),
+        ({"kind": "random", "input_len": 0}, "input_len must be >= 1, got 0"),
+        ({"kind": "synthetic", "temperature": -0.1}, "temperature must be >= 0, got -0.1"),
+        ({"kind": "synthetic", "top_p": 0.0}, "top_p must be in (0, 1], got 0.0"),
+        ({"kind": "file"}, 'kind "file" needs path'),
+        ({"kind": "builtin", "name": "poetry"}, "(got 'poetry')"),
     ],
 )
 def test_bad_workloads_are_one_line_usage_errors(kwargs: dict, fragment: str) -> None:
@@ -30,16 +30,16 @@ def test_bad_workloads_are_one_line_usage_errors(kwargs: dict, fragment: str) ->
 
 
 def test_synthetic_is_one_fixed_prompt_of_input_len_numbers() -> None:
-    prompts = Workload("synthetic", input_len=6).prompts(3)
-    assert [p.text for p in prompts] == ["1 2 3 4 5 6"] * 3
-    assert prompts[0].messages == ({"role": "user", "content": "1 2 3 4 5 6"},)
+    made = prompts(Workload("synthetic", input_len=6), 3)
+    assert [p.text for p in made] == ["1 2 3 4 5 6"] * 3
+    assert made[0].messages == ({"role": "user", "content": "1 2 3 4 5 6"},)
 
 
 def test_random_prompts_are_seeded_prefix_stable_and_sized() -> None:
-    a = Workload("random", input_len=20, seed=1).prompts(6)
-    assert a == Workload("random", input_len=20, seed=1).prompts(6)
-    assert a[:3] == Workload("random", input_len=20, seed=1).prompts(3)
-    assert a != Workload("random", input_len=20, seed=2).prompts(6)
+    a = prompts(Workload("random", input_len=20, seed=1), 6)
+    assert a == prompts(Workload("random", input_len=20, seed=1), 6)
+    assert a[:3] == prompts(Workload("random", input_len=20, seed=1), 3)
+    assert a != prompts(Workload("random", input_len=20, seed=2), 6)
     assert all(len(p.text.split()) == 20 for p in a)
     assert len({p.text for p in a}) == 6
 
@@ -55,11 +55,11 @@ def test_builtin_order_is_seeded_and_cycles() -> None:
     w = Workload("builtin", name="summarise", seed=3)  # alias accepted
     assert w.name == "summarize"
     pool = load_builtin("summarize")
-    prompts = w.prompts(len(pool) + 5)
-    assert sorted(p.index for p in prompts[: len(pool)]) == list(range(len(pool)))
-    assert prompts[len(pool):] == prompts[:5]
-    assert [p.index for p in Workload("builtin", name="summarize", seed=4).prompts(10)] != [
-        p.index for p in prompts[:10]
+    made = prompts(w, len(pool) + 5)
+    assert sorted(p.index for p in made[: len(pool)]) == list(range(len(pool)))
+    assert made[len(pool):] == made[:5]
+    assert [p.index for p in prompts(Workload("builtin", name="summarize", seed=4), 10)] != [
+        p.index for p in made[:10]
     ]
 
 
@@ -104,12 +104,12 @@ def test_bad_prompt_files_name_the_problem(tmp_path: Path, content: str, fragmen
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
     with pytest.raises(ConfigError, match=fragment.replace("(", r"\(")):
-        Workload("file", path=str(path)).prompts(1)
+        prompts(Workload("file", path=str(path)), 1)
 
 
 def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read prompt file"):
-        Workload("file", path=str(tmp_path / "absent.jsonl")).prompts(1)
+        prompts(Workload("file", path=str(tmp_path / "absent.jsonl")), 1)
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
@@ -117,9 +117,9 @@ def test_export_jsonl_replays_the_same_prompts(tmp_path: Path, api: str) -> None
     workload = Workload("builtin", name="chat", api=api, seed=5)
     out = tmp_path / "export.jsonl"
     export_jsonl(workload, 40, out)
-    replayed = Workload("file", path=str(out), api=api).prompts(40)
+    replayed = prompts(Workload("file", path=str(out), api=api), 40)
     # A file workload shuffles too; compare as multisets and check the messages survive.
-    expected = workload.prompts(40)
+    expected = prompts(workload, 40)
     assert sorted(p.text for p in load_prompt_file(out)) == sorted(p.text for p in expected)
     if api == "chat":
         assert [p.messages for p in load_prompt_file(out)] == [p.messages for p in expected]
@@ -134,5 +134,5 @@ def test_export_sharegpt_is_read_back_as_the_same_user_turns(tmp_path: Path) -> 
     export_sharegpt(workload, 32, out)
     rows = json.loads(out.read_text())
     assert all(len(r["conversations"]) == 2 for r in rows)  # bench_serving needs two turns
-    users = [next(m["content"] for m in p.messages if m["role"] == "user") for p in workload.prompts(32)]
+    users = [next(m["content"] for m in p.messages if m["role"] == "user") for p in prompts(workload, 32)]
     assert [p.text for p in load_prompt_file(out)] == users

@@ -9,6 +9,7 @@ command and reads until its reply arrives (events in between are dropped).
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -43,7 +44,7 @@ class Chromium:
         argv = [CHROMIUM, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={user_data_dir}",
                 f"--window-size={width},{height}", "about:blank"]
         script = f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-'
-        self._log = open(log_path, "wb")
+        self._log = open(log_path, "wb")  # noqa: SIM115 - Chromium writes to it until close()
         self.proc = subprocess.Popen(
             ["bash", "-c", script, "chromium", *argv], pass_fds=(to_chrome_r, from_chrome_w),
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -116,21 +117,15 @@ class Chromium:
 
     def close(self) -> None:
         """Stop Chromium's whole process group (TERM, then KILL) and close the pipes."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait(timeout=5)
         for fd in (self._to_chrome, self._from_chrome):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self._log.close()

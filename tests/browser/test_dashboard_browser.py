@@ -8,6 +8,7 @@ as a subprocess on a port the OS picks; Chromium is driven over the DevTools pro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -54,10 +55,8 @@ def dashboard(tmp_path):
         assert line.startswith("http://127.0.0.1:"), f"no URL from autospec dashboard: {line!r} {proc.stderr.read()}"
         yield line, made
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

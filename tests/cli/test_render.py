@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from autospec.cli.render import Progress, table
-from autospec.study.records import TrialRecord
+from autospec.cli.render import Progress, short_label, table
+from autospec.records import TrialRecord
 
 
 class Pipe(io.StringIO):
@@ -25,12 +25,21 @@ def test_progress_reports_trials_best_so_far_and_answers_without_launch():
     p.trial_finished(1, TrialRecord("rejected", cand, reason="SGLang says no"), 1, 2)
     p.trial_started(2, 2, 2, cand)
     p.trial_finished(2, TrialRecord("ok", cand, launched=True, values=[150.0, 700.0]), 2, 2)
+    p.finished()
     lines = out.getvalue().splitlines()
     assert lines[0] == "study s: measuring 2 configurations"
-    assert "trial 1/2 (#0) steps=3 mem=0.84 | ok output_tok_s@c1=200.0 ttft_ms_p99@c32=900.0" in lines[1]
-    assert "rejected: SGLang says no" in lines[2]
-    # best so far respects each objective's direction; the rejection is counted, not launched
-    assert lines[3].endswith("2/2 done, best output_tok_s@c1=200.0 ttft_ms_p99@c32=650.0 | without launch: 1 rejected")
+    assert lines[1].startswith("trial 1/2 (#0) steps=3 mem=0.84 | ok out@c1 200.0 ttft_ms_p99@c32 900.0 (")
+    assert lines[1].endswith(") | 1/2 done")
+    assert lines[2].endswith("| rejected: SGLang says no")
+    assert lines[3].endswith("| 2/2 done")
+    # best so far respects each objective's direction (the earlier run's 650 ms beats 700 ms)
+    assert lines[4].startswith("best so far: out@c1 200.0 ttft_ms_p99@c32 650.0 (2/2 trials, ")
+
+
+def test_short_labels_keep_the_concurrency():
+    assert short_label("agg_output_tok_s@c32") == "agg@c32"
+    assert short_label("output_tok_s@c1") == "out@c1"
+    assert short_label("ttft_ms_p99@c4") == "ttft_ms_p99@c4"
 
 
 def test_table():

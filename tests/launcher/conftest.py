@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from simspace import kill_all
 
-from autospec.launcher import LaunchRequest, Launcher
+from autospec.launcher import Launcher, LaunchRequest
 from autospec.launcher.proctree import is_alive
+from simspace import kill_all
 
 FAKES = Path(__file__).parent / "fakes"
 FAKE_SERVER = FAKES / "fake_server.py"

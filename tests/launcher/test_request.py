@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from autospec.errors import UsageError
-from autospec.launcher import LaunchRequest, build_argv, default_command
+from autospec.launcher import LaunchRequest, build_argv, default_command, flag_words
 from autospec.launcher.request import Redactor, child_environment, is_secret_name
 
 
@@ -43,6 +43,42 @@ def test_argv_placeholder_splices_flags_into_a_wrapper():
                   flags={"tp_size": 4})
     assert build_argv(req, 5) == ["srun", "--gpus=4", "python", "-m", "sglang.launch_server",
                                   "--tp-size", "4", "--host", "127.0.0.1", "--port", "5", "--extra"]
+
+
+FLAG_SETS = [
+    {},
+    {"model_path": "/m", "tp_size": 4},
+    {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+     "speculative_num_draft_tokens": 4, "mem_fraction_static": 0.85},
+    {"enable_dp_attention": True, "disable_cuda_graph": False, "speculative_draft_model_path": None,
+     "cuda_graph_bs": [1, 2, 4], "json_model_override_args": {"b": 1, "a": "x"}, "empty_list": []},
+]
+
+
+@pytest.mark.parametrize("flags", FLAG_SETS)
+@pytest.mark.parametrize("command", [("python", "-m", "sglang.launch_server"), ("wrap", "{argv}", "--after")])
+def test_flag_words_are_the_argv_without_command_host_and_port(flags, command):
+    argv = build_argv(request(command=command, flags=flags, host="10.0.0.2"), 4321)
+    words = flag_words(flags)
+    if command[-1] == "--after":
+        assert argv == ["wrap", *words, "--host", "10.0.0.2", "--port", "4321", "--after"]
+    else:
+        assert argv == [*command, *words, "--host", "10.0.0.2", "--port", "4321"]
+    assert all(isinstance(word, str) for word in words)
+
+
+def test_flag_words_keep_the_flags_order_and_drop_false_and_none():
+    assert flag_words({"b_flag": True, "a_flag": 2, "off": False, "unset": None}) == ["--b-flag", "--a-flag", "2"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"port": 1}, "set by the launcher"),
+    ({"model_path": "m", "host": "h"}, "set by the launcher"),
+    ({"Model-Path": "/m"}, "snake_case"),
+])
+def test_flag_words_refuse_what_build_argv_refuses(flags, message):
+    with pytest.raises(UsageError, match=message):
+        flag_words(flags)
 
 
 @pytest.mark.parametrize("flags, message", [

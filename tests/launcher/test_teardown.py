@@ -67,7 +67,7 @@ def test_tracker_finds_descendants_by_parent_link():
     try:
         tracker = ProcessTracker(parent.pid, pgid=parent.pid)
         assert wait_for(lambda: (tracker.refresh(), len(tracker.alive()) == 2)[1])
-        child = [pid for pid in tracker.alive() if pid != parent.pid][0]
+        child = next(pid for pid in tracker.alive() if pid != parent.pid)
         assert read_proc(child).sid == child  # it called setsid
         assert "time.sleep(60)" in read_cmdline(child)
     finally:

@@ -1,6 +1,6 @@
 """Small studies with the exact layout `autospec optimize` stores, made in milliseconds with
-``optuna.trial.create_trial`` (user attributes, Optuna 5 constraints and the list-valued
-``constraints`` system attribute, artifacts on request).
+the same writer (`autospec.records.TrialStore`: records, constraints and the dashboard's
+mirror, artifacts on request).
 
 `SPACE` is an EAGLE search space (steps 1-6, topk 1/2/4, draft tokens, memory fraction)
 with two objectives, output_tok_s@c1 and agg_output_tok_s@c32, measured at C = 1, 4, 32.
@@ -142,47 +142,41 @@ def server_args(flags: dict[str, Any], model: str, draft: str) -> list[str]:
 
 
 def add(study: optuna.Study, space, cfg: Config, model: str, draft: str, artifacts=None) -> int:
-    """Add `cfg` the way `autospec.study.loop` records a trial: enqueue, ask, suggest,
-    attributes, constraints (both forms), artifacts, tell."""
+    """Add `cfg` the way `autospec optimize` records a trial: enqueue, ask, suggest, then
+    the one writer (`autospec.records.TrialStore`), with artifacts before the tell."""
+    from autospec.records import Markers, TrialRecord, TrialStore
     from autospec.space import suggest, to_distribution_params
 
+    # The SLO that trial 7 violates; every trial carries its key, as in a study with that constraint.
+    store = TrialStore(study, [True, True], ["tpot_ms_p90@c32"])
     flags = cfg.flags()
-    study.enqueue_trial(to_distribution_params(flags, space), skip_if_exists=False)
+    store.enqueue(to_distribution_params(flags, space), Markers(baseline=cfg.baseline))
     trial = study.ask()
     candidate = suggest(trial, space)
     measured = cfg.outcome in ("ok", "constraint_violated", "duplicate")
     launched = cfg.launched if cfg.launched is not None else cfg.outcome not in ("rejected", "skipped", "duplicate")
-    feasible = cfg.outcome in ("ok", "duplicate")
-    attrs: dict[str, Any] = {
-        "outcome": cfg.outcome, "reason": cfg.reason, "launched": launched, "candidate": candidate,
-        "resolved": {**flags, "speculative_algorithm": "EAGLE"} if cfg.outcome != "rejected" else {},
-        "server_args": server_args(flags, model, draft) if launched else None,
-        "startup": {"max_total_num_tokens": cfg.mrr * 17500, "max_running_requests": cfg.mrr,
-                    "runtime_events": {"retractions": cfg.retractions}} if launched and measured else None,
-        "bench": bench_of(cfg) if measured else {},
-        "seconds": {"total": 1.0},
-    }
-    if cfg.baseline:
-        attrs["baseline"] = True
-    if cfg.duplicate_of is not None:
-        attrs["duplicate_of"] = cfg.duplicate_of
-    for key, value in attrs.items():
-        trial.set_user_attr(key, value)
+    record = TrialRecord(
+        outcome=cfg.outcome, candidate=candidate, reason=cfg.reason, launched=launched,
+        resolved={**flags, "speculative_algorithm": "EAGLE"} if cfg.outcome != "rejected" else {},
+        server_args=server_args(flags, model, draft) if launched else None,
+        startup={"max_total_num_tokens": cfg.mrr * 17500, "max_running_requests": cfg.mrr,
+                 "runtime_events": {"retractions": cfg.retractions}} if launched and measured else None,
+        bench={int(c): v for c, v in bench_of(cfg).items()} if measured else {},
+        seconds={"total": 1.0},
+        values=[cfg.c1, cfg.c32] if measured else None,
+        duplicate_of=cfg.duplicate_of,
+    )
+    if cfg.outcome == "constraint_violated":
+        record.constraints["tpot_ms_p90@c32"] = 3.5
     if artifacts is not None and launched:
         log = artifacts.base / f"trial-{trial.number:04d}.log"
         log.write_text(f"server log of trial {trial.number}\nmax_running_requests={cfg.mrr}\n")
         optuna.artifacts.upload_artifact(artifact_store=artifacts.store, file_path=str(log), study_or_trial=trial,
                                          mimetype="text/plain")
     if cfg.state == "fail":
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        return trial.number
-    constraints = {"feasible": 0.0 if feasible else 1.0}
-    if cfg.outcome == "constraint_violated":
-        constraints["tpot_ms_p90@c32"] = 3.5
-    for key, value in constraints.items():
-        trial.set_constraint(key, value)
-    trial.storage.set_trial_system_attr(trial._trial_id, "constraints", list(constraints.values()))
-    study.tell(trial, values=[cfg.c1, cfg.c32] if measured else [0.0, 0.0])
+        store.tell_failed(trial, record)
+    else:
+        store.tell(trial, record)
     return trial.number
 
 
@@ -227,7 +221,7 @@ def build_study(folder: Path, configs: list[Config] = STANDARD, name: str = "mad
     import warnings
 
     from autospec.config import load_search_space
-    from autospec.study.recovery import Artifacts
+    from autospec.study.sidefiles import Artifacts
     from autospec.study.storage import StorageHandle, open_study
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

@@ -47,10 +47,10 @@ def test_records_map_onto_autospec_metrics(made):
     by_steps = {t.candidate["speculative_num_steps"]: t for t in plan.trials}
     assert sorted(by_steps) == [3, 5, 7]
     t = by_steps[3]
-    assert t.values == [pytest.approx(266.667), pytest.approx(62.0 * 32)]  # C=1 speed; C=32 speed x batch size
-    assert t.user_attrs["bench"]["1"]["accept_length"] == 3.2
-    assert t.user_attrs["bench"]["1"]["tpot_ms_mean"] == pytest.approx(1000 * 0.012 / 3.2)
-    assert t.constraints == {"feasible": 0.0}
+    assert t.record.values == [pytest.approx(266.667), pytest.approx(62.0 * 32)]  # C=1 speed; C=32 speed x batch size
+    assert t.record.bench[1]["accept_length"] == 3.2
+    assert t.record.bench[1]["tpot_ms_mean"] == pytest.approx(1000 * 0.012 / 3.2)
+    assert t.record.feasible and t.record.constraints == {}
     assert plan.skipped == [
         "steps=0 topk=0 draft=0: no speculation (steps=0) is outside an autospec search space",
         "steps=2 topk=2 draft=4: cannot form agg_output_tok_s@c32 from batch sizes 1",

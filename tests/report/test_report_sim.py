@@ -86,7 +86,7 @@ def test_pareto_export_and_report_on_a_real_study(sim_study, tmp_path, capsys):
 
 
 def test_import_of_another_study_keeps_values_and_feasibility(sim_study, tmp_path, capsys):
-    args, studies = sim_study
+    _args, studies = sim_study
     space = studies.parent / "space.toml"
     target = ["--study", "seeded", "--studies-dir", str(tmp_path / "studies"), "--space", str(space)]
     assert main(["import", *target, "--from-study", "e2e", "--from-storage", f"sqlite:///{studies / 'e2e.db'}"]) == 0

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from autospec.bench import LevelPlan, Workload, export_sharegpt, run_levels
+from autospec.bench import LevelPlan, Workload, export_sharegpt, prompts, run_levels
 from autospec.metrics import summarize
 from sim.processes import Sim, SimPool  # tests/ is on sys.path (rootdir-relative packages)
 
@@ -75,7 +75,7 @@ def prompts_and_tokenizer(preflight, sglang_python, tmp_path_factory) -> tuple[P
     root = tmp_path_factory.mktemp("bench_serving")
     sharegpt = root / "prompts.json"
     export_sharegpt(WORKLOAD, NUM_PROMPTS, sharegpt)
-    words = sorted({w for p in WORKLOAD.prompts(NUM_PROMPTS) for w in p.text.split()} | {f"w{i}" for i in range(512)})
+    words = sorted({w for p in prompts(WORKLOAD, NUM_PROMPTS) for w in p.text.split()} | {f"w{i}" for i in range(512)})
     (root / "words.json").write_text(json.dumps(words))
     tokenizer = root / "tokenizer"
     built = subprocess.run([sglang_python, "-c", TOKENIZER_SCRIPT, str(tokenizer), str(root / "words.json")],

@@ -17,7 +17,6 @@ import textwrap
 import pytest
 
 from autospec.cli.main import main
-
 from report.factory import build_study  # tests/ is on sys.path (rootdir-relative packages)
 
 pytestmark = pytest.mark.sglang

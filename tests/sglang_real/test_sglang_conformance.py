@@ -216,7 +216,7 @@ def test_every_generated_argv_parses_with_sglangs_parser(sglang_python, tiny_mod
     argvs = [launch_argv(flags) for flags in flag_sets]
     proc = subprocess.run([sglang_python, "-c", PARSE_SCRIPT], input="".join(json.dumps(a) + "\n" for a in argvs),
                           capture_output=True, text=True, timeout=300)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("PARSE_RESULT ")]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("PARSE_RESULT ")]
     assert lines, proc.stderr[-2000:]
     failures = json.loads(lines[-1][len("PARSE_RESULT "):])
     problems = sorted({message for _, message in failures})

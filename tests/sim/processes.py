@@ -5,6 +5,7 @@ the group on purpose, found through its GPU-state file) by ``SimPool.close()``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -103,14 +104,10 @@ class Sim:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 class SimPool:
@@ -139,7 +136,5 @@ class SimPool:
             for record in sim.state_records():
                 pid = record.get("pid")
                 if isinstance(pid, int) and pid != os.getpid() and pid_alive(pid) and _is_sim(pid):
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass

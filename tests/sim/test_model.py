@@ -4,6 +4,7 @@ cost, prompt classification and profile validation."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import pytest
@@ -21,7 +22,7 @@ from autospec.sim import (
     resolve_args,
     step_seconds,
 )
-from autospec.sim.model import acceptance_per_depth, tree_shape
+from autospec.sim.model import acceptance_per_depth, tree_shape, version_at_least
 from autospec.sim.profile import profile_from_dict
 
 SEED = load_profile()
@@ -193,7 +194,7 @@ def test_oversized_draft_tree_is_accepted_at_argument_time_but_fails_at_init():
 
 def test_more_steps_shrink_the_pool_by_a_fixed_slice_per_step():
     pools = [init_outcome(SEED, cfg_for(mtp(s))).max_total_num_tokens for s in (1, 2, 3, 4)]
-    drops = [a - b for a, b in zip(pools, pools[1:])]
+    drops = [a - b for a, b in itertools.pairwise(pools)]
     assert all(75_000 < d < 85_000 for d in drops)
     assert all(p % 16 == 0 for p in pools)  # rounded down to page_size
 
@@ -279,7 +280,7 @@ def test_more_draft_budget_never_lowers_acceptance():
     llama = load_profile("llama31-8b-eagle3-1x-h100")
     for topk in (2, 4, 8):
         lengths = [accept_length(llama, resolve_args(llama, mtp(6, topk, d)), "chat", 0.0) for d in range(2, 17)]
-        assert all(b >= a - 1e-12 for a, b in zip(lengths, lengths[1:]))
+        assert all(b >= a - 1e-12 for a, b in itertools.pairwise(lengths))
     chain = accept_length(llama, resolve_args(llama, mtp(4)), "chat", 0.0)
     tree = accept_length(llama, resolve_args(llama, mtp(4, 4, 12)), "chat", 0.0)
     assert tree > chain  # a wider tree with more nodes catches some misses
@@ -426,3 +427,18 @@ def test_missing_and_unknown_profile_files(tmp_path):
     bad.write_text("name = [", encoding="utf-8")
     with pytest.raises(ProfileError, match="is not valid TOML"):
         load_profile(bad)
+
+
+@pytest.mark.parametrize(
+    ("version", "minimum", "expected"),
+    [
+        ("0.5.16", "0.5.13", True),
+        ("0.5.4", "0.5.13", False),  # numeric, not string order
+        ("0.5.13", "0.5.13", True),
+        ("0.5.16.post1", "0.5.16", True),
+        ("0.5.13rc1", "0.5.13", False),  # a release candidate comes before its release
+        ("0.6", "0.5.23", True),
+    ],
+)
+def test_version_at_least_compares_releases(version, minimum, expected):
+    assert version_at_least(version, minimum) is expected

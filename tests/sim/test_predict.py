@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autospec.sim import (
+    accept_length,
     exhaustive_optimum,
     init_outcome,
     load_profile,
@@ -13,7 +14,6 @@ from autospec.sim import (
     prefill_seconds,
     resolve_args,
     step_seconds,
-    accept_length,
 )
 
 SEED = load_profile()

@@ -7,6 +7,7 @@ Expected values come from the model API (``autospec.sim``), never from copies of
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -184,7 +185,7 @@ def test_generate_stream_sends_one_event_per_verify_step(ready_sim):
     events = [json.loads(p) for p in payloads[:-1]]
     counts = [e["meta_info"]["completion_tokens"] for e in events]
     assert counts == sorted(counts) and counts[0] == 1 and counts[-1] == 50
-    bursts = [b - a for a, b in zip(counts, counts[1:])]
+    bursts = [b - a for a, b in itertools.pairwise(counts)]
     assert all(1 <= burst <= 4 for burst in bursts)  # at most the 4 draft tokens per step
     assert len(events) == 1 + events[-1]["meta_info"]["spec_verify_ct"]
     assert all(len(e["text"].split()) == c for e, c in zip(events, counts))  # cumulative text
@@ -301,9 +302,8 @@ def test_disconnect_aborts_the_request_and_frees_its_slot(sim_factory):
                       "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2")
     sim.wait_ready()
     body = {"text": PROMPT, "stream": True, "sampling_params": {"max_new_tokens": 20000, "ignore_eos": True}}
-    with httpx.Client(timeout=30) as client:
-        with client.stream("POST", sim.url + "/generate", json=body) as response:
-            next(response.iter_lines())  # first token arrived: the request holds the only slot
+    with httpx.Client(timeout=30) as client, client.stream("POST", sim.url + "/generate", json=body) as response:
+        next(response.iter_lines())  # first token arrived: the request holds the only slot
     started = time.monotonic()
     reply = httpx.post(sim.url + "/generate", timeout=30,
                        json={"text": PROMPT, "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from simspace import kill_all, processes_mentioning, sim_space_text
+
+from simspace import sim_space_text
 
 FAST_SPACE = sim_space_text(topk=(1, 2))
 
@@ -31,12 +31,3 @@ def storage_spec(backend: str, study: str, tmp_path: Path, request: pytest.Fixtu
     if backend == "journal":
         return str(tmp_path / "studies" / f"{study}.log")
     return request.getfixturevalue("postgres_url")
-
-
-@pytest.fixture
-def no_leftover_sims(tmp_path: Path):
-    """Fails the test if it leaves a simulator process running (and kills it)."""
-    yield
-    left = processes_mentioning(str(tmp_path))
-    kill_all(left, os.killpg)
-    assert not left, f"simulator processes left running: {sorted(left)}"

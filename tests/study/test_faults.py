@@ -48,7 +48,7 @@ def run_study(tmp_path: Path, space_path: Path, fault: str | None, *, ready_time
     studies = tmp_path / "studies"
     target = wiring.build_target(
         space, studies_dir=studies, sim=True, sim_profile=None, sim_load_seconds=0.1, sim_time_scale=0.2,
-        preflight="auto", allow_foreign=False, out=io.StringIO(),
+        preflight="auto", out=io.StringIO(),
     )
     command = target.command
     if fault is not None:

@@ -6,9 +6,9 @@ import optuna
 import pytest
 
 from autospec.config import parse_search_space
-from autospec.report import front_json
-from autospec.study.loop import _store, make_sampler
-from autospec.study.records import TrialRecord
+from autospec.records import TrialRecord, TrialStore
+from autospec.report import front_json, snapshot
+from autospec.study import make_sampler
 
 SPACE = parse_search_space({
     "server": {"flags": {"model_path": "m"}},
@@ -20,6 +20,10 @@ SPACE = parse_search_space({
 def record(outcome, steps, values=None, launched=True, constraints=None):
     return TrialRecord(outcome, {"speculative_num_steps": steps}, reason="" if outcome == "ok" else "why",
                        launched=launched, values=values, constraints=constraints or {})
+
+
+def store_of(study):
+    return TrialStore(study, [True, True], [c.name for c in SPACE.constraints])
 
 
 @pytest.fixture
@@ -36,8 +40,7 @@ def study():
     ]
     for r in rows:
         trial = s.ask({"speculative_num_steps": optuna.distributions.IntDistribution(1, 8)})
-        values, state = _store(trial, r, SPACE, artifacts=None)
-        s.tell(trial, values=values, state=state)
+        store_of(s).tell(trial, r)
     return s
 
 
@@ -53,9 +56,9 @@ def test_infeasible_trials_are_complete_with_violated_constraints_in_both_format
 
 
 def test_front_excludes_infeasible_and_duplicates_and_counts_them(study):
-    out = front_json(study)
+    out = front_json(snapshot(study))
     assert [row["number"] for row in out["front"]] == [1]  # trial 4 beats it but broke its SLO
-    assert out["counts"]["complete"] == 2
+    assert out["counts"]["measured"] == 2
     assert out["counts"]["infeasible"] == 3
     assert out["counts"]["duplicate"] == 1
 
@@ -69,5 +72,4 @@ def test_every_sampler_accepts_the_recorded_study(study, name):
     for _ in range(3):  # asking works with infeasible, constrained COMPLETE trials present
         trial = s.ask()
         steps = trial.suggest_int("speculative_num_steps", 1, 8)
-        values, state = _store(trial, record("ok", steps, [1.0, 1.0]), SPACE, artifacts=None)
-        s.tell(trial, values=values, state=state)
+        store_of(s).tell(trial, record("ok", steps, [1.0, 1.0]))

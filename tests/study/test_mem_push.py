@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import tomllib
-
 import optuna
 import pytest
+import tomllib
 
 from autospec.cli.main import main
 from autospec.config import parse_search_space
-from autospec.study.mem_push import MEM, Measured, pareto_front, push_candidate
+from autospec.study.mem_push import MEM, Measured, push_candidate
 
 from .conftest import SIM_ARGS
 
@@ -75,10 +74,10 @@ def gate(answers=None, default="launch"):
 
 
 def test_the_queue_bound_front_config_best_under_load_goes_to_the_highest_mem_fraction():
-    measured = [m(0, 3, 0.84, 440, 1600, 14), m(1, 5, 0.80, 520, 900, 9), m(2, 2, 0.80, 350, 1200, 12)]
+    front = [m(0, 3, 0.84, 440, 1600, 14), m(1, 5, 0.80, 520, 900, 9)]
     answer = gate()
-    push = push_candidate(space(), measured, answer)
-    assert push.base == measured[0]  # on the front and best at C=32; trial 2 is dominated
+    push = push_candidate(space(), front, answer)
+    assert push.base == front[0]  # best at C=32
     assert push.candidate == {"speculative_num_steps": 3, MEM: 0.92}
     assert answer.asked == [(3, 0.92)]
     assert push.describe() == (
@@ -136,15 +135,6 @@ def test_a_space_without_mem_fraction_has_nothing_to_push():
     assert push_candidate(space(text), [m(0, 3, 0.84, 440, 1600, 14)], gate()) is None
 
 
-def test_pareto_front_respects_directions():
-    a, b, c = m(0, 1, 0.8, 1.0, 5.0, 1), m(1, 2, 0.8, 2.0, 4.0, 1), m(2, 3, 0.8, 0.5, 6.0, 1)
-    assert pareto_front([a, b, c], [1, 1]) == [a, b, c]
-    assert pareto_front([a, b, c], [1, -1]) == [b]
-
-
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("no_leftover_sims")
 def test_a_study_raises_the_mem_fraction_of_a_queue_bound_front_config(tmp_path):
     """The two calibration launches (mem 0.88) queue at C=32 on the default simulator
     profile; the third launch is the better one of them at the top of the range."""

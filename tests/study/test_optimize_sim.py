@@ -73,8 +73,9 @@ def test_study_runs_records_every_trial_and_resumes_to_the_target(tmp_path, fast
     assert out["front"], "a 6-trial study has a non-empty front"
     feasible_numbers = {t.number for t in study.trials if t.constraints.get("feasible") == 0}
     assert {row["number"] for row in out["front"]} <= feasible_numbers
-    assert set(out["counts"]) >= {"complete", "pruned", "failed", "infeasible"}
-    assert out["counts"]["complete"] + out["counts"]["infeasible"] + out["counts"]["duplicate"] == len(study.trials)
+    assert set(out["counts"]) >= {"measured", "failed", "interrupted", "infeasible", "duplicate", "launched"}
+    assert out["counts"]["measured"] + out["counts"]["infeasible"] + out["counts"]["duplicate"] == len(study.trials)
+    assert out["counts"]["launched"] == 6
 
     assert run("pareto", "--study", "e2e", "--studies-dir", studies) == 0
     table = capsys.readouterr().out

@@ -24,13 +24,14 @@ from pathlib import Path
 import optuna
 import pytest
 
+from autospec.launcher import Launcher
 from autospec.launcher.proctree import read_cmdline, read_proc
+from autospec.records import SERVER_KEY, WORKER_KEY, TrialStore
 from autospec.study import recovery
-from autospec.study.records import SERVER_KEY, WORKER_KEY
+from autospec.study.identity import LAUNCH_ID_ENV, this_worker
 from autospec.study.storage import open_storage
 
 from .conftest import storage_spec
-
 
 STUDY = "resume"
 
@@ -125,7 +126,7 @@ def sleepers():
     def start(launch_id: str | None = None) -> subprocess.Popen:
         env = dict(os.environ)
         if launch_id:
-            env[recovery.LAUNCH_ID_ENV] = launch_id
+            env[LAUNCH_ID_ENV] = launch_id
         proc = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
         procs.append(proc)
         recovery_wait_started(proc.pid)
@@ -154,6 +155,10 @@ def new_study() -> optuna.Study:
     return optuna.create_study(directions=["maximize", "maximize"])
 
 
+def recover(study: optuna.Study) -> list[str]:
+    return recovery.recover(TrialStore(study, [True, True], []), Launcher())
+
+
 def running_trial(study: optuna.Study, worker: dict, server: dict | None = None, x: int = 1) -> optuna.Trial:
     study.enqueue_trial({"x": x})
     trial = study.ask()
@@ -180,22 +185,22 @@ def retries_of(study: optuna.Study, number: int) -> list[optuna.trial.FrozenTria
 def test_a_dead_tuners_trial_is_failed_and_queued_again_exactly_once():
     study = new_study()
     trial = running_trial(study, dead_worker(), x=3)
-    lines = recovery.recover(study)
+    lines = recover(study)
     assert study.trials[trial.number].state == optuna.trial.TrialState.FAIL
     assert study.trials[trial.number].user_attrs["outcome"] == "stale"
     (retry,) = retries_of(study, trial.number)
     assert retry.state == optuna.trial.TrialState.WAITING and retry.system_attrs["fixed_params"] == {"x": 3}
     assert any("was running when the tuner stopped" in line for line in lines)
-    assert recovery.recover(study) == []  # idempotent: no second retry
+    assert recover(study) == []  # idempotent: no second retry
     assert len(retries_of(study, trial.number)) == 1
 
 
 def test_a_live_tuners_trial_is_left_alone_but_a_reused_pid_is_not_that_tuner():
     study = new_study()
-    mine = running_trial(study, recovery.this_worker("a" * 32))
-    reused = dict(recovery.this_worker("b" * 32), start_time=recovery.this_worker()["start_time"] + 1)
+    mine = running_trial(study, this_worker("a" * 32))
+    reused = dict(this_worker("b" * 32), create_time=this_worker()["create_time"] + 1)
     other = running_trial(study, reused, x=2)
-    recovery.recover(study)
+    recover(study)
     assert study.trials[mine.number].state == optuna.trial.TrialState.RUNNING
     assert study.trials[other.number].state == optuna.trial.TrialState.FAIL
     assert len(retries_of(study, other.number)) == 1
@@ -211,11 +216,11 @@ def test_leftover_processes_are_stopped_only_when_verified_as_the_trials_own(sle
 
     def server(proc, start_offset=0):
         return {"host": host, "pid": proc.pid, "pgid": proc.pid, "port": None, "cmdline": read_cmdline(proc.pid),
-                "start_time": read_proc(proc.pid).starttime + start_offset}
+                "create_time": read_proc(proc.pid).starttime + start_offset}
 
     a = running_trial(study, dead_worker("1" * 32), server(by_record))
     running_trial(study, dead_worker("2" * 32), server(reused, start_offset=-5), x=2)
-    lines = recovery.recover(study, None)
+    lines = recover(study)
 
     by_launch_id.wait(timeout=10)
     by_record.wait(timeout=10)
@@ -230,7 +235,7 @@ def test_a_failed_trial_left_without_a_retry_by_a_crash_gets_one():
     study = new_study()
     trial = running_trial(study, dead_worker(), x=4)
     study.tell(trial, state=optuna.trial.TrialState.FAIL)  # the crash came before the enqueue
-    recovery.recover(study)
+    recover(study)
     (retry,) = retries_of(study, trial.number)
     assert retry.system_attrs["fixed_params"] == {"x": 4}
 
@@ -238,13 +243,13 @@ def test_a_failed_trial_left_without_a_retry_by_a_crash_gets_one():
 def test_parameters_that_were_running_at_every_crash_are_given_up_after_the_limit():
     study = new_study()
     trial = running_trial(study, dead_worker(), x=5)
-    lines = recovery.recover(study)
+    lines = recover(study)
     for _ in range(recovery.MAX_STALE_RETRIES):
         (retry,) = retries_of(study, trial.number)
         trial = study.ask()  # the retry, and the tuner dies again while it runs
         assert trial.number == retry.number and trial.suggest_int("x", 0, 9) == 5
         study._storage.set_trial_system_attr(trial._trial_id, WORKER_KEY, dead_worker())
-        lines = recovery.recover(study)
+        lines = recover(study)
     assert retries_of(study, trial.number) == []
     assert any(f"not retrying the parameters of trial {trial.number}" in line for line in lines)
 
@@ -253,9 +258,9 @@ def test_a_running_trial_without_a_worker_record_is_failed_once_it_is_old(monkey
     study = new_study()
     study.enqueue_trial({"x": 6})
     orphan = study.ask()  # the tuner died between ask and recording itself
-    assert recovery.recover(study) == []  # young: it may be another tuner's, recording right now
+    assert recover(study) == []  # young: it may be another tuner's, recording right now
     monkeypatch.setattr(recovery, "ORPHAN_AGE_S", 0.0)
-    recovery.recover(study)
+    recover(study)
     assert study.trials[orphan.number].user_attrs["outcome"] == "orphaned"
     (retry,) = retries_of(study, orphan.number)
     assert retry.system_attrs["fixed_params"] == {"x": 6}

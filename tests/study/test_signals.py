@@ -19,8 +19,9 @@ import optuna
 import pytest
 
 from autospec.cli.main import main
-from autospec.study import recovery
-from autospec.study.loop import StopSignals
+from autospec.study.identity import LAUNCH_ID_ENV
+from autospec.study.leftovers import LiveServers
+from autospec.study.signals import StopSignals
 
 STUDY = "sig"
 READY_200 = 'GET /health_generate HTTP/1.1" 200'  # readiness answered: benchmarking starts next
@@ -144,33 +145,32 @@ def test_first_signal_interrupts_at_once_or_right_after_a_storage_write():
 
     stop.reset()
     written = []
-    with pytest.raises(KeyboardInterrupt):
-        with stop.deferred():
-            stop.handle(signal.SIGTERM)  # arrives in the middle of the write...
-            written.append("trial stored")  # ...which still completes
+    with pytest.raises(KeyboardInterrupt), stop.deferred():
+        stop.handle(signal.SIGTERM)  # arrives in the middle of the write...
+        written.append("trial stored")  # ...which still completes
     assert written == ["trial stored"]
 
 
 def test_second_signal_kills_the_servers_and_interrupts_even_inside_a_write(monkeypatch):
     killed = []
-    monkeypatch.setattr(recovery.LIVE_SERVERS, "kill_now", lambda: killed.append("kill") or [])
-    stop = StopSignals()
+    live = LiveServers()
+    monkeypatch.setattr(live, "kill_now", lambda: killed.append("kill") or [])
+    stop = StopSignals(live)
     written = []
-    with pytest.raises(KeyboardInterrupt):
-        with stop.deferred():
-            stop.handle(signal.SIGINT)
-            stop.handle(signal.SIGINT)
-            written.append("not reached")
+    with pytest.raises(KeyboardInterrupt), stop.deferred():
+        stop.handle(signal.SIGINT)
+        stop.handle(signal.SIGINT)
+        written.append("not reached")
     assert killed == ["kill"] and written == []
 
 
 def test_live_servers_kill_now_reaches_only_processes_with_a_registered_launch_id():
     def sleeper(launch_id):
-        env = {**os.environ, recovery.LAUNCH_ID_ENV: launch_id}
+        env = {**os.environ, LAUNCH_ID_ENV: launch_id}
         return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
 
     ours, other = sleeper("a" * 32), sleeper("b" * 32)
-    live = recovery.LiveServers()
+    live = LiveServers()
     live.add("a" * 32)
     try:
         assert live.kill_now() == [ours.pid]

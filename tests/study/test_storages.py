@@ -20,8 +20,9 @@ import sqlalchemy
 
 from autospec.cli.common import load_space
 from autospec.cli.main import main
+from autospec.launcher import Launcher
+from autospec.records import WORKER_KEY, TrialStore
 from autospec.study import recovery
-from autospec.study.records import WORKER_KEY
 from autospec.study.storage import open_storage, open_study
 
 from .conftest import storage_spec
@@ -86,7 +87,8 @@ def test_another_hosts_running_trial_is_left_alone_without_a_stale_heartbeat(tmp
     spec = storage_spec(backend, STUDY, tmp_path, request)
     study, trial = study_with_a_running_trial(spec, tmp_path, sim_space)
 
-    assert recovery.recover(study) == []
-    assert recovery.fail_stale_heartbeats(study) == []  # fresh heartbeat (RDB) / no heartbeat (journal)
+    store = TrialStore(study, [True, True], [])
+    assert recovery.recover(store, Launcher()) == []
+    assert recovery.fail_stale_heartbeats(store) == []  # fresh heartbeat (RDB) / no heartbeat (journal)
     assert study.trials[trial.number].state == optuna.trial.TrialState.RUNNING
     assert [t for t in study.trials if t.state == optuna.trial.TrialState.WAITING] == []

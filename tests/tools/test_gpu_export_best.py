@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
-import sys
 from pathlib import Path
 
 import optuna
-import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "export_best.py"
 

@@ -44,11 +44,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import optuna
 
-    from autospec.report import front
+    from autospec.report import snapshot
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(study_name=args.study, storage=args.storage)
-    rows = front(study)
+    rows = snapshot(study).front
     if args.trial is not None:
         rows = [r for r in rows if r.number == args.trial]
     if not rows:
@@ -57,14 +57,14 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     row = rows[0]
-    server_args = row.user_attrs.get("server_args")
+    server_args = row.server_args
     if not server_args:
         print(f"export_best: trial {row.number} has no server_args attribute; it was not launched by autospec",
               file=sys.stderr)
         return 1
     names = study.metric_names or [f"objective_{i}" for i in range(len(row.values))]
     values = ", ".join(f"{n}={v:.1f}" for n, v in zip(names, row.values))
-    print(f"trial {row.number}: {row.params}; {values}", file=sys.stderr)
+    print(f"trial {row.number}: {row.flags}; {values}", file=sys.stderr)
     print(shlex.join(with_port(list(server_args), args.port)))
     return 0
 

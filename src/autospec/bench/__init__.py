@@ -1,6 +1,6 @@
 """The benchmark client: workloads, streaming requests, closed-loop levels, records.
 
-    Workload(kind, ...).prompts(n)         seeded prompt sources (synthetic, random,
+    prompts(Workload(kind, ...), n)        seeded prompt sources (synthetic, random,
                                            JSONL/ShareGPT files, built-in sets)
     run_level(url, workload, LevelPlan)    one closed-loop level -> LevelResult
     run_levels(url, workload, plans)       several levels, synchronously
@@ -40,6 +40,7 @@ from autospec.bench.workloads import (
     export_sharegpt,
     load_builtin,
     load_prompt_file,
+    prompts,
     synthetic_prompt,
 )
 
@@ -63,6 +64,7 @@ __all__ = [
     "load_builtin",
     "load_prompt_file",
     "precision_verdict",
+    "prompts",
     "run_level",
     "run_level_adaptive",
     "run_level_adaptive_with",

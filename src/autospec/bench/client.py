@@ -163,7 +163,7 @@ class BenchClient:
         t_sent = time.perf_counter()
         error: StreamError | None = None
         try:
-            if _HAS_TIMEOUT_CM:
+            if sys.version_info >= (3, 11):
                 async with asyncio.timeout(self.timeout_s):
                     await self._stream(transport, request, progress)
             else:  # Python 3.10
@@ -187,9 +187,12 @@ class BenchClient:
             if not 200 <= response.status_code < 300:
                 detail = (await response.aread())[:_ERROR_BODY_LIMIT].decode("utf-8", errors="replace")
                 raise StreamError("http_status", f"HTTP {response.status_code}: {detail}")
+            stream = response.stream
+            if not isinstance(stream, httpx.AsyncByteStream):
+                raise TypeError("the transport answered with a synchronous stream; give BenchClient an async transport")
             splitter = SseSplitter()
             clock = time.perf_counter
-            async for chunk in response.stream:
+            async for chunk in stream:
                 events = splitter.feed(chunk)
                 if events:
                     now = clock()
@@ -202,4 +205,3 @@ class BenchClient:
 
 
 _HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
-_HAS_TIMEOUT_CM = sys.version_info >= (3, 11)

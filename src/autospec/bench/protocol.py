@@ -32,6 +32,7 @@ from typing import Any
 
 from autospec.bench.records import RequestRecord
 from autospec.bench.workloads import Prompt, Workload
+from autospec.errors import BenchError
 
 ENDPOINTS = {
     "generate": "/generate",
@@ -110,8 +111,10 @@ class SseSplitter:
         return tail
 
 
-class StreamError(Exception):
-    """Raised by `StreamProgress.feed` when the stream reports or shows a failure."""
+class StreamError(BenchError):
+    """One request's stream failed: raised by `StreamProgress.feed` when the stream
+    reports or shows a failure. `kind` is one of `autospec.bench.records.ERROR_KINDS`;
+    the client turns it into a failed `RequestRecord` and does not let it escape."""
 
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(detail)
@@ -225,38 +228,32 @@ class StreamProgress:
     ) -> RequestRecord:
         """The final record: ok only when the stream reached `[DONE]` without error
         and the server reported a completion-token count."""
-        if error is None and not self.finished:
-            error = StreamError("truncated", "stream ended before data: [DONE]")
-        if error is None and self.completion_tokens is None:
-            error = StreamError("protocol", "stream finished without a completion-token count (usage)")
-        chunk_tokens = tuple(self.chunk_tokens) if self.counts_per_chunk else ()
-        common = dict(
+        if error is None:
+            error = self._final_error()
+        return RequestRecord(
+            ok=error is None,
+            error_kind=None if error is None else error.kind,
+            error_detail=None if error is None else error.detail[:500],
             t_sent=t_sent,
             t_first=self.t_first,
             t_done=self.t_finished if error is None and self.t_finished is not None else t_end,
             chunk_times=tuple(self.chunk_times),
+            chunk_tokens=tuple(self.chunk_tokens) if self.counts_per_chunk else (),
             prompt_tokens=self.prompt_tokens,
+            completion_tokens=0 if error is not None else int(self.completion_tokens or 0),
             spec_verify_ct=self.spec_verify_ct,
             warmup=warmup,
             status_code=self.status_code,
             prompt_index=prompt_index,
         )
-        if error is not None:
-            return RequestRecord(
-                ok=False,
-                error_kind=error.kind,
-                error_detail=error.detail[:500],
-                completion_tokens=0,
-                chunk_tokens=chunk_tokens,
-                **common,
-            )
-        return RequestRecord(
-            ok=True,
-            error_kind=None,
-            completion_tokens=int(self.completion_tokens or 0),
-            chunk_tokens=chunk_tokens,
-            **common,
-        )
+
+    def _final_error(self) -> StreamError | None:
+        """What is wrong with a stream that raised nothing: no end marker, or no count."""
+        if not self.finished:
+            return StreamError("truncated", "stream ended before data: [DONE]")
+        if self.completion_tokens is None:
+            return StreamError("protocol", "stream finished without a completion-token count (usage)")
+        return None
 
 
 def _error_message(event: dict) -> str:

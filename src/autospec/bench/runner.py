@@ -8,7 +8,7 @@ requests run first, through min(C, warmup) workers, with prompts of their own
 (seed + 1), and the measured phase starts after the last of them ended; their
 records carry `warmup=True` and the metrics leave them out.
 
-Measured prompts are `workload.prompts(n)[i]` for the i-th request sent, the same
+Measured prompts are `prompts(workload, n)[i]` for the i-th request sent, the same
 list at every level (so levels and other clients can be fed identical prompts).
 
 Before anything is sent, every worker's connection is opened (`BenchClient.connect_lanes`:
@@ -31,7 +31,7 @@ import httpx
 
 from autospec.bench.client import BenchClient
 from autospec.bench.records import LevelResult, RequestRecord
-from autospec.bench.workloads import Prompt, Workload
+from autospec.bench.workloads import Prompt, Workload, prompts
 from autospec.errors import ConfigError
 
 
@@ -89,11 +89,11 @@ class _PromptFeed:
 
     def __init__(self, workload: Workload, initial: int) -> None:
         self._workload = workload
-        self._prompts: list[Prompt] = workload.prompts(max(1, initial))
+        self._prompts: list[Prompt] = prompts(workload, max(1, initial))
 
     def __getitem__(self, index: int) -> Prompt:
         if index >= len(self._prompts):
-            self._prompts = self._workload.prompts(max(index + 1, 2 * len(self._prompts)))
+            self._prompts = prompts(self._workload, max(index + 1, 2 * len(self._prompts)))
         return self._prompts[index]
 
 

@@ -47,7 +47,9 @@ def register(subparsers: Any) -> None:
                         help="server flag when launching, SGLang's name (repeatable), e.g. speculative_num_steps=3")
     target.add_argument("--server-log", help="server log file when launching (default: a temporary file)")
     target.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds the server may take to start")
-    target.add_argument("--sim-profile", help="simulator profile TOML (default: the seed-calibrated profile)")
+    target.add_argument("--sim-profile", metavar="FILE|NAME",
+                        help="simulator profile: a TOML file or a bundled profile's name "
+                        "(default: the seed-calibrated profile; a wrong name lists the bundled ones)")
     target.add_argument("--sim-load-seconds", type=float, default=1.0, help="simulated model load time (default 1)")
     target.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration")
     target.add_argument("--sim-noise", choices=("on", "off"), default="on", help="simulator noise (default on)")
@@ -91,23 +93,11 @@ def register(subparsers: Any) -> None:
 
 # ---------------------------------------------------------------- argument -> objects
 
-def parse_levels(text: str) -> list[int]:
-    try:
-        levels = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"--concurrency {text!r} is not a comma-separated list of integers; e.g. 1,4,32") from None
-    if not levels or any(c < 1 for c in levels):
-        raise UsageError(f"--concurrency {text!r} needs positive levels; e.g. 1,4,32")
-    if len(set(levels)) != len(levels):
-        raise UsageError(f"--concurrency {text!r} lists a level twice; list each once")
-    return levels
-
-
 def workload_from_args(args: argparse.Namespace):
     from autospec.bench import Workload
 
     kind = args.workload or ("file" if args.prompts else "builtin" if args.prompt_set else "synthetic")
-    if args.prompts and kind != "file" or args.prompt_set and kind != "builtin":
+    if (args.prompts and kind != "file") or (args.prompt_set and kind != "builtin"):
         raise UsageError("--prompts needs --workload file and --prompt-set needs --workload builtin; drop --workload")
     return Workload(
         kind=kind, input_len=args.input_len, output_len=args.output_len, temperature=args.temperature,
@@ -118,6 +108,7 @@ def workload_from_args(args: argparse.Namespace):
 
 def plans_from_args(args: argparse.Namespace):
     from autospec.bench import LevelPlan
+    from autospec.cli.common import parse_concurrency
 
     if args.max_error_rate < 0 or args.max_error_rate > 1:
         raise UsageError(f"--max-error-rate {args.max_error_rate} must be within 0..1; e.g. 0.05")
@@ -125,7 +116,7 @@ def plans_from_args(args: argparse.Namespace):
         raise UsageError(f"--timeout {args.timeout} must be positive; pass seconds per request")
     return [
         LevelPlan(c, num_requests=args.num_requests, duration_s=args.duration, warmup_requests=args.warmup)
-        for c in parse_levels(args.concurrency)
+        for c in parse_concurrency(args.concurrency)
     ]
 
 
@@ -139,13 +130,11 @@ def launch_request_from_args(args: argparse.Namespace, log_path: Path):
     if args.tp_size:
         flags["tp_size"] = args.tp_size
     if args.sim:
+        from autospec.cli.wiring import sim_command
+
         flags.setdefault("model_path", "sim")
-        command = [sys.executable, "-m", "autospec.sim", "--sim-load-seconds", f"{args.sim_load_seconds:g}",
-                   "--sim-time-scale", f"{args.sim_time_scale:g}", "--sim-noise", args.sim_noise]
-        if args.sim_profile:
-            if not Path(args.sim_profile).is_file():
-                raise UsageError(f"--sim-profile {args.sim_profile!r} does not exist; pass a profile TOML")
-            command += ["--sim-profile", str(Path(args.sim_profile).resolve())]
+        command = list(sim_command(profile=args.sim_profile, load_seconds=args.sim_load_seconds,
+                                   time_scale=args.sim_time_scale, noise=args.sim_noise == "on"))
     else:
         command = shlex.split(args.server_command)
         if not command:
@@ -234,9 +223,11 @@ def report_json(levels: list[dict[str, Any]], workload, server: dict[str, Any]) 
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from autospec.bench import prompts
+
     out = out or sys.stdout
     workload = workload_from_args(args)
-    workload.prompts(1)  # a bad prompt file fails here, before any server starts
+    prompts(workload, 1)  # a bad prompt file fails here, before any server starts
     plans = plans_from_args(args)
     running = None
     server_info: dict[str, Any] = {"url": args.url}

@@ -11,7 +11,8 @@ from typing import Any
 from autospec.config import SearchSpace, load_search_space
 from autospec.errors import UsageError
 
-__all__ = ["add_study_args", "load_space", "parse_flag_overrides", "study_name_for", "bundled_spaces", "open_existing_study"]
+__all__ = ["add_study_command", "load_space", "parse_flag_overrides", "parse_concurrency", "study_name_for", "bundled_spaces",
+           "open_existing_study"]
 
 
 def bundled_spaces() -> dict[str, Path]:
@@ -35,13 +36,22 @@ def load_space(spec: str | None) -> SearchSpace:
     return load_search_space(path)
 
 
-def add_study_args(p: argparse.ArgumentParser, *, space: bool = True) -> None:
-    p.add_argument("--study", help="study name (default: the search-space name, with -sim for --sim)")
+def add_study_command(sub: argparse._SubParsersAction, name: str, *, help: str, description: str,
+                      name_from_space: bool = False, space: bool = False) -> argparse.ArgumentParser:
+    """A subcommand that works on one study: ``--study``, ``--storage``, ``--studies-dir``
+    (and ``--space``). ``--study`` is required, unless `name_from_space` (optimize: the
+    space file's name)."""
+    p = sub.add_parser(name, help=help, description=description)
+    if name_from_space:
+        p.add_argument("--study", help="study name (default: the search-space file's name, with -sim added for --sim)")
+    else:
+        p.add_argument("--study", required=True, help="name of the study")
     p.add_argument("--storage", help="Optuna storage: sqlite:///F.db, postgresql://USER@HOST/DB, or a journal file F.log "
-                                     "(default: studies/<study>.db)")
+                                     "(default: <studies-dir>/<study>.db)")
     p.add_argument("--studies-dir", default="studies", help="folder for default storage, logs and artifacts (default studies)")
     if space:
-        p.add_argument("--space", help="search-space TOML file, or a bundled name: default, mtp, eagle3, ngram")
+        p.add_argument("--space", help="search-space TOML file, or a bundled name: " + ", ".join(sorted(bundled_spaces())))
+    return p
 
 
 def study_name_for(args: argparse.Namespace, space: SearchSpace) -> str:
@@ -71,15 +81,42 @@ def parse_flag_overrides(items: list[str]) -> dict[str, Any]:
     return flags
 
 
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """``--concurrency 1,4,32`` -> ``(1, 4, 32)``: positive integers, each listed once, in
+    the given order. Anything else is a one-line UsageError."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    bad = next((part for part in parts if not _is_integer(part)), None)
+    if bad is not None:
+        raise UsageError(
+            f"--concurrency {text!r} is not a list of integers ({bad!r} is not one), so it is not a "
+            "comma-separated list of levels; write e.g. 1,4,32"
+        )
+    levels = tuple(int(part) for part in parts)
+    if not levels or any(level < 1 for level in levels):
+        raise UsageError(f"--concurrency {text!r} needs positive levels; e.g. 1,4,32")
+    if len(set(levels)) != len(levels):
+        raise UsageError(f"--concurrency {text!r} lists a level twice; list each once")
+    return levels
+
+
+def _is_integer(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
 def open_existing_study(name: str, storage: str | None, studies_dir: Path, *,
                         name_flag: str = "--study", storage_flag: str = "--storage"):
     """(StorageHandle, Study) of a study that must already exist; creates nothing."""
     import optuna
 
+    from autospec.study.layout import StudyLayout
     from autospec.study.storage import open_storage, study_exists
 
     if storage is None:
-        path = studies_dir / f"{name}.db"
+        path = StudyLayout.default_storage_file(studies_dir, name)
         if not path.exists():
             raise UsageError(f"no study {name!r}: {path} does not exist; check {name_flag}, --studies-dir or pass {storage_flag}")
     handle = open_storage(storage, name, studies_dir)

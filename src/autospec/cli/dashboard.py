@@ -20,7 +20,7 @@ from pathlib import Path
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from autospec.cli.common import add_study_args
+from autospec.cli.common import add_study_command
 from autospec.cli.pareto import open_existing_handle
 from autospec.errors import UsageError
 
@@ -37,20 +37,19 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "dashboard", help="serve optuna-dashboard for a study on 127.0.0.1",
+    p = add_study_command(
+        sub, "dashboard", help="serve optuna-dashboard for a study on 127.0.0.1",
         description="Serve optuna-dashboard on 127.0.0.1 with the study's storage and artifact store (server logs "
                     "and benchmark JSON of each trial). Prints the study's URL; stop with Ctrl-C.")
-    add_study_args(p, space=False)
     p.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, on_interrupt=(0, "dashboard stopped"))
 
 
 def artifact_dir(handle, args: argparse.Namespace) -> Path:
-    """Where `autospec optimize` keeps the study's artifacts (beside a local storage file,
-    else in --studies-dir), as in `autospec.study.loop`."""
-    base = handle.local_path.parent if handle.local_path else Path(args.studies_dir)
-    return base / f"{args.study}-artifacts"
+    """Where `autospec optimize` keeps the study's artifacts (`autospec.study.layout`)."""
+    from autospec.study.layout import StudyLayout
+
+    return StudyLayout.beside(handle.local_path, Path(args.studies_dir), args.study).artifacts_dir
 
 
 def make_app(handle, study, artifacts: Path | None):

@@ -7,13 +7,14 @@ server still holding GPU memory); a host without NVML is reported, not a problem
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 
 from autospec.errors import UsageError
-from autospec.launcher.doctor import render_text, run_doctor
+from autospec.launcher.doctor import GpuHolder, render_text, run_doctor
 from autospec.launcher.probes import GpuProbe, NvmlGpuProbe, ProbeUnavailable, SimGpuProbe
 
 __all__ = ["register", "run", "hf_cache_dirs"]
@@ -30,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="the Python that runs the server (default: this one)")
     p.add_argument("--model-path", help="model folder or Hugging Face id to look up")
     p.add_argument("--gpus", help="NVML GPU indices to check, comma-separated (default: all)")
+    p.add_argument("--sim", action="store_true",
+                   help="look at the simulator's recorded GPU memory of --studies-dir instead of NVML")
+    p.add_argument("--studies-dir", default="studies", help="with --sim: the studies folder (default studies)")
     p.add_argument("--sim-gpu-state-dir", type=Path,
                    help="read the simulator's recorded GPU memory from this folder instead of NVML")
     p.add_argument("--no-sglang", action="store_true", help="skip the sglang import check")
@@ -62,10 +66,25 @@ def _gpu_indices(text: str | None) -> list[int] | None:
 def _probe(args: argparse.Namespace) -> tuple[GpuProbe | None, str, str | None]:
     if args.sim_gpu_state_dir is not None:
         return SimGpuProbe(args.sim_gpu_state_dir), "simulator", None
+    if args.sim:
+        from autospec.study.layout import StudyLayout
+
+        return SimGpuProbe(StudyLayout.beside(None, Path(args.studies_dir), "").sim_gpu_state_dir), "simulator", None
     try:
         return NvmlGpuProbe(gpus=_gpu_indices(args.gpus)), "nvml", None
     except ProbeUnavailable as exc:
         return None, "nvml", str(exc)
+
+
+def _with_owner(holder: GpuHolder) -> GpuHolder:
+    """Name the study trial a holder belongs to, and how to stop it safely."""
+    from autospec.study.owners import owner_of
+
+    owner = owner_of(holder.pid)
+    if owner is None:
+        return holder
+    fix = "" if owner.tuner_alive else owner.stop_command()
+    return dataclasses.replace(holder, owner=owner.describe(), fix=fix)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         model_path=args.model_path,
         hf_cache_dirs=hf_cache_dirs(),
     )
+    report = dataclasses.replace(report, holders=tuple(_with_owner(h) for h in report.holders))
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:

@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from autospec.cli.common import add_study_args, parse_flag_overrides
+from autospec.cli.common import add_study_command, parse_flag_overrides
 from autospec.cli.pareto import add_baseline_arg, baseline_of, open_existing
 from autospec.errors import UsageError
 
@@ -20,12 +20,11 @@ FORMATS = ("cmd", "yaml", "systemd", "adaptive")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "export", help="export a configuration as a launch command, SGLang YAML, systemd unit or adaptive ladder",
+    p = add_study_command(
+        sub, "export", help="export a configuration as a launch command, SGLang YAML, systemd unit or adaptive ladder",
         description="Export one configuration of a study for deployment: the full SGLang launch command, an "
                     "SGLang --config YAML file, a systemd unit, or (for EAGLE/MTP studies with topk=1) an SGLang "
                     "--speculative-adaptive-config ladder built from the per-concurrency measurements.")
-    add_study_args(p, space=False)
     p.add_argument("--pick", help="latency, throughput, knee (see autospec pareto) or a trial number")
     p.add_argument("--format", choices=FORMATS, default="cmd", help="what to write (default cmd)")
     p.add_argument("--host", default="127.0.0.1", help="address the server listens on (default 127.0.0.1)")
@@ -80,7 +79,13 @@ def choose(data, pick: str | None, baseline):
 
 def run(args: argparse.Namespace) -> int:
     from autospec.report import (
-        adaptive_flags, build_ladder, deployment_for, render_cmd, render_systemd, render_yaml, snapshot,
+        adaptive_flags,
+        build_ladder,
+        deployment_for,
+        render_cmd,
+        render_systemd,
+        render_yaml,
+        snapshot,
     )
     from autospec.report.adaptive import dumps
     from autospec.report.document import pick_summary

@@ -12,17 +12,16 @@ import argparse
 import warnings
 from pathlib import Path
 
-from autospec.cli.common import add_study_args, load_space, open_existing_study, parse_flag_overrides
+from autospec.cli.common import add_study_command, load_space, open_existing_study, parse_flag_overrides
 from autospec.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "import", help="add earlier measurements (bench_speculative.py JSONL, another study) to a study",
+    p = add_study_command(
+        sub, "import", help="add earlier measurements (bench_speculative.py JSONL, another study) to a study",
         description="Add prior measurements to a study as completed trials, so the sampler starts from what you "
                     "already know: SGLang's scripts/playground/bench_speculative.py JSONL output (--from), or the "
-                    "trials of another autospec study with the same objectives (--from-study).")
-    add_study_args(p)
+                    "trials of another autospec study with the same objectives (--from-study).", space=True)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--from", dest="from_file", metavar="FILE", help="bench_speculative.py --output JSONL file")
     source.add_argument("--from-study", metavar="NAME", help="another autospec study")
@@ -38,8 +37,6 @@ def _target(args: argparse.Namespace):
 
     from autospec.study.storage import SPACE_SOURCE_KEY, open_storage, open_study, study_exists
 
-    if not args.study:
-        raise UsageError("--study NAME is required: the study to import into (created if missing)")
     handle = open_storage(args.storage, args.study, Path(args.studies_dir))
     spec = args.space
     if spec is None and study_exists(handle, args.study):

@@ -7,21 +7,32 @@ Every error is printed as one line, ``autospec: error: <problem>; <fix>``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import NoReturn
 
 from autospec import __version__
 from autospec.errors import AutospecError
+from autospec.study.signals import StopSignals
 
 # Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
-_SUBCOMMANDS = ("optimize", "pareto", "bench", "doctor", "export", "report", "dashboard", "import_")
+_SUBCOMMANDS = ("optimize", "pareto", "bench", "doctor", "recover", "export", "report", "dashboard", "import_")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own code)
+    """One-line errors; no abbreviated options (``doctor --sim`` must not mean
+    ``--sim-gpu-state-dir``)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's own code)
         self.exit(2, f"autospec: error: {message}; see '{self.prog} --help'\n")
 
 
@@ -47,30 +58,30 @@ def build_parser() -> argparse.ArgumentParser:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _on_stop_signal(signum: int, frame: object) -> None:
-    """Ctrl-C, SIGTERM and SIGHUP. While a study runs, the study's policy applies
-    (`autospec.study.signals.StopSignals`): the first stops the current trial cleanly, a
-    second kills its server at once. Otherwise: KeyboardInterrupt."""
-    policy = getattr(sys.modules.get("autospec.study.signals"), "STOP_SIGNALS", None)
-    if policy is None:
-        raise KeyboardInterrupt
-    name = signal.Signals(signum).name
-    if policy.count == 0:
-        note = f"autospec: {name}: stopping after the current server is torn down; send it again to kill the server at once\n"
-    else:
-        note = f"autospec: {name} again: killing the server now\n"
-    try:
-        os.write(2, note.encode())  # not print(): the handler may run inside another write to stderr
-    except OSError:
-        pass
-    policy.handle(signum)
+def stop_handler(policy: StopSignals) -> Callable[[int, FrameType | None], None]:
+    """The handler for Ctrl-C, SIGTERM and SIGHUP. While a study runs (`policy.active`),
+    the study's policy applies (`autospec.study.signals.StopSignals`): the first signal
+    stops the current trial cleanly, a second kills its server at once. Otherwise:
+    KeyboardInterrupt."""
+
+    def on_stop_signal(signum: int, frame: FrameType | None) -> None:
+        if not policy.active:
+            raise KeyboardInterrupt
+        name = signal.Signals(signum).name
+        if policy.count == 0:
+            note = f"autospec: {name}: stopping after the current server is torn down; send it again to kill the server at once\n"
+        else:
+            note = f"autospec: {name} again: killing the server now\n"
+        with contextlib.suppress(OSError):
+            os.write(2, note.encode())  # not print(): the handler may run inside another write to stderr
+        policy.handle(signum)
+
+    return on_stop_signal
 
 
-def _install_stop_handlers() -> dict[int, object]:
-    previous = {}
-    for sig in _STOP_SIGNALS:
-        previous[sig] = signal.signal(sig, _on_stop_signal)
-    return previous
+def _install_stop_handlers(policy: StopSignals) -> dict[int, signal.Handlers | Callable[[int, FrameType | None], object] | int | None]:
+    handler = stop_handler(policy)
+    return {sig: signal.signal(sig, handler) for sig in _STOP_SIGNALS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # autospec reports progress itself
-    previous = _install_stop_handlers()
+    args.stop_signals = StopSignals()  # the policy of this invocation's study run, if it starts one
+    previous = _install_stop_handlers(args.stop_signals)
     try:
         return int(args.handler(args) or 0)
     except AutospecError as err:
@@ -90,8 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("autospec: interrupted; run the same command again to continue", file=sys.stderr)
-        return 130
+        code, note = getattr(args, "on_interrupt", (130, "interrupted"))
+        print(f"autospec: {note}", file=sys.stderr)
+        return int(code)
     finally:
         for sig, handler in previous.items():
             if handler is not None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autospec.cli.common import add_study_args, load_space, parse_flag_overrides, study_name_for
+from autospec.cli.common import add_study_command, load_space, parse_flag_overrides, study_name_for
 from autospec.cli.render import Progress
 from autospec.config import parse_duration
 from autospec.errors import UsageError
@@ -18,17 +18,17 @@ SIM_WARMUP_SECONDS = 1.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "optimize",
+    p = add_study_command(
+        sub, "optimize",
         help="tune speculative decoding: launch, benchmark and score configurations",
         description=(
             "Run an Optuna study over SGLang speculative-decoding flags. Each trial launches a "
             "server, benchmarks it at each concurrency level and tears it down. Re-running the "
             "same command continues the study until it holds --trials launched trials."
         ),
+        name_from_space=True, space=True,
     )
     p.add_argument("--trials", type=int, default=20, help="launched trials the study should hold (default 20)")
-    add_study_args(p)
     p.add_argument("--sampler", choices=("tpe", "gp", "nsga2", "random"), default="tpe", help="Optuna sampler (default tpe)")
     p.add_argument("--seed", type=int, default=None, help="sampler seed, for reproducible studies")
     p.add_argument("--model-path", help="model to serve (overrides [server.flags] model_path)")
@@ -46,28 +46,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remeasure", action="store_true", help="launch configurations that resolve to an already measured server again")
     p.add_argument("--preflight", choices=("auto", "off"), default="auto",
                    help="check each configuration with the server's own argument resolver before launching (default auto)")
+    p.add_argument("--storage-patience", type=float, default=120.0, metavar="SECONDS",
+                   help="how long to wait for a storage that stops answering before stopping the run (default 120); "
+                        "the result of the current trial is kept and stored by the next run")
     p.add_argument("--allow-foreign-gpu-memory", action="store_true",
                    help="start even if other processes hold GPU memory (they skew memory sizing)")
     p.add_argument("--sim", action="store_true", help="run against the bundled simulator instead of SGLang (no GPU needed)")
-    p.add_argument("--sim-profile", help="simulator profile TOML (default: the seed-calibrated profile)")
+    p.add_argument("--sim-profile", metavar="FILE|NAME",
+                   help="simulator profile: a TOML file or a bundled profile's name "
+                   "(default: the seed-calibrated profile; a wrong name lists the bundled ones)")
     p.add_argument("--sim-load-seconds", type=float, default=SIM_LOAD_SECONDS, help="simulated model load time (default 2)")
     p.add_argument("--sim-warmup-seconds", type=float, default=SIM_WARMUP_SECONDS,
                    help="simulated warmup after load, before the server is ready (default 1)")
     p.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, on_interrupt=(130, "interrupted; run the same command again to continue"))
 
 
 def _levels(text: str | None) -> tuple[int, ...] | None:
-    if not text:
-        return None
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise UsageError(f"--concurrency {text!r} is not a list of integers; write e.g. 1,32") from None
-    if not levels or any(c < 1 for c in levels):
-        raise UsageError("--concurrency needs positive integers, e.g. 1,32")
-    return levels
+    """The --concurrency override (see `parse_concurrency`), or None when not given."""
+    from autospec.cli.common import parse_concurrency
+
+    return parse_concurrency(text) if text else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1 (got {args.trials})")
+    if args.storage_patience < 0:
+        raise UsageError(f"--storage-patience {args.storage_patience:g} must be >= 0 seconds; e.g. 120")
     space = load_space(args.space)
     flags: dict[str, Any] = parse_flag_overrides(args.flag)
     if args.model_path:
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         space, studies_dir=studies_dir, sim=args.sim, sim_profile=args.sim_profile,
         sim_load_seconds=args.sim_load_seconds, sim_warmup_seconds=args.sim_warmup_seconds,
         sim_time_scale=args.sim_time_scale,
-        preflight=args.preflight, allow_foreign=args.allow_foreign_gpu_memory, out=sys.stderr,
+        preflight=args.preflight, out=sys.stderr,
     )
     request = study_api.OptimizeRequest(
         space=space, study_name=name, n_trials=args.trials, command=target.command,
@@ -101,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         env=target.env, launcher=target.launcher, preflight=target.preflight, to_argv=target.to_argv,
         sglang_version=target.sglang_version, baseline=args.baseline, timeout_s=timeout_s,
         learn=not args.no_learn, remeasure=args.remeasure, ready_timeout_s=args.ready_timeout,
+        signals=getattr(args, "stop_signals", None), storage_patience_s=args.storage_patience,
+        allow_foreign_gpu_memory=args.allow_foreign_gpu_memory,
     )
     progress = Progress([(o.name, o.direction) for o in space.objectives], quiet=args.quiet)
     result = study_api.optimize(request, progress)

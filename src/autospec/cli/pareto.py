@@ -12,18 +12,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autospec.cli.common import add_study_args, open_existing_study
+from autospec.cli.common import add_study_command, open_existing_study
 from autospec.errors import UsageError
 
 __all__ = ["register", "run", "open_existing", "open_existing_handle", "add_baseline_arg", "baseline_of"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "pareto", help="show the Pareto front of a study, with recommendations",
+    p = add_study_command(
+        sub, "pareto", help="show the Pareto front of a study, with recommendations",
         description="Print the study's Pareto front (feasible, measured configurations no other beats on every "
-                    "objective) with 95%% intervals, ratios to a baseline, warnings and three recommendations.")
-    add_study_args(p, space=False)
+                    "objective) with 95% intervals, ratios to a baseline, warnings and three recommendations.")
     add_baseline_arg(p)
     p.add_argument("--json", action="store_true", help="print the front, table and recommendations as JSON")
     p.set_defaults(handler=run)
@@ -41,8 +40,6 @@ def open_existing_handle(args: argparse.Namespace):
     import optuna
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    if not args.study:
-        raise UsageError("--study NAME is required; list studies with: ls studies/")
     return open_existing_study(args.study, args.storage, Path(args.studies_dir))
 
 
@@ -79,17 +76,16 @@ def run(args: argparse.Namespace) -> int:
         marks.setdefault(pick.trial.number, []).append(f"{name} pick")
     table = build_table(data, baseline, marks)
     if args.json:
-        out = front_json(study)
+        out = front_json(data)
         out["baseline"] = None if baseline is None else baseline.number
         out["table"] = table_json(table)
         out["recommendations"] = _picks_json(picks)
         out["notes"] = study_warnings(data, baseline)
         print(json.dumps(out, indent=2, default=str))
         return 0
-    kinds = [t.kind for t in data.trials]
-    print(f"study {data.name}: {kinds.count('front') + kinds.count('dominated')} measured, "
-          f"{kinds.count('front')} on the front, {kinds.count('infeasible')} infeasible, "
-          f"{kinds.count('duplicate')} duplicate, {kinds.count('failed')} failed")
+    n = data.counts
+    print(f"study {data.name}: {n.measured} measured, {len(data.front)} on the front, {n.infeasible} infeasible, "
+          f"{n.duplicate} duplicate, {n.failed + n.interrupted} failed or interrupted")
     if not table.rows:
         print("no feasible measured trial yet; run autospec optimize")
         return 0
@@ -106,5 +102,6 @@ def run(args: argparse.Namespace) -> int:
         for note in notes:
             print(f"  - {note}")
     print()
-    print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N --format cmd|yaml|systemd")
+    print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N "
+          "--format cmd|yaml|systemd|adaptive")
     return 0

@@ -1,15 +1,43 @@
-"""Terminal rendering: live progress of a study and plain-text tables. No logic."""
+"""Terminal rendering: live progress of a study and plain-text tables. No logic.
+
+The progress display uses rich: on a terminal, a status line (current trial, phase,
+elapsed time, ETA, best so far) is redrawn in place below the finished trials, and each
+finished trial is printed as its own line, wrapped at the terminal's width rather than
+cut, so both objective values and any reason always show whole. Elsewhere (logs, pipes)
+every event is one plain line.
+"""
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
-from typing import Any, Mapping, Sequence, TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from autospec.records import TrialRecord
 from autospec.report.table import compact as compact_params
 
-__all__ = ["Progress", "table"]
+__all__ = ["Progress", "table", "short_label"]
+
+# Short names of common metrics for the progress lines (the study keeps the full names).
+_SHORT_METRICS = {
+    "output_tok_s": "out",
+    "agg_output_tok_s": "agg",
+    "decode_tok_s": "decode",
+    "accept_length": "accept",
+}
+
+
+def short_label(objective: str) -> str:
+    """'agg_output_tok_s@c32' -> 'agg@c32'; unknown metrics keep their name."""
+    metric, _, level = objective.partition("@")
+    short = _SHORT_METRICS.get(metric, metric)
+    return f"{short}@{level}" if level else short
+
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, align_right: Sequence[bool] | None = None) -> str:
     cells = [[str(h) for h in headers]] + [[("" if c is None else str(c)) for c in row] for row in rows]
@@ -24,30 +52,63 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, align_right:
     return "\n".join(lines)
 
 
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
 class Progress:
     """Observer for `autospec.study.optimize`: trial k/N, configuration, phase, elapsed,
-    ETA and best-so-far. On a terminal the phase line is redrawn in place; elsewhere
-    (logs, pipes) each event is one line."""
+    ETA and best-so-far (see the module docstring)."""
 
     def __init__(self, objectives: Sequence[tuple[str, str]], stream: TextIO | None = None, quiet: bool = False) -> None:
         """`objectives`: (name, "maximize" | "minimize") pairs, in the study's order."""
-        self.names = [n for n, _ in objectives]
+        self.labels = [short_label(n) for n, _ in objectives]
         self.signs = [1.0 if d == "maximize" else -1.0 for _, d in objectives]
-        self.out = stream or sys.stdout
-        self.tty = self.out.isatty()
+        out = stream or sys.stdout
+        self.tty = out.isatty()
+        self.console = Console(file=out, highlight=False, soft_wrap=not self.tty)
         self.quiet = quiet
         self.t_start = time.monotonic()
         self.t_trial = self.t_start
         self.launched_times: list[float] = []
-        self.best: list[float | None] = [None] * len(self.names)
+        self.best: list[float | None] = [None] * len(self.labels)
         self.current = ""
+        self.phase_name = ""
         self.done = 0
         self.target = 0
         self.not_launched: dict[str, int] = {}
+        self._live: Live | None = None
 
-    def _elapsed(self, since: float) -> str:
-        s = int(time.monotonic() - since)
-        return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    # ------------------------------------------------------------------ output
+    def _print(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(Text(text))
+
+    def _status(self) -> Text:
+        parts = [self.current or "starting"]
+        if self.phase_name:
+            parts.append(f"{self.phase_name} {_clock(time.monotonic() - self.t_trial)}")
+        parts.append(f"total {_clock(time.monotonic() - self.t_start)} eta {self._eta()}")
+        best = self._values(self.best)
+        if best:
+            parts.append(f"best {best}")
+        if self.not_launched:
+            parts.append("without launch: " + ", ".join(f"{n} {k}" for k, n in sorted(self.not_launched.items())))
+        return Text(" | ".join(parts), no_wrap=True, overflow="ellipsis")
+
+    def _refresh(self) -> None:
+        if self.quiet or not self.tty:
+            return
+        if self._live is None:
+            self._live = Live(self._status(), console=self.console, transient=True, refresh_per_second=2,
+                              get_renderable=self._status)
+            self._live.start()
+        else:
+            self._live.refresh()
+
+    def _values(self, values: Sequence[float | None]) -> str:
+        return " ".join(f"{label} {v:.1f}" for label, v in zip(self.labels, values) if v is not None)
 
     def _eta(self) -> str:
         if not self.launched_times:
@@ -56,61 +117,62 @@ class Progress:
         s = int(sum(self.launched_times) / len(self.launched_times) * remaining)
         return f"{s // 60}m{s % 60:02d}s"
 
-    def _line(self, text: str, final: bool = False) -> None:
-        if self.quiet:
-            return
-        if self.tty:
-            width = shutil.get_terminal_size((100, 20)).columns
-            self.out.write("\r\033[K" + text[: width - 1] + ("\n" if final else ""))
-        elif final:
-            self.out.write(text + "\n")
-        self.out.flush()
-
+    # ------------------------------------------------------------------ observer
     def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
         self.done, self.target = done, target
         for values in measured:  # a resumed study: best so far includes earlier runs
             self._update_best(values)
         if done:
-            self._line(f"study {study_name}: {done}/{target} trials already measured; continuing", final=True)
+            self._print(f"study {study_name}: {done}/{target} trials already measured; continuing")
         else:
-            self._line(f"study {study_name}: measuring {target} configurations", final=True)
+            self._print(f"study {study_name}: measuring {target} configurations")
+        self._refresh()
 
     def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None:
         self.t_trial = time.monotonic()
         self.current = f"trial {index}/{target} (#{number}) {compact_params(candidate)}"
-        self._line(f"{self.current} | starting")
+        self.phase_name = ""
+        self._refresh()
 
     def phase(self, name: str) -> None:
-        self._line(
-            f"{self.current} | {name} {self._elapsed(self.t_trial)} | total {self._elapsed(self.t_start)} eta {self._eta()}"
-        )
+        self.phase_name = name
+        self._refresh()
 
-    def trial_finished(self, number: int, record: Any, done: int, target: int) -> None:
+    def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None:
         self.done = done
         took = time.monotonic() - self.t_trial
         if not record.launched:
             # Answered without a launch (rejected / skipped / duplicate): seconds, not minutes.
-            # On a terminal it only flashes on the status line; logs get a line each.
+            # On a terminal it is counted on the status line; logs get a line each.
             self.not_launched[record.outcome] = self.not_launched.get(record.outcome, 0) + 1
-            self._line(f"{self.current} | {record.outcome}: {record.reason}", final=not self.tty)
+            if not self.tty:
+                self._print(f"{self.current} | {record.outcome}: {record.reason}")
+            self._refresh()
             return
         self.launched_times.append(took)
         if record.values is not None and record.outcome == "ok":
             self._update_best(record.values)
-        values = "" if record.values is None else " ".join(f"{n}={v:.1f}" for n, v in zip(self.names, record.values))
+        values = "" if record.values is None else " " + self._values(record.values)
         what = record.outcome if record.outcome == "ok" else f"{record.outcome}: {record.reason}"
-        best = " ".join(f"{n}={b:.1f}" for n, b in zip(self.names, self.best) if b is not None)
-        skipped = ", ".join(f"{n} {k}" for k, n in sorted(self.not_launched.items()))
-        self._line(
-            f"{self.current} | {what} {values} ({took:.0f}s) | {done}/{target} done, best {best or '-'}"
-            + (f" | without launch: {skipped}" if skipped else ""),
-            final=True,
-        )
+        self._print(f"{self.current} | {what}{values} ({took:.0f}s) | {done}/{target} done")
+        self.phase_name = ""
+        self._refresh()
 
     def _update_best(self, values: Sequence[float]) -> None:
         for i, v in enumerate(values):
-            if self.best[i] is None or self.signs[i] * (v - self.best[i]) > 0:
+            best = self.best[i]
+            if best is None or self.signs[i] * (v - best) > 0:
                 self.best[i] = v
 
     def message(self, text: str) -> None:
-        self._line(text, final=True)
+        self._print(text)
+        self._refresh()
+
+    def finished(self) -> None:
+        """The run ended (any way): take the status line down, print the best so far."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        best = self._values(self.best)
+        if best and not self.quiet:
+            self._print(f"best so far: {best} ({self.done}/{self.target} trials, {_clock(time.monotonic() - self.t_start)})")

@@ -6,18 +6,17 @@ import argparse
 import shlex
 from pathlib import Path
 
-from autospec.cli.common import add_study_args
+from autospec.cli.common import add_study_command
 from autospec.cli.pareto import add_baseline_arg, baseline_of, open_existing
 from autospec.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "report", help="write plots and a Markdown/HTML report of a study",
+    p = add_study_command(
+        sub, "report", help="write plots and a Markdown/HTML report of a study",
         description="Write the Pareto-front plot, tok/s against concurrency for the front, the Pareto table, the "
                     "recommendations, their launch commands and (for EAGLE/MTP topk=1 studies) an adaptive ladder "
                     "into a folder: report.md, report.html, *.png, *.html, launch-*.sh, adaptive.json.")
-    add_study_args(p, space=False)
     add_baseline_arg(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write into (created if missing)")
     p.add_argument("--host", default="127.0.0.1", help="host in the launch commands (default 127.0.0.1)")
@@ -43,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {args.output} is a file; name a folder for the report")
     study = open_existing(args)
     data = snapshot(study)
+    if not data.measured:
+        raise UsageError(f"study {data.name!r} has no measured configuration yet, so there is nothing to plot; "
+                         "run autospec optimize first (autospec pareto shows what it holds)")
     baseline = baseline_of(data, args.baseline)
     try:
         written = write_report(data, folder, baseline=baseline, study_args=_study_args(args),

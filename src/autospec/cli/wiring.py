@@ -2,48 +2,99 @@
 environment, the launcher and its GPU probe, and the preflight oracle.
 
 Real SGLang: the command from the space file (or --server-command); NVML probe when
-nvidia-ml-py and a GPU are present; SGLang's own resolver as preflight when sglang
+nvidia-ml-py and a GPU are present (who holds GPU memory is checked by the study run,
+after it has stopped its own leftovers: `autospec.study.gpu_guard`); SGLang's own resolver as preflight when sglang
 imports in the server's Python. Simulator (--sim): ``python -m autospec.sim`` with a
 profile, the simulator's recorded GPU memory as the probe, and the simulator's own
-argument resolver as preflight.
+argument resolver as preflight. :func:`sim_command` is the one place that builds the
+simulator's command line (``optimize --sim`` and ``bench --sim``). Preflights are asked
+about the flag words of ``autospec.launcher.flag_words``, the launcher's own conversion.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TextIO
+from typing import TextIO
 
 from autospec.config import SearchSpace
 from autospec.errors import UsageError
+from autospec.feasibility import ArgvBuilder, PreflightOracle
+from autospec.launcher import GpuProbe, Launcher, flag_words
+from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.space import grid
 
-__all__ = ["Target", "build_target", "flags_to_argv"]
+__all__ = ["Target", "build_target", "sim_command", "default_probe"]
 
 
 @dataclass
 class Target:
+    """What a study runs against: server command and environment, launcher, preflight."""
+
     command: tuple[str, ...]
-    launcher: Any
+    launcher: Launcher
     env: Mapping[str, str] = field(default_factory=dict)
-    preflight: Any | None = None
-    to_argv: Callable[[Mapping[str, Any]], list[str]] | None = None
-    sglang_version: str = "0.5.23"
+    preflight: PreflightOracle | None = None
+    to_argv: ArgvBuilder | None = None
+    sglang_version: str = DEFAULT_SGLANG_VERSION
 
 
-def flags_to_argv(flags: Mapping[str, Any]) -> list[str]:
-    """Server flags -> argv words, with the launcher's own conversion (host/port left out)."""
-    import os
+def sim_command(
+    *,
+    profile: str | None = None,
+    load_seconds: float | None = None,
+    warmup_seconds: float | None = None,
+    time_scale: float | None = None,
+    state_dir: Path | None = None,
+    noise: bool | None = None,
+) -> tuple[str, ...]:
+    """``python -m autospec.sim`` with the simulator's own flags; None leaves the
+    simulator's default. ``profile`` is a profile TOML file (passed as an absolute path)
+    or the name of a bundled profile. Raises a one-line UsageError for a profile that is
+    neither, a time scale <= 0, or a negative load or warmup time."""
+    _check_sim_times(load_seconds, warmup_seconds, time_scale)
+    command = [sys.executable, "-m", "autospec.sim"]
+    for flag, seconds in (("--sim-load-seconds", load_seconds), ("--sim-warmup-seconds", warmup_seconds),
+                          ("--sim-time-scale", time_scale)):
+        if seconds is not None:
+            command += [flag, f"{seconds:g}"]
+    if noise is not None:
+        command += ["--sim-noise", "on" if noise else "off"]
+    if state_dir is not None:
+        command += ["--sim-gpu-state-dir", str(state_dir)]
+    if profile:
+        command += ["--sim-profile", sim_profile_argument(profile)]
+    return tuple(command)
 
-    from autospec.launcher import LaunchRequest, build_argv
 
-    argv = build_argv(LaunchRequest(command=("server",), flags=flags, log_path=Path(os.devnull)), port=0)
-    return argv[1:-4]  # drop the command word and the trailing --host H --port P
+def sim_profile_argument(profile: str) -> str:
+    """The ``--sim-profile`` value for the simulator: an existing file as an absolute
+    path, a bundled profile's name as it is; anything else is a one-line UsageError."""
+    from autospec.sim.profile import list_profiles
+
+    if Path(profile).is_file():
+        return str(Path(profile).resolve())
+    bundled = list_profiles()
+    if profile in bundled:
+        return profile
+    raise UsageError(
+        f"--sim-profile {profile!r} is neither a file nor a bundled profile; "
+        f"pass a profile TOML (see docs/simulator.md) or one of: {', '.join(bundled)}"
+    )
 
 
-def default_probe() -> Any:
+def _check_sim_times(load_seconds: float | None, warmup_seconds: float | None, time_scale: float | None) -> None:
+    if time_scale is not None and time_scale <= 0:
+        raise UsageError(f"--sim-time-scale {time_scale:g} must be > 0; e.g. 1 (real time) or 0.2 (5x faster)")
+    for flag, seconds in (("--sim-load-seconds", load_seconds), ("--sim-warmup-seconds", warmup_seconds)):
+        if seconds is not None and seconds < 0:
+            raise UsageError(f"{flag} {seconds:g} must be >= 0; pass seconds, e.g. 1")
+
+
+def default_probe() -> GpuProbe:
     """NVML when it answers on this host, else no GPU-memory checks (said once)."""
     from autospec.launcher import NullGpuProbe, NvmlGpuProbe, ProbeUnavailable
 
@@ -72,68 +123,65 @@ def build_target(
     sim_time_scale: float,
     sim_warmup_seconds: float = 1.0,
     preflight: str,
-    allow_foreign: bool,
     out: TextIO,
 ) -> Target:
-    from autospec.launcher import Launcher
-
+    """The target of a study: the simulator (``sim``) or the space's SGLang command.
+    ``preflight`` is "auto" (use the server's resolver when it can run) or "off"."""
     if sim:
-        from autospec.feasibility.sim_preflight import SimPreflight
-        from autospec.launcher.probes import SimGpuProbe
-
-        if sim_profile and not Path(sim_profile).is_file():
-            raise UsageError(f"--sim-profile {sim_profile!r} does not exist; pass a profile TOML (see docs/simulator.md)")
-        if sim_time_scale <= 0 or sim_load_seconds < 0 or sim_warmup_seconds < 0:
-            raise UsageError("--sim-time-scale must be > 0, --sim-load-seconds and --sim-warmup-seconds >= 0")
         state_dir = (studies_dir / ".sim-gpu").resolve()
-        state_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "autospec.sim", "--sim-load-seconds", f"{sim_load_seconds:g}",
-                   "--sim-warmup-seconds", f"{sim_warmup_seconds:g}",
-                   "--sim-time-scale", f"{sim_time_scale:g}", "--sim-gpu-state-dir", str(state_dir)]
-        if sim_profile:
-            command += ["--sim-profile", str(Path(sim_profile).resolve())]
-        pre = SimPreflight(tuple(command)) if preflight == "auto" else None
-        _check_flag_names(pre, space)
-        return Target(
-            command=tuple(command), launcher=Launcher(probe=SimGpuProbe(state_dir)), preflight=pre,
-            to_argv=flags_to_argv, sglang_version=pre.sglang_version() if pre else "0.5.23",
+        command = sim_command(
+            profile=sim_profile, load_seconds=sim_load_seconds, warmup_seconds=sim_warmup_seconds,
+            time_scale=sim_time_scale, state_dir=state_dir,
         )
+        return _sim_target(command, state_dir, space, use_preflight=preflight == "auto")
+    return _sglang_target(space, studies_dir=studies_dir, use_preflight=preflight == "auto", out=out)
 
-    from autospec.launcher import foreign_gpu_holders
 
+def _sim_target(command: tuple[str, ...], state_dir: Path, space: SearchSpace, *, use_preflight: bool) -> Target:
+    from autospec.feasibility.sim_preflight import SimPreflight
+    from autospec.launcher.probes import SimGpuProbe
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    pre = SimPreflight(command) if use_preflight else None
+    _check_flag_names(pre, space)
+    return Target(
+        command=command, launcher=Launcher(probe=SimGpuProbe(state_dir)), preflight=pre,
+        to_argv=flag_words, sglang_version=pre.sglang_version() if pre else DEFAULT_SGLANG_VERSION,
+    )
+
+
+def _sglang_target(space: SearchSpace, *, studies_dir: Path, use_preflight: bool, out: TextIO) -> Target:
     probe = default_probe()
-    holders = foreign_gpu_holders(probe)
-    if holders and not allow_foreign:
-        pid, cmd, mem = holders[0]
-        raise UsageError(
-            f"{len(holders)} process(es) already hold GPU memory (pid {pid}, {mem:.0f} MiB: {cmd[:60]}); "
-            "stop them (see autospec doctor) or pass --allow-foreign-gpu-memory"
-        )
     command = tuple(space.server.command)
     if command[:1] in (("python",), ("python3",)):
         command = (sys.executable, *command[1:])
-    version = space.server.sglang_version or "0.5.23"
-    pre = None
-    if preflight == "auto":
-        python = _server_python(command)
-        if python is not None:
-            from autospec.feasibility import Preflight
-
-            candidate = Preflight(python=python, cache_dir=studies_dir / ".preflight")
-            ok, why = candidate.available()
-            if ok:
-                pre = candidate
-                version = candidate.sglang_version() or version
-            else:
-                print(f"autospec: preflight off: {why}; using autospec's static rules for sglang {version}", file=out)
-        else:
-            print("autospec: preflight off: the server command is not 'PYTHON -m ...'; using static rules", file=out)
+    version = space.server.sglang_version or DEFAULT_SGLANG_VERSION
+    pre = _sglang_preflight(command, studies_dir, version, out) if use_preflight else None
+    if pre is not None:
+        version = pre.sglang_version() or version
     _check_flag_names(pre, space)
-    return Target(command=command, launcher=Launcher(probe=probe), preflight=pre, to_argv=flags_to_argv,
+    return Target(command=command, launcher=Launcher(probe=probe), preflight=pre, to_argv=flag_words,
                   sglang_version=version)
 
 
-def _check_flag_names(pre: Any, space: SearchSpace) -> None:
+def _sglang_preflight(command: tuple[str, ...], studies_dir: Path, version: str, out: TextIO) -> PreflightOracle | None:
+    """SGLang's resolver in the server's Python, when sglang imports there; else None
+    (said once on ``out``: the static rules for ``version`` stand in)."""
+    from autospec.feasibility import Preflight
+
+    python = _server_python(command)
+    if python is None:
+        print("autospec: preflight off: the server command is not 'PYTHON -m ...'; using static rules", file=out)
+        return None
+    candidate = Preflight(python=python, cache_dir=studies_dir / ".preflight")
+    ok, why = candidate.available()
+    if not ok:
+        print(f"autospec: preflight off: {why}; using autospec's static rules for sglang {version}", file=out)
+        return None
+    return candidate
+
+
+def _check_flag_names(pre: PreflightOracle | None, space: SearchSpace) -> None:
     """Before the study: the server's own argument parser must know every flag name of
     the space (fixed and tunable); otherwise every trial would be rejected. Only argparse's
     unknown/ambiguous-option errors count here: any other rejection of one configuration
@@ -141,7 +189,7 @@ def _check_flag_names(pre: Any, space: SearchSpace) -> None:
     if pre is None:
         return
     first = next(grid(space), None)
-    verdict = pre.check(flags_to_argv({**space.server.flags, **(first or {})}))
+    verdict = pre.check(flag_words({**space.server.flags, **(first or {})}))
     if not verdict.ok and _UNKNOWN_FLAG.search(verdict.reason):
         raise UsageError(
             f"{space.source}: the server does not accept a flag name ({verdict.reason}); "

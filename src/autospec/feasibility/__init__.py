@@ -3,11 +3,14 @@
 Static rules per SGLang version (``rules``), SGLang's own resolver run on the exact argv
 (``preflight``; its probe script is ``resolver_probe``), rules learned from failures
 (``learned``) and deduplication (``gate``); every step answers with one
-:class:`Verdict`. Nothing here launches or benchmarks a server.
+:class:`Verdict`. A preflight is anything that implements :class:`PreflightOracle`
+(``oracle``): :class:`Preflight` for SGLang, ``sim_preflight.SimPreflight`` for the
+simulator. Nothing here launches or benchmarks a server.
 """
 
 from __future__ import annotations
 
+from autospec.feasibility.oracle import ArgvBuilder, PreflightOracle
 from autospec.feasibility.preflight import HARDWARE_MARKERS, Preflight, PreflightError
 from autospec.feasibility.rules import (
     EAGLE_FAMILY,
@@ -31,6 +34,8 @@ __all__ = [
     "rules_for",
     "max_draft_tokens",
     "dp_attention_enabled",
+    "PreflightOracle",
+    "ArgvBuilder",
     "Preflight",
     "PreflightError",
     "HARDWARE_MARKERS",

@@ -9,13 +9,16 @@ resolve to the same server. Each step returns the shared `Verdict` type.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from autospec.feasibility.learned import LearnedRules
+from autospec.feasibility.oracle import ArgvBuilder, PreflightOracle
 from autospec.feasibility.preflight import PreflightError
 from autospec.feasibility.rules import check_static
 from autospec.feasibility.verdict import Verdict
+from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 
 __all__ = ["FeasibilityGate", "Measurement", "dedup_key"]
 
@@ -45,9 +48,9 @@ class Measurement:
 class FeasibilityGate:
     """Stateful: learns from every launch the study reports back to it."""
 
-    sglang_version: str = "0.5.23"
-    preflight: Any | None = None  # autospec.feasibility.Preflight (duck-typed: .check(argv))
-    to_argv: Callable[[Mapping[str, Any]], list[str]] | None = None
+    sglang_version: str = DEFAULT_SGLANG_VERSION
+    preflight: PreflightOracle | None = None
+    to_argv: ArgvBuilder | None = None  # flags -> the argv words the preflight checks
     learn: bool = True
     remeasure: bool = False
     rules: LearnedRules = field(default_factory=LearnedRules)
@@ -85,9 +88,9 @@ class FeasibilityGate:
     def prefetch(self, candidates: Sequence[Mapping[str, Any]]) -> int:
         """Resolve many configurations in one call of the preflight oracle (one interpreter
         start instead of one per candidate: importing sglang takes 20-30 s). Returns how
-        many were sent; 0 when the oracle has no batch mode or fails (checks then run one
-        at a time)."""
-        if self.preflight is None or self.to_argv is None or not hasattr(self.preflight, "check_many"):
+        many were sent; 0 without an oracle, when its batches do not save time, or when it
+        fails (checks then run one at a time, when they are asked for)."""
+        if self.preflight is None or self.to_argv is None or not self.preflight.batch_saves_time:
             return 0
         argvs = [self.to_argv(c) for c in candidates if check_static(c, self.sglang_version).ok]
         try:

@@ -26,8 +26,9 @@ failed that way, is skipped.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -77,6 +78,21 @@ class _Launch:
     pre_load_gb: float | None  # free memory before weights: what mem_fraction_static is a fraction of
     gb_per_token: float | None  # KV bytes per token, from the pool's K + V size
     available_gb: float | None  # free after init (activations, CUDA graphs live here)
+
+    def tokens_per_mem(self) -> float | None:
+        """KV tokens one unit of mem-fraction buys (pre_load_gb / gb_per_token); None
+        when the log did not give both."""
+        if self.pre_load_gb and self.gb_per_token:
+            return self.pre_load_gb / self.gb_per_token
+        return None
+
+    def headroom_at(self, mem: float) -> float | None:
+        """Free memory after init at mem-fraction ``mem``: each extra unit of mem-fraction
+        moves pre_load_gb from the headroom into the static pool. None when the log did
+        not give both figures."""
+        if self.available_gb is None or not self.pre_load_gb:
+            return None
+        return self.available_gb - (mem - self.mem) * self.pre_load_gb
 
 
 @dataclass
@@ -151,7 +167,7 @@ class LearnedRules:
         return a >= b if sign > 0 else a <= b
 
     def _comparable(self, flags: Mapping[str, Any]) -> list[_Launch]:
-        return [l for l in self.launches if l.others == _others(flags)]
+        return [launch for launch in self.launches if launch.others == _others(flags)]
 
     def predict_tokens(self, flags: Mapping[str, Any]) -> float | None:
         """max_total_num_tokens expected for `flags`, or None when earlier launches do not
@@ -167,11 +183,11 @@ class LearnedRules:
         seen = self._comparable(flags)
         if mem is None or not seen:
             return None
-        physical = [l for l in seen if l.pre_load_gb and l.gb_per_token]
+        physical = [(launch, per) for launch in seen if (per := launch.tokens_per_mem()) is not None]
         if not physical:
             return self._fit_tokens(seen, mem, draft)
-        per_mem = statistics.median(l.pre_load_gb / l.gb_per_token for l in physical)
-        residual = [(l.draft, l.tokens - l.mem * per_mem) for l in physical]
+        per_mem = statistics.median(per for _, per in physical)
+        residual = [(launch.draft, launch.tokens - launch.mem * per_mem) for launch, _ in physical]
         drafts = {d for d, _ in residual}
         if len(drafts) >= 2:
             slope, intercept = np.polyfit([d for d, _ in residual], [r for _, r in residual], 1)
@@ -184,7 +200,7 @@ class LearnedRules:
         """Without KV sizes in the log: least squares on (mem, draft) over >= 3 launches."""
         if len(seen) < 3:
             return None
-        data = np.array([(l.mem, l.draft, l.tokens) for l in seen])
+        data = np.array([(launch.mem, launch.draft, launch.tokens) for launch in seen])
         if np.ptp(data[:, 0]) < 1e-9:
             return None
         use_draft = np.ptp(data[:, 1]) > 0
@@ -198,11 +214,14 @@ class LearnedRules:
         with the nearest mem-fraction and no more draft tokens (bigger drafts also need
         bigger graphs, so this is an upper bound)."""
         mem, draft = _num(flags, MEM), _num(flags, DRAFT) or 0.0
-        seen = [l for l in self._comparable(flags) if l.available_gb is not None and l.pre_load_gb and l.draft <= draft]
-        if mem is None or not seen:
+        if mem is None:
             return None
-        near = min(seen, key=lambda l: (abs(l.mem - mem), -l.draft))
-        return near.available_gb - (mem - near.mem) * near.pre_load_gb
+        seen = [launch for launch in self._comparable(flags)
+                if launch.draft <= draft and launch.headroom_at(mem) is not None]
+        if not seen:
+            return None
+        near = min(seen, key=lambda launch: (abs(launch.mem - mem), -launch.draft))
+        return near.headroom_at(mem)
 
 
 def _describe(flags: Mapping[str, Any]) -> str:

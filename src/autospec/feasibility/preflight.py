@@ -1,6 +1,6 @@
 """Preflight: SGLang's own argument resolver, run on the exact server argv before a launch.
 
-Contract:
+Contract (that of :class:`~autospec.feasibility.oracle.PreflightOracle`, plus):
 
 - :class:`Preflight` runs ``resolver_probe.py`` with the *server's* Python (``python``, a
   command prefix such as ``("/venv/bin/python",)`` or ``("docker", "exec", "box",
@@ -29,8 +29,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from autospec.errors import RuntimeFailure
 from autospec.feasibility import resolver_probe
@@ -65,6 +66,8 @@ class PreflightError(RuntimeFailure):
 
 class Preflight:
     """SGLang's own resolver as a feasibility oracle (see the module docstring)."""
+
+    batch_saves_time = True  # importing sglang takes 20-30 s; a batch pays it once
 
     def __init__(
         self,

@@ -45,6 +45,7 @@ import json
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 MARKER = "AUTOSPEC_PREFLIGHT "
 
@@ -102,7 +103,7 @@ def _strict_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sglang serve", add_help=False)
     ServerArgs.add_cli_args(parser)
 
-    def refuse(message: str) -> None:
+    def refuse(message: str) -> NoReturn:
         raise _ArgvRejected(message)
 
     parser.error = refuse  # type: ignore[method-assign]

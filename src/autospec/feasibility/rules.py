@@ -25,15 +25,17 @@ on the GPU model (default attention backend, SM90+ kernels) is flagged, not gues
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from autospec.errors import ConfigError
 from autospec.feasibility.verdict import Verdict
+from autospec.sglang_facts import DEFAULT_SGLANG_VERSION, max_draft_tokens
 
 __all__ = [
     "Rule",
@@ -121,6 +123,11 @@ def _int(flags: Mapping[str, Any], key: str) -> int | None:
     return None if value is None else int(value)
 
 
+def _given(flags: Mapping[str, Any], key: str) -> int:
+    """The integer value of a flag the rule has already checked is set."""
+    return int(flags[key])
+
+
 def _algo(flags: Mapping[str, Any]) -> str | None:
     value = flags.get(ALGO)
     return None if value is None else str(value)
@@ -155,18 +162,6 @@ def dp_attention_enabled(flags: Mapping[str, Any]) -> bool:
     dp = _int(flags, "dp_size") or 1
     attn_dp = _int(flags, "attn_dp_size") or 1
     return (bool(flags.get("enable_dp_attention")) and dp > 1) or attn_dp > 1
-
-
-def max_draft_tokens(steps: int, topk: int) -> int:
-    """Most draft tokens an EAGLE tree of ``steps`` and ``topk`` can hold.
-
-    SGLang picks the ``num_draft_tokens - 1`` best of ``topk + (steps - 1) * topk**2``
-    scored candidates with ``torch.topk`` (0.5.23 ``speculative/eagle_utils.py``
-    ``organize_draft_results``; buffers are sized ``max(steps * topk, draft)``), so more
-    than ``1 + topk + (steps - 1) * topk**2`` fails at the first decode. With topk == 1
-    this is ``steps + 1``.
-    """
-    return 1 + topk + (steps - 1) * topk * topk
 
 
 def _set(**changes: Any) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
@@ -308,8 +303,8 @@ RULES: tuple[Rule, ...] = (
         "topk1_draft_tokens", ">=0",
         "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1",
         lambda f: _eagle(f) and _int(f, TOPK) == 1 and f.get(STEPS) is not None
-        and _int(f, DRAFT) != _int(f, STEPS) + 1,
-        effect="rewrite", rewrite=_with(lambda f: {DRAFT: _int(f, STEPS) + 1}),
+        and _int(f, DRAFT) != _given(f, STEPS) + 1,
+        effect="rewrite", rewrite=_with(lambda f: {DRAFT: _given(f, STEPS) + 1}),
         where=f"{_SPEC_HOOK} _handle_eagle_family", checked=_ALL,
     ),
     Rule(
@@ -370,7 +365,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "ngram_steps_default", ">=0.5.16", "",
         lambda f: _ngram(f) and f.get(STEPS) is None,
-        effect="rewrite", rewrite=_with(lambda f: {STEPS: _int(f, DRAFT) // _int(f, TOPK)}),
+        effect="rewrite", rewrite=_with(lambda f: {STEPS: _given(f, DRAFT) // _given(f, TOPK)}),
         where=f"{_SPEC_HOOK} _handle_ngram", checked=("0.5.16", "0.5.20", "0.5.23"),
         hint="0.5.13 leaves it unset",
     ),
@@ -438,7 +433,7 @@ RULES: tuple[Rule, ...] = (
         "speculative_eagle_topk={speculative_eagle_topk} holds (1 + topk + (steps - 1) * topk^2); "
         "SGLang accepts these arguments but the server fails at its first decode",
         lambda f: _eagle(f) and None not in (f.get(STEPS), f.get(TOPK), f.get(DRAFT))
-        and _int(f, TOPK) >= 1 and _int(f, DRAFT) > max_draft_tokens(_int(f, STEPS), _int(f, TOPK)),
+        and _given(f, TOPK) >= 1 and _given(f, DRAFT) > max_draft_tokens(_given(f, STEPS), _given(f, TOPK)),
         error_type="RuntimeError", origin="autospec",
         where="speculative/eagle_utils.py organize_draft_results (torch.topk of draft - 1 candidates)",
         checked=("0.5.23",),
@@ -453,7 +448,7 @@ def _version(sglang_version: str | Version) -> Version:
         return Version(str(sglang_version))
     except InvalidVersion:
         raise ConfigError(
-            f"sglang version {sglang_version!r} is not a version number; give one such as 0.5.23"
+            f"sglang version {sglang_version!r} is not a version number; give one such as {DEFAULT_SGLANG_VERSION}"
         ) from None
 
 
@@ -478,13 +473,13 @@ def _walk(flags: Mapping[str, Any], rules: Iterable[Rule], stop_at_reject: bool)
     return resolved, None, notes
 
 
-def resolve_static(flags: Mapping[str, Any], sglang_version: str | Version = "0.5.23") -> dict[str, Any]:
+def resolve_static(flags: Mapping[str, Any], sglang_version: str | Version = DEFAULT_SGLANG_VERSION) -> dict[str, Any]:
     """The flags after SGLang's rewrites for this version (rejections are not checked)."""
     resolved, _, _ = _walk(flags, rules_for(sglang_version), stop_at_reject=False)
     return resolved
 
 
-def check_static(flags: Mapping[str, Any], sglang_version: str | Version = "0.5.23") -> Verdict:
+def check_static(flags: Mapping[str, Any], sglang_version: str | Version = DEFAULT_SGLANG_VERSION) -> Verdict:
     """Verdict of the static rules: the first rejection in SGLang's order, else ok.
 
     ``resolved`` holds the flags after the rewrites that ran before the verdict. An ok

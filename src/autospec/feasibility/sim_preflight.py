@@ -1,19 +1,31 @@
 """Preflight against the simulator: its own argument resolver, run in a subprocess on
-the exact argv, like `Preflight` runs SGLang's resolver on a GPU host."""
+the exact argv, like `Preflight` runs SGLang's resolver on a GPU host. Implements
+:class:`~autospec.feasibility.oracle.PreflightOracle`."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+from autospec.feasibility.preflight import PreflightError
 from autospec.feasibility.verdict import Verdict
+from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 
 __all__ = ["SimPreflight"]
 
 
 class SimPreflight:
-    """`command` is the simulator launch command (``PY -m autospec.sim --sim-...``)."""
+    """`command` is the simulator launch command (``PY -m autospec.sim --sim-...``).
+
+    Each distinct argv is resolved once (one subprocess) and its answer cached. A
+    rejection by the simulator's argument parser (exit code != 0) is a "rejected"
+    verdict; a resolver that cannot be started or does not answer in ``timeout_s``
+    raises :class:`PreflightError`.
+    """
+
+    batch_saves_time = False  # one short subprocess per argv either way
 
     def __init__(self, command: Sequence[str], timeout_s: float = 60.0) -> None:
         command = list(command)
@@ -24,23 +36,12 @@ class SimPreflight:
         self._timeout = timeout_s
         self._cache: dict[tuple[str, ...], dict[str, Any]] = {}
 
-    def _run(self, argv: Sequence[str]) -> dict[str, Any]:
-        key = tuple(argv)
-        if key not in self._cache:
-            proc = subprocess.run(self._base + list(argv), capture_output=True, text=True, timeout=self._timeout)
-            lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-            if proc.returncode != 0 or not lines:
-                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                self._cache[key] = {"ok": False, "error": tail, "sglang_version": None}
-            else:
-                self._cache[key] = json.loads(lines[-1])
-        return self._cache[key]
-
     def available(self) -> tuple[bool, str]:
         return True, ""
 
     def sglang_version(self) -> str:
-        return self._run([]).get("sglang_version") or "0.5.23"
+        """The version the simulator's profile imitates (default when it does not say)."""
+        return self._run([]).get("sglang_version") or DEFAULT_SGLANG_VERSION
 
     def check(self, argv: Sequence[str]) -> Verdict:
         out = self._run(argv)
@@ -48,3 +49,29 @@ class SimPreflight:
             reason = out.get("error") or "rejected by the simulator's argument checks (no message)"
             return Verdict(status="rejected", reason=reason, source="preflight", rule=None, resolved={})
         return Verdict(status="ok", reason="", source="preflight", rule=None, resolved=out.get("resolved", {}))
+
+    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Verdict]:
+        """One verdict per argv, in order (each distinct argv is resolved once)."""
+        return [self.check(argv) for argv in argvs]
+
+    def _run(self, argv: Sequence[str]) -> dict[str, Any]:
+        key = tuple(argv)
+        if key not in self._cache:
+            self._cache[key] = self._resolve(list(argv))
+        return self._cache[key]
+
+    def _resolve(self, argv: list[str]) -> dict[str, Any]:
+        try:
+            proc = subprocess.run(self._base + argv, capture_output=True, text=True, timeout=self._timeout)
+        except subprocess.TimeoutExpired:
+            raise PreflightError(
+                f"the simulator's resolver did not answer within {self._timeout:g} s; raise the preflight timeout"
+            ) from None
+        except OSError as exc:
+            raise PreflightError(f"the simulator's resolver could not start: {exc}") from None
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"ok": False, "error": tail, "sglang_version": None}
+        answer: dict[str, Any] = json.loads(lines[-1])
+        return answer

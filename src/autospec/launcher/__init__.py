@@ -26,6 +26,7 @@ from autospec.launcher.classify import (
 )
 from autospec.launcher.doctor import foreign_gpu_holders
 from autospec.launcher.errors import (
+    LAUNCH_FAILURE_KINDS,
     ArgumentsRejected,
     CudaGraphOOM,
     ForeignGpuMemory,
@@ -50,13 +51,14 @@ from autospec.launcher.probes import (
 )
 from autospec.launcher.process import RunningServer
 from autospec.launcher.readiness import READINESS_PATHS
-from autospec.launcher.request import LaunchRequest, build_argv, default_command
+from autospec.launcher.request import LaunchRequest, build_argv, default_command, flag_words
 from autospec.launcher.startup import StartupFacts, parse_startup
 from autospec.launcher.teardown import TeardownReport, stop_process_group
 
 __all__ = [
     "LaunchRequest",
     "build_argv",
+    "flag_words",
     "default_command",
     "Launcher",
     "RunningServer",
@@ -70,6 +72,7 @@ __all__ = [
     "CLASSIFY_ORDER",
     "classify_failure",
     "LaunchError",
+    "LAUNCH_FAILURE_KINDS",
     "ArgumentsRejected",
     "KvPoolTooSmall",
     "CudaGraphOOM",

@@ -302,16 +302,16 @@ def classify_failure(
       its failure and then hung); then ``timed_out`` gives :class:`StartupTimeout`;
       else :class:`UnknownLaunchFailure` with the log tail.
     """
-    common = {"log_path": log_path, "seconds": seconds, "returncode": returncode}
+    def error(cls: type[LaunchError], detail: str, excerpt: str) -> LaunchError:
+        return cls(detail, log_excerpt=excerpt, log_path=log_path, seconds=seconds, returncode=returncode)
+
     exception = last_exception_line(log_text) or ""
     if after_ready:
-        return ServerCrashed(exception, log_excerpt=log_tail(log_text), **common)
+        return error(ServerCrashed, exception, log_tail(log_text))
     cause = find_cause(log_text)
     if cause is not None:
-        return _ERROR_FOR_CAUSE[cause.kind](cause.line, log_excerpt=cause.excerpt, **common)
+        return error(_ERROR_FOR_CAUSE[cause.kind], cause.line, cause.excerpt)
     if timed_out:
-        return StartupTimeout(
-            f"not ready after {seconds:g} s" if seconds is not None else "",
-            log_excerpt=log_tail(log_text), **common,
-        )
-    return UnknownLaunchFailure(exception, log_excerpt=log_tail(log_text), **common)
+        waited = f"not ready after {seconds:g} s" if seconds is not None else ""
+        return error(StartupTimeout, waited, log_tail(log_text))
+    return error(UnknownLaunchFailure, exception, log_tail(log_text))

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from autospec.launcher.probes import GpuProbe, ProbeUnavailable
 from autospec.launcher.proctree import read_cmdline
@@ -62,6 +62,8 @@ class GpuHolder:
     cmdline: str
     mem_mb: float
     gpus: tuple[int, ...]
+    owner: str = ""  # whose it is, when a caller knows (e.g. "the server of trial 4 of study ...")
+    fix: str = ""  # the one command that stops it safely, when there is one
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,10 @@ def render_text(report: DoctorReport) -> str:
             lines.append("Processes holding GPU memory:")
             for h in report.holders:
                 lines.append(f"  PID {h.pid} on GPU {','.join(map(str, h.gpus))}: {h.mem_mb:.0f} MiB  {h.cmdline}")
+                if h.owner:
+                    lines.append(f"    {h.owner}")
+                if h.fix:
+                    lines.append(f"    stop it safely: {h.fix}")
         else:
             lines.append("Processes holding GPU memory: none")
     if report.sglang is not None:
@@ -230,5 +236,10 @@ def render_text(report: DoctorReport) -> str:
     if report.model is not None:
         m = report.model
         lines.append(f"model {m.model_path}: " + (f"found ({m.where}: {m.location})" if m.resolves else m.problem or "not found"))
-    lines.append("OK" if report.ok else "Problems: " + "; ".join(report.problems))
+    if not report.ok:
+        lines.append("Problems: " + "; ".join(report.problems))
+    elif report.gpu_unavailable:
+        lines.append("No GPU is visible here: only simulator studies (autospec optimize --sim) can run on this host")
+    else:
+        lines.append("OK")
     return "\n".join(lines)

@@ -38,6 +38,7 @@ __all__ = [
     "PortInUse",
     "UnknownLaunchFailure",
     "ERROR_BY_KIND",
+    "LAUNCH_FAILURE_KINDS",
 ]
 
 _MAX_DETAIL_CHARS = 240
@@ -158,6 +159,7 @@ class UnknownLaunchFailure(LaunchError):
     fix = "read the log tail in the error or the log file"
 
 
+#: Each failure kind -> its error class, in the order of the tree above.
 ERROR_BY_KIND: dict[str, type[LaunchError]] = {
     cls.kind: cls
     for cls in (
@@ -172,6 +174,10 @@ ERROR_BY_KIND: dict[str, type[LaunchError]] = {
         UnknownLaunchFailure,
     )
 }
+
+#: Every ``LaunchError.kind`` a launch can fail with (the outcomes a study records for a
+#: launched trial that did not serve), in the order of the tree above.
+LAUNCH_FAILURE_KINDS: tuple[str, ...] = tuple(ERROR_BY_KIND)
 
 
 def _rebuild(cls: type[LaunchError], state: dict) -> LaunchError:

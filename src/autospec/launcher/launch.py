@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from autospec.errors import UsageError
 from autospec.launcher.classify import classify_failure

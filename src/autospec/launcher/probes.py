@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from autospec.errors import RuntimeFailure
 from autospec.launcher.proctree import is_alive
 
 __all__ = [
@@ -36,7 +38,7 @@ __all__ = [
 _MIB = 1024 * 1024
 
 
-class ProbeUnavailable(RuntimeError):
+class ProbeUnavailable(RuntimeFailure):
     """The probe cannot read GPU state on this host (no NVML library, no driver, no GPU)."""
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Callable, Mapping, Sequence
+from typing import IO
 
 from autospec.launcher.classify import RUNTIME_EVENT_PATTERNS, LogPattern, classify_failure
 from autospec.launcher.proctree import ProcessTracker
@@ -59,9 +60,9 @@ class LogDrain:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="autospec-log-drain", daemon=True)
 
-    def start(self) -> "LogDrain":
+    def start(self) -> LogDrain:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.log_path, "w", encoding="utf-8", newline="")
+        self._file = open(self.log_path, "w", encoding="utf-8", newline="")  # noqa: SIM115 - the drain thread closes it
         self._thread.start()
         return self
 
@@ -106,7 +107,7 @@ class _Watcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="autospec-proc-watch", daemon=True)
 
-    def start(self) -> "_Watcher":
+    def start(self) -> _Watcher:
         self._thread.start()
         return self
 
@@ -157,7 +158,7 @@ class RunningServer:
     def __repr__(self) -> str:
         return f"RunningServer(url={self.url!r}, pid={self.pid}, log_path={str(self.log_path)!r})"
 
-    def __enter__(self) -> "RunningServer":
+    def __enter__(self) -> RunningServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,115 +1,115 @@
-"""Processes of one server, found through Linux ``/proc``.
+"""Processes of one server, found with psutil.
 
 A server is its root process plus everything it starts. Most of that stays in the root's
 process group and session, but a child that calls ``setsid()`` leaves both and is then
 known only by its parent link (and once its parent is gone, not even by that). So
 :class:`ProcessTracker` remembers every process it has ever seen belonging to the server,
-keyed by PID *and* start time (so a recycled PID is never mistaken for it), and the
+keyed by PID *and* creation time (so a recycled PID is never mistaken for it), and the
 launcher refreshes it every tick while the server runs and again at stop.
+
+Creation times are psutil's ``Process.create_time()`` (seconds since the epoch, derived on
+Linux from the start time in clock ticks in ``/proc/<pid>/stat``); two readings of the
+same process are equal, and `same_start` compares them with the clock-tick resolution.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable, Mapping
 
-__all__ = ["ProcInfo", "read_proc", "scan_procs", "is_alive", "read_cmdline", "ProcessTracker"]
+import psutil
 
-_PROC = Path("/proc")
+__all__ = ["ProcInfo", "read_proc", "scan_procs", "is_alive", "read_cmdline", "same_start", "ProcessTracker"]
+
+# A creation time is known to one clock tick (1/100 s on Linux); readings of one process agree.
+_START_TOLERANCE_S = 2.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
 
 @dataclass(frozen=True)
 class ProcInfo:
-    """The fields of ``/proc/<pid>/stat`` the tracker needs."""
+    """What the tracker needs to know of one process."""
 
     pid: int
     ppid: int
     pgid: int
     sid: int
-    state: str
-    starttime: int
+    status: str  # psutil.STATUS_*
+    starttime: float  # psutil create_time()
 
     @property
     def zombie(self) -> bool:
         """Exited but not yet reaped: holds no memory and no ports; counts as gone."""
-        return self.state in ("Z", "X")
+        return self.status in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+
+
+def same_start(a: float | None, b: float | None) -> bool:
+    """True when two creation times name the same process start."""
+    return a is not None and b is not None and abs(float(a) - float(b)) <= _START_TOLERANCE_S
+
+
+def _info(proc: psutil.Process) -> ProcInfo | None:
+    try:
+        with proc.oneshot():
+            return ProcInfo(
+                pid=proc.pid, ppid=proc.ppid(), pgid=os.getpgid(proc.pid), sid=os.getsid(proc.pid),
+                status=proc.status(), starttime=proc.create_time(),
+            )
+    except (psutil.Error, OSError):
+        return None
 
 
 def read_proc(pid: int) -> ProcInfo | None:
-    """``/proc/<pid>/stat`` parsed, or None when there is no such process."""
+    """The process ``pid`` now, or None when there is no such process."""
     try:
-        raw = (_PROC / str(pid) / "stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError, OSError):
-        return None
-    # The command name is in parentheses and may itself contain spaces or parentheses.
-    fields = raw[raw.rfind(")") + 2 :].split()
-    try:
-        return ProcInfo(
-            pid=pid,
-            state=fields[0],
-            ppid=int(fields[1]),
-            pgid=int(fields[2]),
-            sid=int(fields[3]),
-            starttime=int(fields[19]),
-        )
-    except (IndexError, ValueError):
+        return _info(psutil.Process(pid))
+    except psutil.Error:
         return None
 
 
 def scan_procs() -> dict[int, ProcInfo]:
-    """Every process visible in ``/proc`` now."""
+    """Every process visible now."""
     out: dict[int, ProcInfo] = {}
-    try:
-        names = os.listdir(_PROC)
-    except OSError:
-        return out
-    for name in names:
-        if name.isdigit():
-            info = read_proc(int(name))
-            if info is not None:
-                out[info.pid] = info
+    for proc in psutil.process_iter():
+        info = _info(proc)
+        if info is not None:
+            out[info.pid] = info
     return out
 
 
 def _other_threads_run(pid: int) -> bool:
-    """True when a thread of ``pid`` still runs although its main thread has exited.
-
-    ``/proc/<pid>/stat`` shows the main thread only: a multi-threaded process whose main
-    thread exited reads as a zombie while its other threads (and its memory) live on.
-    """
+    """True when a thread of ``pid`` still runs although its main thread has exited: such a
+    process reads as a zombie while its other threads (and its memory) live on."""
     try:
-        tids = os.listdir(_PROC / str(pid) / "task")
-    except OSError:
+        threads = psutil.Process(pid).threads()
+    except psutil.Error:
         return False
-    for tid in tids:
-        try:
-            raw = (_PROC / str(pid) / "task" / tid / "stat").read_text()
-        except OSError:
+    for thread in threads:
+        if thread.id == pid:
             continue
-        fields = raw[raw.rfind(")") + 2 :].split()
-        if fields and fields[0] not in ("Z", "X"):
-            return True
+        try:
+            if psutil.Process(thread.id).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                return True
+        except psutil.Error:
+            continue
     return False
 
 
-def is_alive(pid: int, starttime: int | None = None) -> bool:
-    """True while ``pid`` runs (not a zombie) and, if given, still has that start time."""
+def is_alive(pid: int, starttime: float | None = None) -> bool:
+    """True while ``pid`` runs (not a zombie) and, if given, still has that creation time."""
     info = read_proc(pid)
     if info is None or (info.zombie and not _other_threads_run(pid)):
         return False
-    return starttime is None or info.starttime == starttime
+    return starttime is None or same_start(info.starttime, starttime)
 
 
 def read_cmdline(pid: int) -> str:
     """The process's command line, space-joined ('' when gone or unreadable)."""
     try:
-        raw = (_PROC / str(pid) / "cmdline").read_bytes()
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, OSError):
         return ""
-    return " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part)
 
 
 class ProcessTracker:
@@ -120,8 +120,8 @@ class ProcessTracker:
     """
 
     def __init__(self, root_pid: int, pgid: int | None = None, sid: int | None = None,
-                 extra_pids: Iterable[int] | Mapping[int, int | None] = ()) -> None:
-        """``extra_pids``: more processes of the server, as PIDs or PID -> start time.
+                 extra_pids: Iterable[int] | Mapping[int, float | None] = ()) -> None:
+        """``extra_pids``: more processes of the server, as PIDs or PID -> creation time.
 
         A root whose process group is no longer ``pgid`` is not the server any more (its
         PID was recycled) and is not remembered.
@@ -130,7 +130,7 @@ class ProcessTracker:
         self.pgid = root_pid if pgid is None else pgid
         self.sid = sid
         self._lock = threading.Lock()
-        self._known: dict[int, int | None] = {}
+        self._known: dict[int, float | None] = {}
         root = read_proc(root_pid)
         if root is not None and root.pgid == self.pgid:
             self._known[root_pid] = root.starttime
@@ -142,7 +142,7 @@ class ProcessTracker:
             self._known[int(pid)] = start
 
     def refresh(self) -> None:
-        """Scan ``/proc`` once and remember new members of the server."""
+        """Scan the process table once and remember new members of the server."""
         procs = scan_procs()
         with self._lock:
             changed = True
@@ -161,14 +161,13 @@ class ProcessTracker:
         if info.pgid == self.pgid or (self.sid is not None and info.sid == self.sid):
             return True
         parent = procs.get(info.ppid)
-        return (
-            parent is not None
-            and parent.pid in self._known
-            and self._known[parent.pid] in (None, parent.starttime)
-        )
+        if parent is None or parent.pid not in self._known:
+            return False
+        recorded = self._known[parent.pid]
+        return recorded is None or same_start(recorded, parent.starttime)
 
-    def known(self) -> dict[int, int | None]:
-        """PID -> start time of everything ever seen (start time None if never read)."""
+    def known(self) -> dict[int, float | None]:
+        """PID -> creation time of everything ever seen (None if never read)."""
         with self._lock:
             return dict(self._known)
 

@@ -3,8 +3,8 @@
 Contract:
 
 - :class:`LaunchRequest` is frozen plain data. ``flags`` are SGLang ``ServerArgs`` field
-  names (snake_case); :func:`build_argv` turns them into ``--kebab-case VALUE`` after
-  ``command`` (or in place of a ``"{argv}"`` element of ``command``, for wrappers that need
+  names (snake_case); :func:`flag_words` turns them into ``--kebab-case VALUE`` words and
+  :func:`build_argv` puts those after ``command`` (or in place of a ``"{argv}"`` element of ``command``, for wrappers that need
   arguments after SGLang's). ``True`` is a bare switch, ``False``/``None`` are omitted,
   lists/tuples become several values (SGLang's ``nargs`` flags), dicts become JSON.
   ``--host``/``--port`` are always appended by the launcher; giving them in ``flags`` is
@@ -21,15 +21,17 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from autospec.errors import UsageError
 
 __all__ = [
     "LaunchRequest",
     "build_argv",
+    "flag_words",
     "default_command",
     "child_environment",
     "is_secret_name",
@@ -145,23 +147,34 @@ def _scalar(name: str, value: Any) -> str:
     return str(value)
 
 
+def _check_flag_name(name: object) -> None:
+    if not isinstance(name, str) or not _FLAG_NAME.match(name):
+        raise UsageError(f"flag name {name!r} is not a ServerArgs field name; use snake_case such as mem_fraction_static")
+    if name in _RESERVED_FLAGS:
+        raise UsageError(f"flag {name!r} is set by the launcher; use LaunchRequest.{name} instead")
+
+
+def flag_words(flags: Mapping[str, Any]) -> list[str]:
+    """Server flags -> argv words, in the flags' order: ``--kebab-case VALUE``, ``True`` a
+    bare switch, ``False``/``None``/empty lists omitted (see the module docstring). No
+    command, no ``--host``/``--port``: naming those, or a name that is not snake_case,
+    raises :class:`UsageError`."""
+    words: list[str] = []
+    for name, value in flags.items():
+        _check_flag_name(name)
+        words += _flag_values(name, value) or []
+    return words
+
+
 def build_argv(req: LaunchRequest, port: int) -> list[str]:
-    """The exact argv to execute (secrets included: never store it; see :meth:`Redactor.argv`)."""
-    flag_words: list[str] = []
-    for name, value in req.flags.items():
-        if not isinstance(name, str) or not _FLAG_NAME.match(name):
-            raise UsageError(f"flag name {name!r} is not a ServerArgs field name; use snake_case such as mem_fraction_static")
-        if name in _RESERVED_FLAGS:
-            raise UsageError(f"flag {name!r} is set by the launcher; use LaunchRequest.{name} instead")
-        words = _flag_values(name, value)
-        if words:
-            flag_words += words
-    flag_words += ["--host", req.host, "--port", str(port)]
+    """The exact argv to execute (secrets included: never store it; see :meth:`Redactor.argv`):
+    the command, then :func:`flag_words` of the flags and ``--host H --port P``."""
+    words = flag_words(req.flags) + ["--host", req.host, "--port", str(port)]
     command = list(req.command)
     if ARGV_PLACEHOLDER in command:
         at = command.index(ARGV_PLACEHOLDER)
-        return command[:at] + flag_words + command[at + 1 :]
-    return command + flag_words
+        return command[:at] + words + command[at + 1 :]
+    return command + words
 
 
 def child_environment(req: LaunchRequest, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -185,7 +198,7 @@ class Redactor:
         self._secret_options = {"--" + f.replace("_", "-") for f in secret_flags}
 
     @classmethod
-    def for_launch(cls, req: LaunchRequest, env: Mapping[str, str]) -> "Redactor":
+    def for_launch(cls, req: LaunchRequest, env: Mapping[str, str]) -> Redactor:
         secrets = [v for k, v in env.items() if is_secret_name(k, req.secret_env_names)]
         secret_flags = [k for k, v in req.flags.items() if is_secret_name(k)]
         secrets += [str(v) for k, v in req.flags.items() if is_secret_name(k) and v not in (None, True, False)]

@@ -21,11 +21,12 @@ propagates.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Mapping
 
 from autospec.launcher.ports import wait_port_free
 from autospec.launcher.probes import GpuProbe, GpuSnapshot, ProbeUnavailable, memory_returned
@@ -69,17 +70,13 @@ class TeardownReport:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal_pid(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _kill_all(pgid: int, tracker: ProcessTracker) -> None:

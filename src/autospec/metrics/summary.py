@@ -217,7 +217,7 @@ def _summarize_records(
     n_repeats: int,
 ) -> LevelSummary:
     ok = [r for r in measured if r.ok]
-    errors = Counter(r.error_kind for r in measured if not r.ok)
+    errors = Counter(r.error_kind or "unknown" for r in measured if not r.ok)
     req = _Requests.of(ok)
     per_request, decode, tpot = _speed_columns(req)
     per_request_f, decode_f, tpot_f = _finite(per_request), _finite(decode), _finite(tpot)

@@ -9,16 +9,15 @@ folder; `importing.add_to_study` adds trials.
 
 from autospec.report.adaptive import Ladder, LadderSlot, adaptive_flags, build_ladder, ladder_json
 from autospec.report.checks import WARNING_KINDS, TrialWarning, study_warnings, trial_warnings
-from autospec.report.data import Measure, Objective, StudyData, TrialView, snapshot
+from autospec.report.data import Measure, Objective, StudyData, TrialView, front_json, snapshot
 from autospec.report.deploy import Deployment, deployment_for, render_cmd, render_systemd, render_yaml
-from autospec.report.front import FrontRow, StudyCounts, counts, front, front_json
 from autospec.report.recommend import PICKS, Pick, recommend
 from autospec.report.table import ParetoTable, build_table, format_markdown, format_text, table_json
 
 __all__ = [
-    "Deployment", "FrontRow", "Ladder", "LadderSlot", "Measure", "Objective", "PICKS", "ParetoTable", "Pick",
-    "StudyCounts", "StudyData", "TrialView", "TrialWarning", "WARNING_KINDS",
-    "adaptive_flags", "build_ladder", "build_table", "counts", "deployment_for", "format_markdown", "format_text",
-    "front", "front_json", "ladder_json", "recommend", "render_cmd", "render_systemd", "render_yaml", "snapshot",
+    "Deployment", "Ladder", "LadderSlot", "Measure", "Objective", "PICKS", "ParetoTable", "Pick",
+    "StudyData", "TrialView", "TrialWarning", "WARNING_KINDS",
+    "adaptive_flags", "build_ladder", "build_table", "deployment_for", "format_markdown", "format_text",
+    "front_json", "ladder_json", "recommend", "render_cmd", "render_systemd", "render_yaml", "snapshot",
     "study_warnings", "table_json", "trial_warnings",
 ]

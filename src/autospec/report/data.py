@@ -4,26 +4,25 @@
 everything else (table, recommendations, exports, plots, documents) works on the plain
 `StudyData` it returns, so it can be tested with hand-made data.
 
-Trial classes (`TrialView.kind`):
-
-    front       feasible, measured, not dominated (the Pareto front)
-    dominated   feasible and measured, but another trial is at least as good on every
-                objective and better on one
-    infeasible  COMPLETE with a violated constraint (rejected, skipped, failed at init,
-                bench failed, SLO violated); `measured` says whether values are real
-    duplicate   reused another trial's measurement (`duplicate_of`)
-    failed      FAIL / PRUNED (interrupted, stale) -- retried by the optimiser
-    running     RUNNING or WAITING
+Trial kinds (`TrialView.kind`) refine the one classification of `autospec.records`:
+a measured trial is ``front`` or ``dominated`` (`autospec.records.pareto_front` decides);
+the other classes keep their names: ``infeasible``, ``duplicate``, ``failed``,
+``interrupted``, ``running``.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
-__all__ = ["Objective", "Measure", "TrialView", "StudyData", "snapshot", "parse_objective", "unit_of", "dominates"]
+from autospec.records import StoredTrial, TrialClass, pareto_front, read_trials
+from autospec.records import dominates as _dominates
+
+__all__ = ["Objective", "Measure", "TrialView", "TrialCounts", "StudyData", "snapshot", "parse_objective", "unit_of", "dominates",
+           "front_json"]
 
 _OBJECTIVE_RE = re.compile(r"^(?P<metric>[a-z0-9_]+)@c(?P<c>\d+)$")
 
@@ -152,6 +151,10 @@ class TrialView:
         n = level.get("n_ok")
         return Measure(value, half, int(n) if isinstance(n, (int, float)) else None)
 
+    def value(self, index: int) -> float:
+        """Objective `index` as stored (NaN when the trial has no values)."""
+        return float(self.values[index]) if self.values is not None and index < len(self.values) else math.nan
+
     def objective_measure(self, objective: Objective, index: int) -> Measure | None:
         """The objective's value with its uncertainty; falls back to the stored value
         (without uncertainty) when the bench summary lacks the level."""
@@ -165,11 +168,39 @@ class TrialView:
 
 
 @dataclass(frozen=True)
+class TrialCounts:
+    """How many trials of each kind a study holds (front and dominated together are
+    "measured"), and how many launched a server: what ``--trials`` counts."""
+
+    measured: int = 0
+    infeasible: int = 0
+    duplicate: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    running: int = 0
+    launched: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class StudyData:
     name: str
     objectives: list[Objective]
     trials: list[TrialView]
     user_attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> TrialCounts:
+        """Trials per class (front and dominated together are "measured")."""
+        kinds = [t.kind for t in self.trials]
+        return TrialCounts(
+            measured=kinds.count("front") + kinds.count("dominated"), infeasible=kinds.count("infeasible"),
+            duplicate=kinds.count("duplicate"), failed=kinds.count("failed"), interrupted=kinds.count("interrupted"),
+            running=kinds.count("running"),
+            launched=sum(1 for t in self.trials if t.state == "complete" and t.launched),
+        )
 
     def trial(self, number: int) -> TrialView | None:
         return next((t for t in self.trials if t.number == number), None)
@@ -180,9 +211,8 @@ class StudyData:
     @property
     def front(self) -> list[TrialView]:
         """The front, best first on the first objective."""
-        rows = self.of_kind("front")
-        first = self.objectives[0]
-        return sorted(rows, key=lambda t: (t.values[0] if first.maximize else -t.values[0]), reverse=True)
+        sign = 1.0 if self.objectives[0].maximize else -1.0
+        return sorted(self.of_kind("front"), key=lambda t: sign * t.value(0), reverse=True)
 
     @property
     def measured(self) -> list[TrialView]:
@@ -210,61 +240,38 @@ class StudyData:
 
 def dominates(a: Sequence[float], b: Sequence[float], objectives: Sequence[Objective]) -> bool:
     """`a` is at least as good as `b` on every objective and better on at least one."""
-    no_worse = all(not o.better(y, x) for o, x, y in zip(objectives, a, b))
-    better = any(o.better(x, y) for o, x, y in zip(objectives, a, b))
-    return no_worse and better
+    return _dominates(a, b, [o.maximize for o in objectives])
 
 
-def _classify(views: list[dict[str, Any]], objectives: list[Objective]) -> None:
-    candidates = [v for v in views if v["kind"] == "measured"]
-    for v in candidates:
-        dominated = any(dominates(o["values"], v["values"], objectives) for o in candidates if o is not v)
-        v["kind"] = "dominated" if dominated else "front"
+def _view(t: StoredTrial, on_front: set[int]) -> TrialView:
+    r = t.record
+    kind = t.trial_class.value
+    if t.trial_class == TrialClass.MEASURED:
+        kind = "front" if t.number in on_front else "dominated"
+    return TrialView(
+        number=t.number, state=t.state.name.lower(), kind=kind, flags=t.candidate,
+        values=list(t.values) if t.values else None, measured=t.has_measurement, outcome=t.outcome,
+        reason=r.reason if r else "", launched=t.launched, imported=t.markers.imported, baseline=t.markers.baseline,
+        bench=dict(r.bench) if r else {}, startup=dict(r.startup or {}) if r else {},
+        server_args=r.server_args if r else None, resolved=dict(r.resolved) if r else {},
+        duplicate_of=r.duplicate_of if r else None,
+    )
 
 
 def snapshot(study: Any) -> StudyData:
     """Read every trial of `study` (an ``optuna.Study``) once into a `StudyData`."""
-    import optuna
-
-    S = optuna.trial.TrialState
     names = study.metric_names or [f"objective_{i}" for i in range(len(study.directions))]
     objectives = [parse_objective(n, d.name.lower()) for n, d in zip(names, study.directions)]
-    raw: list[dict[str, Any]] = []
-    for t in study.get_trials(deepcopy=False):
-        attrs = t.user_attrs
-        infeasible = any(v > 0 for v in t.constraints.values())
-        outcome = attrs.get("outcome", "ok" if t.state == S.COMPLETE else t.state.name.lower())
-        launched = bool(attrs.get("launched"))
-        imported = attrs.get("imported")
-        if t.state == S.COMPLETE:
-            if infeasible:
-                kind = "infeasible"
-            elif outcome == "duplicate":
-                kind = "duplicate"
-            elif launched or imported:
-                kind = "measured"
-            else:
-                kind = "infeasible"  # feasible-looking but nothing was measured
-        elif t.state in (S.FAIL, S.PRUNED):
-            kind = "failed"
-        else:
-            kind = "running"
-        measured = t.state == S.COMPLETE and t.values is not None and (
-            outcome in ("ok", "constraint_violated") and (launched or bool(imported))
-        )
-        bench = {}
-        for key, summary in (attrs.get("bench") or {}).items():
-            try:
-                bench[int(key)] = dict(summary)
-            except (TypeError, ValueError):
-                continue
-        raw.append(dict(
-            number=t.number, state=t.state.name.lower(), kind=kind,
-            flags=dict(attrs.get("candidate") or t.params), values=list(t.values) if t.values else None,
-            measured=measured, outcome=outcome, reason=attrs.get("reason", "") or "", launched=launched,
-            imported=imported, baseline=bool(attrs.get("baseline")), bench=bench,
-            startup=dict(attrs.get("startup") or {}), server_args=attrs.get("server_args"),
-            resolved=dict(attrs.get("resolved") or {}), duplicate_of=attrs.get("duplicate_of"),
-        ))
-    _classify(raw, objectives)
-    return StudyData(study.study_name, objectives, [TrialView(**v) for v in raw], dict(study.user_attrs))
+    trials = read_trials(study)
+    on_front = {t.number for t in pareto_front(trials, [o.maximize for o in objectives])}
+    return StudyData(study.study_name, objectives, [_view(t, on_front) for t in trials], dict(study.user_attrs))
+
+
+def front_json(data: StudyData) -> dict[str, Any]:
+    """The machine-readable front: the core of what `autospec pareto --json` prints."""
+    return {
+        "study": data.name,
+        "objectives": [{"name": o.name, "direction": o.direction} for o in data.objectives],
+        "front": [{"number": t.number, "params": t.flags, "values": t.values} for t in data.front],
+        "counts": data.counts.as_dict(),
+    }

@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from autospec.errors import UsageError
 from autospec.report.data import StudyData, TrialView

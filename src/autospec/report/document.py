@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import html
 import shlex
-from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from autospec.errors import UsageError
 from autospec.report.adaptive import adaptive_flags, build_ladder, dumps
@@ -55,11 +54,10 @@ def pick_summary(data: StudyData, t: TrialView) -> list[str]:
 
 
 def _counts_line(data: StudyData) -> str:
-    kinds = Counter(t.kind for t in data.trials)
-    launched = sum(1 for t in data.trials if t.launched)
-    return (f"{len(data.trials)} trials: {launched} launched, {kinds['front'] + kinds['dominated']} measured "
-            f"configurations ({kinds['front']} on the Pareto front), {kinds['infeasible']} infeasible, "
-            f"{kinds['duplicate']} duplicates, {kinds['failed']} failed or interrupted.")
+    n = data.counts
+    return (f"{len(data.trials)} trials: {n.launched} launched, {n.measured} measured "
+            f"configurations ({len(data.front)} on the Pareto front), {n.infeasible} infeasible, "
+            f"{n.duplicate} duplicates, {n.failed + n.interrupted} failed or interrupted.")
 
 
 def _blocks(data: StudyData, table: ParetoTable, picks: dict[str, Pick], baseline: TrialView | None,
@@ -225,6 +223,7 @@ def write_report(data: StudyData, folder: Path, *, baseline: TrialView | None = 
                            summary=pick_summary(data, pick.trial))
         path = folder / f"launch-{name}.sh"
         path.write_text("#!/bin/sh\n" + render_cmd(d))
+        path.chmod(0o755)  # a launch script is meant to be run
         files.files.append(path)
 
     title = f"autospec report: study {data.name}"

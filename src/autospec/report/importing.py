@@ -19,39 +19,50 @@ Two sources:
 - Another autospec study: its COMPLETE trials (feasible or not) with their values,
   constraints and attributes; the objectives must be the same.
 
-Imported trials are COMPLETE, carry ``imported`` (source, key) and ``launched: false``
-(they do not count towards ``--trials`` and are measured again if the sampler asks for
-them), ``outcome`` from the source, and the feasibility constraints in both Optuna 5's
-form and the list attribute optuna-dashboard reads. Importing the same source twice adds
+Imported trials are COMPLETE, carry the ``imported`` marker (source, key) and
+``launched: false`` (they do not count towards ``--trials`` and are measured again if the
+sampler asks for them), the outcome from the source, and the feasibility constraints
+(`autospec.records.TrialStore.add_measured`). Importing the same source twice adds
 nothing the second time (keys are compared).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from autospec.config import DRAFT_TOKENS, STEPS, TOPK, SearchSpace
+from autospec.config import SearchSpace
 from autospec.errors import UsageError
+from autospec.records import CONSTRAINT_VIOLATED, DUPLICATE, OK, Markers, TrialRecord, TrialStore, read_trials
 from autospec.report.table import compact
+from autospec.sglang_facts import DRAFT_TOKENS, STEPS, TOPK
 from autospec.space import suggest, to_distribution_params
 
 __all__ = ["ImportedTrial", "ImportPlan", "read_bench_speculative", "plan_from_bench_speculative",
            "plan_from_study", "add_to_study", "BENCH_SPECULATIVE_FIELDS"]
 
 BENCH_SPECULATIVE_FIELDS = ("batch_size", "steps", "topk", "num_draft_tokens", "acc_length", "step_time", "speed")
-FEASIBLE_KEY = "feasible"  # as autospec.study.records.FEASIBLE_KEY
 
 
 @dataclass(frozen=True)
 class ImportedTrial:
-    key: str  # identifies the measurement in its source; a key already in the study is not imported again
-    candidate: dict[str, Any]
-    values: list[float]
-    constraints: dict[str, float]
-    user_attrs: dict[str, Any]
+    """One measurement to add; `record.launched` is False and `markers.imported` holds its
+    source and `key` (a key already in the study is not imported again)."""
+
+    record: TrialRecord
+    markers: Markers
+
+    @property
+    def key(self) -> str:
+        return str((self.markers.imported or {}).get("key"))
+
+    @property
+    def candidate(self) -> dict[str, Any]:
+        return dict(self.record.candidate)
 
 
 @dataclass
@@ -93,9 +104,15 @@ def _metric_from_bench_speculative(metric: str, r: Mapping[str, Any]) -> float |
     return None
 
 
+def _metric_at(levels: Mapping[int, Mapping[str, Any]], metric: str, concurrency: int) -> float | None:
+    """`metric` at `concurrency` from the records of one configuration, or None."""
+    level = levels.get(concurrency)
+    return _metric_from_bench_speculative(metric, level) if level is not None else None
+
+
 def _level_summary(r: Mapping[str, Any]) -> dict[str, Any]:
     c = int(r["batch_size"])
-    summary = {"concurrency": c, "n_requests": None, "n_ok": None, "n_errors": 0, "failed_reason": None}
+    summary: dict[str, Any] = {"concurrency": c, "n_requests": None, "n_ok": None, "n_errors": 0, "failed_reason": None}
     for metric in ("output_tok_s", "decode_tok_s", "agg_output_tok_s", "accept_length", "tpot_ms_mean"):
         summary[metric] = _metric_from_bench_speculative(metric, r)
     summary["step_time_s"] = float(r["step_time"])
@@ -117,42 +134,28 @@ def plan_from_bench_speculative(records: Sequence[Mapping[str, Any]], space: Sea
         if steps == 0:
             plan.skipped.append(f"{label}: no speculation (steps=0) is outside an autospec search space")
             continue
-        values, missing = [], []
-        for o in space.objectives:
-            r = levels.get(o.concurrency)
-            v = _metric_from_bench_speculative(o.metric, r) if r is not None else None
-            if v is None:
-                missing.append(o.name)
-            values.append(v)
-        constraint_values = {}
-        for c in space.constraints:
-            r = levels.get(c.concurrency)
-            v = _metric_from_bench_speculative(c.metric, r) if r is not None else None
-            if v is None:
-                missing.append(c.name)
-            else:
-                constraint_values[c.name] = c.violation(v)
+        found = {spec.name: _metric_at(levels, spec.metric, spec.concurrency)
+                 for spec in space.measured_specs}
+        missing = [name for name, value in found.items() if value is None]
+        values = [v for o in space.objectives if (v := found[o.name]) is not None]
+        constraint_values = {c.name: c.violation(v) for c in space.constraints if (v := found[c.name]) is not None}
         if missing:
             have = ", ".join(str(c) for c in sorted(levels))
             plan.skipped.append(f"{label}: cannot form {', '.join(missing)} from batch sizes {have}")
             continue
         candidate = {STEPS: steps, TOPK: topk, DRAFT_TOKENS: draft, **dict(fixed or {})}
         feasible = all(v <= 0 for v in constraint_values.values())
+        record = TrialRecord(
+            outcome=OK if feasible else CONSTRAINT_VIOLATED,
+            candidate=candidate,
+            reason="" if feasible else "violates " + ", ".join(k for k, v in constraint_values.items() if v > 0),
+            bench={c: _level_summary(r) for c, r in sorted(levels.items())},
+            values=values,
+            constraints=constraint_values,
+        )
         key = f"bench_speculative:{source}:{steps}/{topk}/{draft}"
-        attrs = {
-            "outcome": "ok" if feasible else "constraint_violated",
-            "reason": "" if feasible else "violates " + ", ".join(k for k, v in constraint_values.items() if v > 0),
-            "launched": False,
-            "imported": {"source": "bench_speculative.py", "file": source, "key": key},
-            "candidate": candidate,
-            "resolved": {},
-            "server_args": None,
-            "startup": None,
-            "bench": {str(c): _level_summary(r) for c, r in sorted(levels.items())},
-            "seconds": {},
-        }
-        plan.trials.append(ImportedTrial(key, candidate, [float(v) for v in values],
-                                         {FEASIBLE_KEY: 0.0 if feasible else 1.0, **constraint_values}, attrs))
+        plan.trials.append(ImportedTrial(record, Markers(imported={"source": "bench_speculative.py", "file": source,
+                                                                   "key": key})))
     return plan
 
 
@@ -166,22 +169,18 @@ def plan_from_study(source: Any, space: SearchSpace, description: str) -> Import
             f"study {source.study_name!r} measures {source.metric_names or 'unnamed objectives'}, not {names}; "
             "only a study with the same objectives can be imported")
     plan = ImportPlan()
-    for t in source.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        attrs = dict(t.user_attrs)
-        if attrs.get("imported"):
+    for t in read_trials(source, states=(optuna.trial.TrialState.COMPLETE,)):
+        if t.markers.imported is not None:
             plan.skipped.append(f"trial {t.number}: itself imported into {source.study_name!r}; import its source")
             continue
         key = f"study:{description}:{source.study_name}:{t.number}"
-        constraints = {k: float(v) for k, v in t.constraints.items() if not k.isdigit()}
-        constraints.setdefault(FEASIBLE_KEY, 0.0 if all(v <= 0 for v in t.constraints.values()) else 1.0)
-        attrs.update(
-            launched=False,
-            imported={"source": f"study {source.study_name}", "storage": description, "number": t.number, "key": key},
-        )
-        attrs.pop("baseline", None)
-        attrs.pop("retry_of", None)
-        candidate = dict(attrs.get("candidate") or t.params)
-        plan.trials.append(ImportedTrial(key, candidate, [float(v) for v in t.values], constraints, attrs))
+        # Real values: measurements, a duplicate's copy of one, and a trial added by hand.
+        measured = t.has_measurement or t.outcome == DUPLICATE or t.record is None
+        base = t.record or TrialRecord(outcome=OK, candidate=t.params)
+        record = dataclasses.replace(base, candidate=t.candidate, launched=False,
+                                     values=list(t.values) if measured and t.values is not None else None)
+        imported = {"source": f"study {source.study_name}", "storage": description, "number": t.number, "key": key}
+        plan.trials.append(ImportedTrial(record, Markers(imported=imported)))
     return plan
 
 
@@ -216,9 +215,8 @@ def _params_for(candidate: Mapping[str, Any], space: SearchSpace):
 
 def add_to_study(study: Any, plan: ImportPlan, space: SearchSpace) -> tuple[list[int], list[str]]:
     """Add the plan's trials to `study` (an optuna.Study); (new trial numbers, skipped lines)."""
-    import optuna
-
-    existing = {(t.user_attrs.get("imported") or {}).get("key") for t in study.get_trials(deepcopy=False)}
+    store = TrialStore(study, [o.direction == "maximize" for o in space.objectives], [c.name for c in space.constraints])
+    existing = {(t.markers.imported or {}).get("key") for t in read_trials(study)}
     skipped = list(plan.skipped)
     added = []
     for item in plan.trials:
@@ -231,12 +229,6 @@ def add_to_study(study: Any, plan: ImportPlan, space: SearchSpace) -> tuple[list
             skipped.append(f"{label}: {found}")
             continue
         params, distributions = found
-        # Optuna 5's constraints, mirrored into the list attribute optuna-dashboard 0.21.0 reads.
-        trial = optuna.trial.create_trial(
-            params=params, distributions=distributions, values=item.values, user_attrs=item.user_attrs,
-            constraints=dict(item.constraints), system_attrs={"constraints": list(item.constraints.values())},
-            state=optuna.trial.TrialState.COMPLETE)
-        study.add_trial(trial)
-        added.append(study.get_trials(deepcopy=False)[-1].number)
+        added.append(store.add_measured(params, distributions, item.record, item.markers))
         existing.add(item.key)
     return added, skipped

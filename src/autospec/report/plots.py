@@ -14,11 +14,13 @@ report embeds in self-contained HTML (no JavaScript, no network).
 from __future__ import annotations
 
 import io
+import math
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
-from autospec.report.data import StudyData, TrialView
+from autospec.report.data import Measure, StudyData, TrialView
 from autospec.report.table import compact
 
 if TYPE_CHECKING:
@@ -87,7 +89,7 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
 
     def point(t: TrialView):
         if single:
-            m = t.objective_measure(data.objectives[ix], ix)
+            m = t.objective_measure(data.objectives[ix], ix) or Measure(math.nan)
             return (float(t.number), None), (m.value, m.half_width)
         mx, my = _xy(data, t, ix, iy)
         return (mx.value, mx.half_width), (my.value, my.half_width)
@@ -123,7 +125,10 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     for name, pick in picks.items():
         by_trial.setdefault(pick.trial.number, []).append(name)
     for number, names in by_trial.items():  # a ring around the point, named in the legend
-        (px, _), (py, _) = point(data.trial(number))
+        picked = data.trial(number)
+        if picked is None:
+            continue
+        (px, _), (py, _) = point(picked)
         ax.scatter([px], [py], s=330, facecolors="none", edgecolors=_PICK, linewidths=2.2, zorder=6,
                    label=f"{' + '.join(names)} pick: #{number}")
     unmeasured = [t for t in infeasible if not t.measured]

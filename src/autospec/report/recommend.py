@@ -40,7 +40,7 @@ class Pick:
 
 def _value(t: TrialView, data: StudyData, i: int) -> Measure:
     m = t.objective_measure(data.objectives[i], i)
-    return m if m is not None else Measure(float(t.values[i]))
+    return m if m is not None else Measure(t.value(i))
 
 
 def _fmt(m: Measure, o: Objective) -> str:
@@ -128,7 +128,7 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
         eligible = [t for t in front if _not_worse(_value(t, data, thr), base_t, ot)]
     else:
         eligible = []
-    if eligible:
+    if eligible and baseline is not None:
         t, n = _best(eligible, data, lat, thr)
         a_l, a_t = _value(t, data, lat), _value(t, data, thr)
         b_l = _value(baseline, data, lat)

@@ -10,8 +10,9 @@ absent when either half-width is unknown.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from autospec.report.checks import WARNING_KINDS, TrialWarning, trial_warnings
 from autospec.report.data import Measure, StudyData, TrialView
@@ -30,7 +31,7 @@ _SHORT = {
 }
 
 
-def compact(flags: dict[str, Any]) -> str:
+def compact(flags: Mapping[str, Any]) -> str:
     """'steps=3 topk=1 draft=4 mem=0.84' (short names for the usual flags)."""
     parts = []
     for key, value in flags.items():
@@ -91,7 +92,7 @@ def _lowest_level(data: StudyData) -> int | None:
 def _row(data: StudyData, t: TrialView, baseline: TrialView | None, level: int | None, marks: list[str]) -> TableRow:
     objectives = [t.objective_measure(o, i) for i, o in enumerate(data.objectives)]
     base = [baseline.objective_measure(o, i) for i, o in enumerate(data.objectives)] if baseline else []
-    ratios = [ratio(a, b) for a, b in zip(objectives, base)] if baseline else [None] * len(objectives)
+    ratios: list[Ratio | None] = [ratio(a, b) for a, b in zip(objectives, base)] if baseline else [None] * len(objectives)
     tpot = t.measure("tpot_ms_mean", level) if level is not None else None
     accept = t.measure("accept_length", level) if level is not None else None
     mrr = t.startup.get("max_running_requests")

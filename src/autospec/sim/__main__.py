@@ -22,7 +22,7 @@ import asyncio
 import atexit
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from autospec.sim import logs
 from autospec.sim.args import parse_command_line

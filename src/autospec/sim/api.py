@@ -29,7 +29,8 @@ import json
 import random
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from autospec.sim import logs
 from autospec.sim.engine import Engine, Generation

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 #: argparse's program name when SGLang runs as ``python -m sglang.launch_server``.
 PROG = "launch_server.py"

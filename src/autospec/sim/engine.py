@@ -41,8 +41,9 @@ import math
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from autospec.sim import logs
 from autospec.sim.model import prefill_seconds, step_seconds
@@ -80,7 +81,7 @@ class Generation:
     stop_at: int  # completion length at which it ends (max_new_tokens, or an earlier EOS)
     accept_mean: float
     accept_cdf: list[float] | None  # cumulative P(k <= i+1); None = noiseless
-    on_step: Callable[["Generation", str], None]  # (generation, new text)
+    on_step: Callable[[Generation, str], None]  # (generation, new text)
     created: float = field(default_factory=time.perf_counter)
     arrived: float = 0.0  # loop time at which the engine received it
     token_state: int = 1
@@ -404,7 +405,7 @@ class Engine:
         gen.events += 1
         try:
             gen.on_step(gen, new_text)
-        except Exception as exc:  # noqa: BLE001 - one broken response must not stop the engine
+        except Exception as exc:
             gen.aborted = True
             self.log.info(f"[http_server] Error: {exc!r}")
 

@@ -26,8 +26,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from autospec.sim.gpu_state import GpuStateFile
 
@@ -164,7 +164,7 @@ def spawn_zombie_child(state_dir: str | None, gpus: Sequence[int], mem_mb: float
         _prctl(_PR_SET_NAME, b"sglang::schedul")
         state = GpuStateFile(state_dir, os.getpid())
 
-        def _terminate(signum, frame):  # noqa: ARG001 - signal handler signature
+        def _terminate(signum, frame):
             state.remove()
             os._exit(0)
 
@@ -173,7 +173,7 @@ def spawn_zombie_child(state_dir: str | None, gpus: Sequence[int], mem_mb: float
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
         state.write(gpus, mem_mb, cmdline)
         _sleep_forever()
-    except BaseException:  # noqa: BLE001 - a forked child must never return into the server
+    except BaseException:
         sys.stderr.flush()
     finally:
         os._exit(0)

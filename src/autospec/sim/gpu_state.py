@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 class GpuStateFile:
@@ -38,18 +38,5 @@ class GpuStateFile:
         """Forget the record (idempotent)."""
         if self.path is None:
             return
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)
 
-
-def read_state_dir(state_dir: str | os.PathLike[str]) -> list[dict]:
-    """All records in ``state_dir`` (alive or not), for tests and tools; skips unreadable files."""
-    records = []
-    for path in sorted(Path(state_dir).glob("*.json")):
-        try:
-            records.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return records

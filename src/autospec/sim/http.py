@@ -20,11 +20,13 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
+from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 __all__ = ["BadRequest", "HttpConnection", "HttpRequest", "dumps", "parse_request", "reason_phrase"]
 
@@ -49,7 +51,7 @@ def reason_phrase(status: int) -> str:
 class HttpRequest:
     """One parsed request: method (upper case), path (query dropped), lower-case headers."""
 
-    __slots__ = ("method", "path", "headers", "body", "keep_alive")
+    __slots__ = ("body", "headers", "keep_alive", "method", "path")
 
     def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes, keep_alive: bool):
         self.method = method
@@ -93,7 +95,7 @@ def parse_request(buffer: bytearray) -> HttpRequest | None:
     body = bytes(buffer[end + 4:end + 4 + length])
     del buffer[:end + 4 + length]
     connection = headers.get("connection", "").lower()
-    keep_alive = version == "HTTP/1.1" and connection != "close" or connection == "keep-alive"
+    keep_alive = (version == "HTTP/1.1" and connection != "close") or connection == "keep-alive"
     return HttpRequest(method.upper(), target.split("?", 1)[0], headers, body, keep_alive)
 
 
@@ -174,10 +176,8 @@ class HttpConnection(asyncio.Protocol):
         # wait for our delayed ACK (~40 ms on Linux) before sending the body.
         sock = self.transport.get_extra_info("socket") if self.transport is not None else None
         if sock is not None and _TCP_QUICKACK is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
-            except OSError:
-                pass
 
     def _done(self) -> None:
         """The current response is complete; serve the next request or close."""

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterable, Mapping
 from http import HTTPStatus
-from typing import Any, Iterable, Mapping, TextIO
+from typing import Any, TextIO
 
 from autospec.sim.model import version_at_least
 

@@ -65,8 +65,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
+
+from packaging.version import Version
 
 from autospec.sim.profile import WORKLOADS, Profile
 
@@ -187,13 +190,10 @@ class InitOutcome:
 # were not checked; each boundary below is the first checked release with the new rule.
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
-
-
 def version_at_least(version: str, minimum: str) -> bool:
-    """True if release `version` is `minimum` or newer (numeric comparison)."""
-    return _version_tuple(version) >= _version_tuple(minimum)
+    """True if release `version` is `minimum` or newer (PEP 440 order: 0.5.13rc1 is older
+    than 0.5.13, 0.5.16.post1 newer than 0.5.16)."""
+    return Version(version) >= Version(minimum)
 
 
 def tree_paged_backends(version: str) -> tuple[str, ...]:
@@ -581,24 +581,25 @@ def tree_shape(profile: Profile, cfg: ServerConfig, workload: str, temperature: 
     gain = profile.tree_gain
     for _ in range(max(budget, 0)):
         current = _expected([_tree_accept(a[i], m, gain) for i, m in enumerate(shape)])
-        best, best_gain = None, -1.0
+        best: int | None = None  # the depth that grows; len(shape) = one level deeper
+        best_gain = -1.0
         if len(shape) < len(a):
             trial = shape + [1]
-            g = _expected([_tree_accept(a[i], m, gain) for i, m in enumerate(trial)]) - current
-            best, best_gain = ("deepen", None), g
+            best = len(shape)
+            best_gain = _expected([_tree_accept(a[i], m, gain) for i, m in enumerate(trial)]) - current
         for i, m in enumerate(shape):
             if m < topk:
                 trial = shape.copy()
                 trial[i] += 1
                 g = _expected([_tree_accept(a[j], n, gain) for j, n in enumerate(trial)]) - current
                 if g > best_gain + 1e-15:
-                    best, best_gain = ("widen", i), g
+                    best, best_gain = i, g
         if best is None:
             break
-        if best[0] == "deepen":
+        if best == len(shape):
             shape.append(1)
         else:
-            shape[best[1]] += 1
+            shape[best] += 1
     return shape
 
 

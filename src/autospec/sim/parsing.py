@@ -62,7 +62,7 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
-def _as_int(value: Any, name: str, default: int | None) -> int | None:
+def _as_int(value: Any, name: str, default: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
@@ -115,7 +115,7 @@ def parse_generate(body: JSON, served_model: str) -> Parsed:
             raise ApiError(400, "text must be a string")
         prompt_text, prompt_tokens = text, count_tokens(text)
     else:
-        prompt_text, prompt_tokens = None, len(ids)
+        prompt_text, prompt_tokens = None, len(ids or [])
     return Parsed(
         api="generate", prompt_text=prompt_text, prompt_tokens=prompt_tokens,
         max_new_tokens=_as_int(params.get("max_new_tokens"), "max_new_tokens", 128),
@@ -137,7 +137,7 @@ def parse_completions(body: JSON, served_model: str) -> Parsed:
     else:
         raise ApiError(400, "prompt must be a string or a list of token ids (one prompt per request)")
     max_tokens = _as_int(body.get("max_tokens"), "max_tokens", 16)
-    if max_tokens is not None and max_tokens <= 0:
+    if max_tokens <= 0:
         raise ApiError(400, "max_tokens must be positive")
     return Parsed(api="completions", prompt_text=prompt_text, prompt_tokens=prompt_tokens,
                   max_new_tokens=max_tokens, **_openai_common(body, served_model))
@@ -157,10 +157,8 @@ def parse_chat(body: JSON, served_model: str, context_len: int) -> Parsed:
             parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
     prompt_text = "\n".join(parts)
     prompt_tokens = count_tokens(prompt_text)
-    max_tokens = _as_int(body.get("max_completion_tokens"), "max_completion_tokens", None)
-    if max_tokens is None:
-        max_tokens = _as_int(body.get("max_tokens"), "max_tokens", None)
-    if max_tokens is None:
-        max_tokens = max(context_len - prompt_tokens, 1)
+    unbounded = max(context_len - prompt_tokens, 1)  # neither field given: up to the context length
+    max_tokens = _as_int(body.get("max_completion_tokens"), "max_completion_tokens",
+                         _as_int(body.get("max_tokens"), "max_tokens", unbounded))
     return Parsed(api="chat", prompt_text=prompt_text, prompt_tokens=prompt_tokens, max_new_tokens=max_tokens,
                   **_openai_common(body, served_model))

@@ -24,8 +24,9 @@ decode steps at once.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from autospec.sim.model import (
     ArgumentRejected,
@@ -70,7 +71,7 @@ def noiseless_emit(acc: float, accept_len: float, remaining: int) -> tuple[int, 
     acc' = acc + accept_len; k = floor(acc'); the fraction carries over; k is capped
     by `remaining` (and is at least 1 while tokens remain)."""
     total = acc + accept_len
-    k = max(int(math.floor(total + 1e-9)), 1)
+    k = max(math.floor(total + 1e-9), 1)
     return min(k, remaining), max(total - k, 0.0)
 
 
@@ -78,7 +79,7 @@ def _steps_to_finish(remaining: int, acc: float, e: float) -> int:
     """Smallest number of noiseless steps after which `remaining` tokens were emitted."""
     if remaining <= 0:
         return 0
-    s = max(int(math.ceil((remaining - acc) / e - 1e-9)), 1)
+    s = max(math.ceil((remaining - acc) / e - 1e-9), 1)
     while s > 1 and math.floor(acc + (s - 1) * e + 1e-9) >= remaining:
         s -= 1
     while math.floor(acc + s * e + 1e-9) < remaining:
@@ -170,7 +171,7 @@ def _replay(profile: Profile, cfg, mrr: int, e: float, concurrency: int, n_total
         still: list[_Cohort] = []
         for c in running:
             total = c.acc + steps * e
-            emitted = int(math.floor(total + 1e-9))
+            emitted = math.floor(total + 1e-9)
             if emitted >= c.remaining:
                 finish(c, t)
             else:

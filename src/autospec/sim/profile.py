@@ -4,9 +4,10 @@ frozen `Profile`.
 A profile holds everything the performance and memory model (`autospec.sim.model`)
 needs: model and GPU sizes, SGLang's defaults for the flags the user leaves unset, the
 memory model's reserves, per-workload acceptance, step-cost coefficients, load timing
-and noise. The format is documented for users in docs/simulator.md; every field is
-checked here and a bad file raises `ProfileError` with a one-line message that names the
-file, the field and the fix.
+and noise. The format is documented for users in docs/simulator.md. Each table is a
+pydantic model: every field is checked, an unknown table or key (a typo such as
+`[cost] request_msx`) is an error, and a bad file raises `ProfileError` with a one-line
+message that names the file, the table.key, the problem and the fix.
 
 Contract: `load_profile(path_or_name)` never returns a half-valid profile. Names
 without a path separator or `.toml` suffix refer to the profiles shipped in
@@ -17,9 +18,14 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any
+
+from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -124,7 +130,9 @@ class Profile:
     step_sigma: float
     seed: int
 
-    extra: Mapping[str, Any] = field(default_factory=dict)  # unknown top-level tables kept verbatim
+    # optional top-level keys read by the server (architecture, model_type,
+    # draft_architecture, typical_output_len), those the file sets
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def accept_base_for(self, workload: str) -> float:
         try:
@@ -174,186 +182,319 @@ def load_profile(name_or_path: str | Path | None = None) -> Profile:
     return profile_from_dict(raw, source=str(path))
 
 
-_KNOWN_TABLES = {"model", "gpu", "defaults", "memory", "acceptance", "cost", "timing", "noise"}
+# ------------------------------------------------------------------- value types
+#
+# Every error text below is "problem; fix"; `_profile_error` puts the file and the
+# table.key in front of it.
 
 
-class _Reader:
-    """Typed access to the TOML tables with one-line errors naming file and key."""
-
-    def __init__(self, raw: Mapping[str, Any], source: str) -> None:
-        self.raw = raw
-        self.source = source
-
-    def fail(self, key: str, problem: str, fix: str) -> ProfileError:
-        return ProfileError(f"simulator profile {self.source}: {key} {problem}; {fix}")
-
-    def table(self, name: str, required: bool = True) -> Mapping[str, Any]:
-        value = self.raw.get(name)
-        if value is None:
-            if required:
-                raise self.fail(f"[{name}]", "is missing", f"add a [{name}] table (see docs/simulator.md)")
-            return {}
-        if not isinstance(value, Mapping):
-            raise self.fail(name, "must be a table", f"write it as [{name}]")
-        return value
-
-    def get(self, table: str, key: str, default: Any = ..., *, required: bool = True) -> Any:
-        tab = self.table(table, required=required or default is ...)
-        if key in tab:
-            return tab[key]
-        if default is ...:
-            raise self.fail(f"{table}.{key}", "is missing", f"add `{key} = ...` under [{table}]")
-        return default
-
-    def number(self, table: str, key: str, default: Any = ..., *, lo: float | None = None,
-               hi: float | None = None, lo_open: bool = False) -> float:
-        value = self.get(table, key, default, required=default is ...)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.fail(f"{table}.{key}", f"must be a number, got {value!r}", "write a plain number")
-        if lo is not None and (value <= lo if lo_open else value < lo):
-            raise self.fail(f"{table}.{key}", f"must be {'>' if lo_open else '>='} {lo}, got {value}",
-                            "use a value in range")
-        if hi is not None and value > hi:
-            raise self.fail(f"{table}.{key}", f"must be <= {hi}, got {value}", "use a value in range")
-        return float(value)
-
-    def integer(self, table: str, key: str, default: Any = ..., *, lo: int | None = None) -> int:
-        value = self.get(table, key, default, required=default is ...)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(f"{table}.{key}", f"must be an integer, got {value!r}", "write a whole number")
-        if lo is not None and value < lo:
-            raise self.fail(f"{table}.{key}", f"must be >= {lo}, got {value}", "use a value in range")
-        return value
-
-    def string(self, table: str | None, key: str, default: Any = ...) -> str:
-        if table is None:
-            value = self.raw.get(key, default)
-            if value is ...:
-                raise self.fail(key, "is missing", f"add `{key} = \"...\"` at the top of the file")
-        else:
-            value = self.get(table, key, default, required=default is ...)
-        if not isinstance(value, str) or not value:
-            raise self.fail(key if table is None else f"{table}.{key}", f"must be a non-empty string, got {value!r}",
-                            "quote the value")
-        return value
+def _fail(text: str) -> PydanticCustomError:
+    return PydanticCustomError("value", text)
 
 
-def _boolean(r: _Reader, table: str, key: str, default: bool) -> bool:
-    value = r.get(table, key, default, required=False)
-    if not isinstance(value, bool):
-        raise r.fail(f"{table}.{key}", f"must be true or false, got {value!r}", "write true or false")
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(f"must be a number, got {value!r}; write a plain number")
+    return float(value)
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(f"must be an integer, got {value!r}; write a whole number")
     return value
 
 
-def _parse_version(text: str, reader: _Reader) -> str:
-    parts = text.split(".")
-    if len(parts) < 2 or not all(p.isdigit() for p in parts[:3]):
-        raise reader.fail("sglang_version", f"must look like 0.5.16, got {text!r}", "write a release number")
-    return text
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _fail(f"must be a non-empty string, got {value!r}; quote the value")
+    return value
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(f"must be true or false, got {value!r}; write true or false")
+    return value
+
+
+def _at_least(lo: float, *, open_: bool = False) -> AfterValidator:
+    def check(value: float) -> float:
+        if value <= lo if open_ else value < lo:
+            raise _fail(f"must be {'>' if open_ else '>='} {lo}, got {value}; use a value in range")
+        return value
+
+    return AfterValidator(check)
+
+
+def _at_most(hi: float) -> AfterValidator:
+    def check(value: float) -> float:
+        if value > hi:
+            raise _fail(f"must be <= {hi}, got {value}; use a value in range")
+        return value
+
+    return AfterValidator(check)
+
+
+def _probability(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise _fail(f"must be a probability in [0, 1], got {value!r}; write a number between 0 and 1")
+    return float(value)
+
+
+_Number = Annotated[float, PlainValidator(_number)]
+_Positive = Annotated[_Number, _at_least(0, open_=True)]
+_NonNegative = Annotated[_Number, _at_least(0)]
+_Share = Annotated[_Number, _at_least(0), _at_most(1)]  # [0, 1]
+_Integer = Annotated[int, PlainValidator(_integer)]
+_Count = Annotated[_Integer, _at_least(1)]
+_NonNegativeCount = Annotated[_Integer, _at_least(0)]
+_Text = Annotated[str, PlainValidator(_text)]
+_Bool = Annotated[bool, PlainValidator(_boolean)]
+
+
+# ------------------------------------------------------------------------ tables
+
+
+class _Table(BaseModel):
+    """A profile table: frozen; a key that is not a field fails with the allowed keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                raise cls._unknown(unknown[0], data[unknown[0]])
+        return data
+
+    @classmethod
+    def _unknown(cls, key: str, value: Any) -> PydanticCustomError:
+        allowed = ", ".join(sorted(cls.model_fields))
+        return PydanticCustomError("unknown_key", "is not a known key; use one of {allowed}",
+                                   {"key": key, "allowed": allowed})
+
+
+class _Model(_Table):
+    name: _Text
+    params_b: _Positive
+    weights_gb: _Positive
+    draft_weights_gb: _NonNegative = 0.0
+    context_len: _Count
+    kv_bytes_per_token: _Positive
+    kv_replicated: _Bool = False
+    moe_experts: _NonNegativeCount = 0
+    moe_topk: _NonNegativeCount = 0
+
+
+class _Gpu(_Table):
+    name: _Text
+    mem_gb: _Positive
+    count: _Count
+
+
+class _AutoSpec(_Table):
+    steps: _Count
+    topk: _Count
+    draft: _Count
+
+
+def _attention_backend(value: str) -> str:
+    from autospec.sim.model import ATTENTION_BACKENDS  # local: model imports profile
+
+    if value not in ATTENTION_BACKENDS:
+        raise _fail(f"is {value!r}; use one of {', '.join(ATTENTION_BACKENDS)}")
+    return value
+
+
+def _algorithm(value: Any) -> str | None:
+    from autospec.sim.model import ALGORITHMS  # local: model imports profile
+
+    if value is not None and (not isinstance(value, str) or value.upper() not in ALGORITHMS):
+        raise _fail(f"is {value!r}; use one of {', '.join(ALGORITHMS)} or omit it")
+    return value.upper() if value is not None else None
+
+
+class _Defaults(_Table):
+    tp_size: _Count | None = None  # None: gpu.count
+    attention_backend: Annotated[_Text, AfterValidator(_attention_backend)] = "flashinfer"
+    page_size: _Count = 1
+    cuda_graph_max_bs: _Count
+    mem_fraction_static: Annotated[_Number, _at_least(0, open_=True), _at_most(1)]
+    speculative_algorithm: Annotated[str | None, PlainValidator(_algorithm)] = None
+    auto_spec: _AutoSpec = _AutoSpec(steps=3, topk=1, draft=4)
+    chunked_prefill_size: _Count = 8192
+
+
+class _Memory(_Table):
+    runtime_overhead_gb: _NonNegative = 1.0
+    fixed_state_gb: _NonNegative = 0.0
+    spec_state_gb: _NonNegative = 0.0
+    tokens_per_running_request: _NonNegative = 0.0
+    min_kv_tokens: _Count = 1
+    activation_gb: _NonNegative
+    cuda_graph_base_gb: _NonNegative
+    cuda_graph_gb_per_token: _NonNegative
+    tree_graph_factor: Annotated[_Number, _at_least(1)] = 1.0
+
+
+def _one_per_workload(value: Any) -> Any:
+    if not isinstance(value, Mapping) or set(value) != set(WORKLOADS):
+        raise _fail(f"must name exactly {', '.join(WORKLOADS)}, got {value!r}; "
+                    "write base = {synthetic = 0.95, code = 0.8, chat = 0.7, summarize = 0.6}")
+    return value
+
+
+class _Acceptance(_Table):
+    base: Annotated[dict[str, Annotated[float, PlainValidator(_probability)]], BeforeValidator(_one_per_workload)]
+    decay: Annotated[_Number, _at_least(0, open_=True), _at_most(1)]
+    decay_power: Annotated[_Number, _at_least(0.5), _at_most(4.0)] = 1.0
+    temperature_penalty: _NonNegative
+    tree_gain: _Share
+    ngram_factor: _Share = 0.6
+
+
+class _Cost(_Table):
+    floor_ms: _Positive
+    expert_ms: _NonNegative = 0.0
+    verify_ms_per_token: _NonNegative
+    request_ms: _NonNegative = 0.0
+    draft_step_ms: _NonNegative
+    draft_ms_per_token: _NonNegative
+    tree_ms_per_node: _NonNegative = 0.0
+    prefill_base_ms: _NonNegative
+    prefill_ms_per_token: _NonNegative
+    prefill_ms_per_seq: _NonNegative = 0.0
+
+
+class _Timing(_Table):
+    load_seconds: _NonNegative
+    warmup_seconds: _NonNegative
+
+
+class _Noise(_Table):
+    run_sigma: _NonNegative = 0.0
+    step_sigma: _NonNegative = 0.0
+    seed: _Integer = 0
+
+
+def _release(value: str) -> str:
+    """A release number such as 0.5.16 (what `model.version_at_least` compares)."""
+    parts = value.split(".")
+    valid = len(parts) >= 2 and all(p.isdigit() for p in parts[:3])
+    try:
+        Version(value)
+    except InvalidVersion:
+        valid = False
+    if not valid:
+        raise _fail(f"must look like 0.5.16, got {value!r}; write a release number")
+    return value
+
+
+_TABLES = ("acceptance", "cost", "defaults", "gpu", "memory", "model", "noise", "timing")
+
+#: optional top-level keys the server reads (`SimServer.extra`); kept in `Profile.extra`
+_EXTRA_KEYS = ("architecture", "model_type", "draft_architecture", "typical_output_len")
+
+
+class _ProfileFile(_Table):
+    """A whole profile file: top-level keys and one model per table."""
+
+    name: _Text | None = None  # None: the file's name
+    description: Annotated[str, BeforeValidator(str)] = ""
+    sglang_version: Annotated[_Text, AfterValidator(_release)]
+    architecture: _Text | None = None  # hf_config.architectures[0], for /model_info
+    model_type: _Text | None = None
+    draft_architecture: _Text | None = None
+    typical_output_len: _Count | None = None  # median EOS-terminated answer length
+    model: _Model
+    gpu: _Gpu
+    defaults: _Defaults
+    memory: _Memory
+    acceptance: _Acceptance
+    cost: _Cost
+    timing: _Timing
+    noise: _Noise = _Noise()
+
+    @classmethod
+    def _unknown(cls, key: str, value: Any) -> PydanticCustomError:
+        if not isinstance(value, Mapping):
+            return super()._unknown(key, value)
+        return PydanticCustomError("unknown_table", "is not a known table; use only {tables} (see docs/simulator.md)",
+                                   {"key": key, "tables": ", ".join(_TABLES)})
+
+
+# ----------------------------------------------------------------------- loading
 
 
 def profile_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> Profile:
     """Validate a parsed TOML document into a Profile (ProfileError on the first problem)."""
-    r = _Reader(raw, source)
-    for key, value in raw.items():
-        if isinstance(value, Mapping) and key not in _KNOWN_TABLES:
-            raise r.fail(f"[{key}]", "is not a known table",
-                         f"use only {', '.join(sorted(_KNOWN_TABLES))} (see docs/simulator.md)")
+    try:
+        parsed = _ProfileFile.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise _profile_error(exc, source) from None
+    return _profile(parsed, source)
 
-    from autospec.sim.model import ALGORITHMS, ATTENTION_BACKENDS  # local: model imports profile
 
-    name = r.string(None, "name", Path(source).stem if source != "<dict>" else "profile")
-    sglang_version = _parse_version(r.string(None, "sglang_version"), r)
-
-    gpu_count = r.integer("gpu", "count", lo=1)
-    tp_size = r.integer("defaults", "tp_size", gpu_count, lo=1)
-    if tp_size > gpu_count:
-        raise r.fail("defaults.tp_size", f"({tp_size}) exceeds gpu.count ({gpu_count})", "lower tp_size or add GPUs")
-
-    backend = r.string("defaults", "attention_backend", "flashinfer")
-    if backend not in ATTENTION_BACKENDS:
-        raise r.fail("defaults.attention_backend", f"is {backend!r}", f"use one of {', '.join(ATTENTION_BACKENDS)}")
-    algo = r.get("defaults", "speculative_algorithm", None, required=False)
-    if algo is not None and (not isinstance(algo, str) or algo.upper() not in ALGORITHMS):
-        raise r.fail("defaults.speculative_algorithm", f"is {algo!r}", f"use one of {', '.join(ALGORITHMS)} or omit it")
-    auto = r.get("defaults", "auto_spec", {"steps": 3, "topk": 1, "draft": 4}, required=False)
-    if not isinstance(auto, Mapping) or set(auto) != {"steps", "topk", "draft"} or not all(
-        isinstance(auto[k], int) and not isinstance(auto[k], bool) and auto[k] >= 1 for k in auto
-    ):
-        raise r.fail("defaults.auto_spec", f"is {auto!r}", "write auto_spec = {steps = 3, topk = 1, draft = 4}")
-
-    acc = r.table("acceptance")
-    base = acc.get("base")
-    if not isinstance(base, Mapping) or set(base) != set(WORKLOADS):
-        raise r.fail("acceptance.base", f"must name exactly {', '.join(WORKLOADS)}, got {base!r}",
-                     "write base = {synthetic = 0.95, code = 0.8, chat = 0.7, summarize = 0.6}")
-    accept_base: dict[str, float] = {}
-    for kind in WORKLOADS:
-        value = base[kind]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            raise r.fail(f"acceptance.base.{kind}", f"must be a probability in [0, 1], got {value!r}",
-                         "write a number between 0 and 1")
-        accept_base[kind] = float(value)
-
-    weights_gb = r.number("model", "weights_gb", lo=0, lo_open=True)
-    gpu_mem_gb = r.number("gpu", "mem_gb", lo=0, lo_open=True)
-    mem_fraction = r.number("defaults", "mem_fraction_static", lo=0, hi=1, lo_open=True)
-
+def _profile(p: _ProfileFile, source: str) -> Profile:
+    """The flat `Profile` of a validated file (checks across tables here)."""
+    tp_size = p.defaults.tp_size if p.defaults.tp_size is not None else p.gpu.count
+    if tp_size > p.gpu.count:
+        raise ProfileError(f"simulator profile {source}: defaults.tp_size ({tp_size}) exceeds gpu.count "
+                           f"({p.gpu.count}); lower tp_size or add GPUs")
+    auto = p.defaults.auto_spec
+    # The tables' keys are Profile's field names, except where spelled out.
     return Profile(
-        name=name,
-        description=str(raw.get("description", "")),
-        sglang_version=sglang_version,
+        name=p.name or (Path(source).stem if source != "<dict>" else "profile"),
+        description=p.description,
+        sglang_version=p.sglang_version,
         source=source,
-        model_name=r.string("model", "name"),
-        params_b=r.number("model", "params_b", lo=0, lo_open=True),
-        weights_gb=weights_gb,
-        draft_weights_gb=r.number("model", "draft_weights_gb", 0.0, lo=0),
-        context_len=r.integer("model", "context_len", lo=1),
-        kv_bytes_per_token=r.number("model", "kv_bytes_per_token", lo=0, lo_open=True),
-        kv_replicated=_boolean(r, "model", "kv_replicated", False),
-        moe_experts=r.integer("model", "moe_experts", 0, lo=0),
-        moe_topk=r.integer("model", "moe_topk", 0, lo=0),
-        gpu_name=r.string("gpu", "name"),
-        gpu_mem_gb=gpu_mem_gb,
-        gpu_count=gpu_count,
+        model_name=p.model.name,
+        **{k: v for k, v in p.model if k != "name"},
+        gpu_name=p.gpu.name,
+        gpu_mem_gb=p.gpu.mem_gb,
+        gpu_count=p.gpu.count,
         tp_size=tp_size,
-        attention_backend=backend,
-        page_size=r.integer("defaults", "page_size", 1, lo=1),
-        cuda_graph_max_bs=r.integer("defaults", "cuda_graph_max_bs", lo=1),
-        mem_fraction_static=mem_fraction,
-        speculative_algorithm=algo.upper() if isinstance(algo, str) else None,
-        auto_spec=(auto["steps"], auto["topk"], auto["draft"]),
-        chunked_prefill_size=r.integer("defaults", "chunked_prefill_size", 8192, lo=1),
-        runtime_overhead_gb=r.number("memory", "runtime_overhead_gb", 1.0, lo=0),
-        fixed_state_gb=r.number("memory", "fixed_state_gb", 0.0, lo=0),
-        spec_state_gb=r.number("memory", "spec_state_gb", 0.0, lo=0),
-        tokens_per_running_request=r.number("memory", "tokens_per_running_request", 0.0, lo=0),
-        min_kv_tokens=r.integer("memory", "min_kv_tokens", 1, lo=1),
-        activation_gb=r.number("memory", "activation_gb", lo=0),
-        cuda_graph_base_gb=r.number("memory", "cuda_graph_base_gb", lo=0),
-        cuda_graph_gb_per_token=r.number("memory", "cuda_graph_gb_per_token", lo=0),
-        tree_graph_factor=r.number("memory", "tree_graph_factor", 1.0, lo=1),
-        accept_base=accept_base,
-        accept_decay=r.number("acceptance", "decay", lo=0, hi=1, lo_open=True),
-        decay_power=r.number("acceptance", "decay_power", 1.0, lo=0.5, hi=4.0),
-        temperature_penalty=r.number("acceptance", "temperature_penalty", lo=0),
-        tree_gain=r.number("acceptance", "tree_gain", lo=0, hi=1),
-        ngram_factor=r.number("acceptance", "ngram_factor", 0.6, lo=0, hi=1),
-        floor_ms=r.number("cost", "floor_ms", lo=0, lo_open=True),
-        expert_ms=r.number("cost", "expert_ms", 0.0, lo=0),
-        verify_ms_per_token=r.number("cost", "verify_ms_per_token", lo=0),
-        request_ms=r.number("cost", "request_ms", 0.0, lo=0),
-        draft_step_ms=r.number("cost", "draft_step_ms", lo=0),
-        draft_ms_per_token=r.number("cost", "draft_ms_per_token", lo=0),
-        tree_ms_per_node=r.number("cost", "tree_ms_per_node", 0.0, lo=0),
-        prefill_base_ms=r.number("cost", "prefill_base_ms", lo=0),
-        prefill_ms_per_token=r.number("cost", "prefill_ms_per_token", lo=0),
-        prefill_ms_per_seq=r.number("cost", "prefill_ms_per_seq", 0.0, lo=0),
-        load_seconds=r.number("timing", "load_seconds", lo=0),
-        warmup_seconds=r.number("timing", "warmup_seconds", lo=0),
-        run_sigma=r.number("noise", "run_sigma", 0.0, lo=0),
-        step_sigma=r.number("noise", "step_sigma", 0.0, lo=0),
-        seed=r.integer("noise", "seed", 0),
-        extra={k: v for k, v in raw.items() if not isinstance(v, Mapping) and k not in
-               {"name", "description", "sglang_version"}},
+        **{k: v for k, v in p.defaults if k not in ("tp_size", "auto_spec")},
+        auto_spec=(auto.steps, auto.topk, auto.draft),
+        **dict(p.memory),
+        accept_base={kind: p.acceptance.base[kind] for kind in WORKLOADS},
+        accept_decay=p.acceptance.decay,
+        decay_power=p.acceptance.decay_power,
+        temperature_penalty=p.acceptance.temperature_penalty,
+        tree_gain=p.acceptance.tree_gain,
+        ngram_factor=p.acceptance.ngram_factor,
+        **dict(p.cost),
+        **dict(p.timing),
+        **dict(p.noise),
+        extra={key: getattr(p, key) for key in _EXTRA_KEYS if getattr(p, key) is not None},
     )
+
+
+def _profile_error(exc: ValidationError, source: str) -> ProfileError:
+    """pydantic's first error as one line: file, table.key, problem and fix."""
+    error = exc.errors(include_url=False)[0]
+    loc = [str(part) for part in error["loc"]]
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "unknown_table":
+        where, text = f"[{ctx['key']}]", error["msg"]
+    elif kind == "unknown_key":
+        where, text = ".".join([*loc, str(ctx["key"])]), error["msg"]
+    elif kind == "missing":
+        where, text = _missing(loc)
+    elif kind in ("model_type", "model_attributes_type", "dict_type"):
+        where, text = ".".join(loc), f"must be a table, got {error.get('input')!r}; write it as [{'.'.join(loc)}]"
+    elif kind == "value":
+        where, text = ".".join(loc), error["msg"]
+    else:
+        where, text = ".".join(loc), f"is invalid ({error['msg']}); fix the value"
+    return ProfileError(f"simulator profile {source}: {where} {text}")
+
+
+def _missing(loc: list[str]) -> tuple[str, str]:
+    """(where, "problem; fix") for a missing table or key."""
+    if len(loc) == 1 and loc[0] in _TABLES:
+        return f"[{loc[0]}]", f"is missing; add a [{loc[0]}] table (see docs/simulator.md)"
+    if len(loc) == 1:
+        return loc[0], f'is missing; add `{loc[0]} = "..."` at the top of the file'
+    return ".".join(loc), f"is missing; add `{loc[-1]} = ...` under [{'.'.join(loc[:-1])}]"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from autospec.sim.args import parse_command_line
 from autospec.sim.model import ArgumentRejected, resolve_args

@@ -101,15 +101,16 @@ class SimServer:
         engine_task = loop.create_task(self.engine.run())
         startup_task = loop.create_task(self.startup.run())
         stop_task = loop.create_task(self._stop.wait())
-        pending = {engine_task, startup_task, stop_task}
+        pending: set[asyncio.Task[Any]] = {engine_task, startup_task, stop_task}
         while stop_task in pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             if any(not task.cancelled() and task.exception() is not None for task in done):
                 break
         status = 0
-        for task in (engine_task, startup_task):
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                error = task.exception()
+        work: tuple[asyncio.Task[Any], ...] = (engine_task, startup_task)
+        for task in work:
+            error = task.exception() if task.done() and not task.cancelled() else None
+            if error is not None:
                 self.log.raw(traceback.format_exception(type(error), error, error.__traceback__))
                 status = 1
         for task in (startup_task, engine_task, stop_task):

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from autospec.sim import logs
 from autospec.sim.faults import spawn_zombie_child

@@ -1,25 +1,39 @@
 """Optuna wiring: storage, sampler, resume, budget and the trial chain.
 
-Public entry point: `optimize(OptimizeRequest, observer) -> OptimizeResult`.
+Public entry point: `optimize(OptimizeRequest, observer) -> OptimizeResult`, a thin
+wrapper over `StudyRun`.
+
+Modules: ``run`` (StudyRun: the ask -> chain -> tell loop), ``chain`` (one trial),
+``storage`` (storage URLs, study creation and clash checks), ``layout`` (the study's
+files), ``identity`` (tuner and server identities), ``leftovers`` (stopping servers that
+outlived their trial), ``recovery`` (failing and retrying trials of a dead tuner),
+``teach`` (what earlier launches taught the feasibility gate), ``mem_push``
+(mem-fraction pushes), ``signals`` (the stop policy), ``sidefiles`` (event log, artifacts).
 """
 
-from autospec.study.loop import (
+from autospec.records import TrialRecord
+from autospec.study.run import (
+    SAMPLERS,
+    Observer,
     OptimizeRequest,
     OptimizeResult,
-    Observer,
     StudyInterrupted,
+    StudyRun,
     count_launched,
     make_sampler,
     optimize,
 )
-from autospec.study.records import TrialRecord
+from autospec.study.signals import StopSignals
 from autospec.study.storage import open_storage, open_study
 
 __all__ = [
+    "SAMPLERS",
+    "Observer",
     "OptimizeRequest",
     "OptimizeResult",
-    "Observer",
+    "StopSignals",
     "StudyInterrupted",
+    "StudyRun",
     "TrialRecord",
     "count_launched",
     "make_sampler",

@@ -9,22 +9,23 @@ only KeyboardInterrupt (after teardown) and bugs propagate.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from autospec.bench import LevelPlan, Workload, run_levels
 from autospec.config import SearchSpace
 from autospec.feasibility.gate import FeasibilityGate
-from autospec.launcher import LaunchError, Launcher, LaunchRequest
+from autospec.launcher import Launcher, LaunchError, LaunchRequest
 from autospec.metrics import metric_value, summarize
-from autospec.study.records import OK, TrialRecord
+from autospec.records import DUPLICATE, OK, TrialRecord
+from autospec.study.layout import StudyLayout
 
-__all__ = ["TrialChain", "ChainHooks", "worst_values"]
+__all__ = ["TrialChain", "ChainHooks"]
 
 
 @dataclass
@@ -35,24 +36,18 @@ class ChainHooks:
     spawned: Callable[[dict[str, Any]], None] = lambda info: None
 
 
-def worst_values(space: SearchSpace) -> list[float]:
-    """Objective values recorded for trials that measured nothing: 0 tok/s for maximised
-    metrics, a large number for minimised ones. Feasibility is carried by constraints."""
-    return [0.0 if o.direction == "maximize" else 1e6 for o in space.objectives]
-
-
 @dataclass
 class TrialChain:
     space: SearchSpace
     launcher: Launcher
     gate: FeasibilityGate
     command: Sequence[str]
-    work_dir: Path
+    layout: StudyLayout
     env: Mapping[str, str] = field(default_factory=dict)
     ready_timeout_s: float | None = None
 
     def workload(self) -> Workload:
-        return Workload(**dataclasses.asdict(self.space.workload))  # same fields, validated by config
+        return self.space.workload
 
     def plans(self) -> list[LevelPlan]:
         b = self.space.bench
@@ -73,7 +68,7 @@ class TrialChain:
                 outcome=verdict.status, candidate=dict(candidate), reason=verdict.reason,
                 resolved=dict(verdict.resolved), seconds=seconds,
             )
-            if verdict.status == "duplicate":
+            if verdict.status == DUPLICATE:
                 source = self.gate.measurement_of(verdict.resolved)
                 if source is not None:
                     record.values = list(source.values) if source.values is not None else None
@@ -83,12 +78,11 @@ class TrialChain:
             seconds["total"] = time.monotonic() - t0
             return record
 
-        trial_dir = self.work_dir / f"trial-{number:04d}"
-        trial_dir.mkdir(parents=True, exist_ok=True)
+        self.layout.trial_dir(number).mkdir(parents=True, exist_ok=True)
         request = LaunchRequest(
             command=tuple(self.command),
             flags=flags,
-            log_path=trial_dir / "server.log",
+            log_path=self.layout.server_log(number),
             env=dict(self.env),
             ready_timeout_s=self.ready_timeout_s or self.space.server.ready_timeout_s,
         )
@@ -154,13 +148,12 @@ class TrialChain:
         events = server.runtime_events()
         if events:
             record.startup = {**(record.startup or {}), "runtime_events": dict(events)}
-        (Path(record.log_path).parent / "bench.json").write_text(json.dumps(record.bench, indent=1, default=str))
+        bench_json = Path(record.log_path).parent / "bench.json" if record.log_path else None
+        if bench_json is not None:
+            bench_json.write_text(json.dumps(record.bench, indent=1, default=str))
         if record.outcome != OK:
             return
-        measured = {
-            spec.name: metric_value(summaries[spec.concurrency], spec.metric)
-            for spec in (*self.space.objectives, *self.space.constraints)
-        }
+        measured = {spec.name: metric_value(summaries[spec.concurrency], spec.metric) for spec in self.space.measured_specs}
         missing = [name for name, v in measured.items() if not math.isfinite(v)]
         if missing:
             record.outcome = "bench_failed"

@@ -15,20 +15,20 @@ the best queue-bound configuration there (best on the objective measured at the 
 concurrency), proposes the highest mem fraction of the space above its own that the
 feasibility gate would launch. A failure there (say, a CUDA-graph OOM) teaches the gate,
 and the next proposal for the same configuration is lower. Pure logic: the caller
-supplies the measurements and the gate's answer.
+supplies the front (`autospec.records.pareto_front`) and the gate's answer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from autospec.config import SearchSpace
+from autospec.sglang_facts import MEM_FRACTION as MEM
 from autospec.space import param_values
 
-__all__ = ["Measured", "Push", "PushAnswer", "MEM", "push_candidate", "pareto_front"]
-
-MEM = "mem_fraction_static"
+__all__ = ["Measured", "Push", "PushAnswer", "MEM", "push_candidate"]
 
 # What the feasibility gate says of a proposal: launch it; it is already measured (so no
 # higher value is worth trying for this configuration); or it would not run.
@@ -37,7 +37,7 @@ PushAnswer = Literal["launch", "measured", "no"]
 
 @dataclass(frozen=True)
 class Measured:
-    """One launched, feasible trial."""
+    """One launched trial on the Pareto front."""
 
     number: int
     candidate: Mapping[str, Any]
@@ -60,22 +60,12 @@ class Push:
         )
 
 
-def _dominates(a: Sequence[float], b: Sequence[float], signs: Sequence[int]) -> bool:
-    better_or_equal = all(s * x >= s * y for x, y, s in zip(a, b, signs))
-    return better_or_equal and any(s * x > s * y for x, y, s in zip(a, b, signs))
-
-
-def pareto_front(measured: Sequence[Measured], signs: Sequence[int]) -> list[Measured]:
-    """The non-dominated trials; `signs` is +1 per maximised objective, -1 per minimised."""
-    return [m for m in measured if not any(_dominates(o.values, m.values, signs) for o in measured)]
-
-
 def push_candidate(
     space: SearchSpace,
-    measured: Sequence[Measured],
+    front: Sequence[Measured],
     answer: Callable[[dict[str, Any]], PushAnswer],
 ) -> Push | None:
-    """The next proposal, or None.
+    """The next proposal for a configuration of the Pareto `front` (in trial order), or None.
 
     None when the space does not tune ``mem_fraction_static``, when no front
     configuration is queue-bound (``max_running_requests`` below the highest concurrency
@@ -90,8 +80,7 @@ def push_candidate(
     # Rank by the objective measured at the highest concurrency: the one queueing hurts.
     key = max(range(len(space.objectives)), key=lambda i: space.objectives[i].concurrency)
     values = sorted(v for v in param_values(mem) if isinstance(v, (int, float)))
-    front = sorted(pareto_front(measured, signs), key=lambda m: -signs[key] * m.values[key])
-    for base in front:
+    for base in sorted(front, key=lambda m: -signs[key] * m.values[key]):
         current = base.candidate.get(MEM)
         mrr = base.max_running_requests
         if current is None or mrr is None or mrr >= peak:

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
+from optuna.storages.journal import JournalFileBackend
 
 from autospec.config import SearchSpace
 from autospec.errors import StorageError
+from autospec.study.layout import StudyLayout
 
 __all__ = ["StorageHandle", "open_storage", "open_study", "FINGERPRINT_KEY", "study_exists"]
 
@@ -43,9 +45,15 @@ class StorageHandle:
     heartbeat: bool
     local_path: Path | None  # the file holding the study, when it is a file
 
-    def record_heartbeat(self, trial_id: int) -> None:
-        if self.heartbeat:
-            self.storage.record_heartbeat(trial_id)  # type: ignore[attr-defined]
+    @property
+    def locator(self) -> str:
+        """The --storage value that names this storage from any directory (files as
+        absolute paths; a server URL without its password)."""
+        if self.local_path is None:
+            return self.description
+        if self.description.startswith("sqlite"):
+            return f"sqlite:///{self.local_path.resolve()}"
+        return str(self.local_path.resolve())
 
 
 def check_study_name(name: str) -> str:
@@ -65,7 +73,7 @@ def open_storage(spec: str | None, study_name: str, studies_dir: Path) -> Storag
     check_study_name(study_name)
     if spec is None:
         studies_dir.mkdir(parents=True, exist_ok=True)
-        path = studies_dir / f"{study_name}.db"
+        path = StudyLayout.default_storage_file(studies_dir, study_name)
         spec = f"sqlite:///{path}"
     if "://" not in spec:
         path = Path(spec)
@@ -79,11 +87,11 @@ def open_storage(spec: str | None, study_name: str, studies_dir: Path) -> Storag
         if not path.parent.exists():
             raise StorageError(f"folder {str(path.parent)!r} for the journal file does not exist; create it first")
         try:
-            backend = optuna.storages.journal.JournalFileBackend(str(path))
-            storage = optuna.storages.JournalStorage(backend)
+            backend = JournalFileBackend(str(path))
+            journal = optuna.storages.JournalStorage(backend)
         except (OSError, ValueError) as exc:
             raise StorageError(f"cannot open journal file {spec!r}: {exc}; check the path and permissions") from None
-        return StorageHandle(storage, str(path), heartbeat=False, local_path=path)
+        return StorageHandle(journal, str(path), heartbeat=False, local_path=path)
     scheme = spec.split("://", 1)[0].lower()
     if not re.match(r"^(sqlite|postgresql|postgres|mysql)(\+\w+)?$", scheme):
         raise StorageError(
@@ -129,13 +137,14 @@ def open_study(
 
     The check runs before anything is written, so a clash leaves the study untouched.
     """
-    directions = [o.direction for o in space.objectives]
+    directions = [optuna.study.StudyDirection.MAXIMIZE if o.direction == "maximize" else optuna.study.StudyDirection.MINIMIZE
+                  for o in space.objectives]
     names = [o.name for o in space.objectives]
     if study_exists(handle, study_name):
         study = optuna.load_study(study_name=study_name, storage=handle.storage, sampler=sampler)
         stored = study.user_attrs.get(FINGERPRINT_KEY)
         stored_names = study.metric_names
-        if [d.name.lower() for d in study.directions] != directions or (stored_names and list(stored_names) != names):
+        if list(study.directions) != directions or (stored_names and list(stored_names) != names):
             raise StorageError(
                 f"study {study_name!r} in {handle.description} was created with objectives "
                 f"{stored_names or [d.name.lower() for d in study.directions]}, not {names}; pick another --study name"

@@ -70,7 +70,7 @@ def serve(args: argparse.Namespace, ready: threading.Event) -> ThreadingHTTPServ
     paths = {"/ready"} if args.fake_only_ready else {"/health_generate", "/health"}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             if self.path not in paths:
                 self.send_response(404)
             else:

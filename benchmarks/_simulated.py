@@ -1,0 +1,819 @@
+"""An in-process stand-in for the study's trial chain: what a real ``optimize --sim`` launch
+would answer, deterministically and in milliseconds (no server process, no HTTP).
+
+Usage (from a script in benchmarks/, which has this folder on sys.path):
+
+    from _simulated import SimulatedChain, PredictedOracle, run_study, true_values
+    study = run_study(load_space("default"), seed=1, n_trials=20, studies_dir=tmp)
+    ref = true_values(load_profile(), space, {**space.server.flags, **candidate})
+
+Works against the current tree (``TrialChain(layout=...)``, ``autospec.records``) and
+an older checkout (``TrialChain(work_dir=...)``, ``autospec.study.records``), whichever
+``autospec`` is importable (e.g. ``PYTHONPATH=/tmp/old/src``).
+
+What is the real thing, reused in-process:
+  - the feasibility gate's verdict and learning (the study's own gate object);
+  - the simulator's argument parser (``autospec.sim.args``), resolver (``resolve_args``),
+    memory model (``init_outcome``), ``server_args`` line and start-up sequence
+    (``autospec.sim.startup.Startup``, driven with a zero time scale), so the server log
+    holds the lines a real launch prints;
+  - the launcher's own ``parse_startup`` and ``classify_failure`` on that log;
+  - the simulator's noiseless ``predict`` for the benchmark figures.
+What is modelled (see `SimulatedChain` and the constants below): GPU seconds, teardown,
+and the measured values (noiseless, as with ``--sim-noise off``; optional Gaussian noise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import io
+import json
+import math
+import random
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autospec.launcher import build_argv, classify_failure, parse_startup
+from autospec.sim import args as sim_args
+from autospec.sim import logs as sim_logs
+from autospec.sim.faults import Faults
+from autospec.sim.gpu_state import GpuStateFile
+from autospec.sim.model import ArgumentRejected, classify_prompt, init_outcome, resolve_args
+from autospec.sim.parsing import count_tokens
+from autospec.sim.predict import noiseless_emit, predict
+from autospec.sim.profile import Profile, load_profile
+from autospec.sim.server import ServerSetup
+from autospec.sim.server_args import build_server_args
+from autospec.sim.startup import Startup
+
+try:  # the current tree
+    from autospec.records import TrialRecord
+except ImportError:  # the older checkout
+    from autospec.study.records import TrialRecord
+
+__all__ = [
+    "SimulatedChain", "SimLaunch", "PredictedOracle", "InProcessSimPreflight",
+    "simulate_launch", "startable", "true_values", "run_study", "sim_command", "flag_words",
+    "PREDICTABLE_METRICS", "TEARDOWN_SECONDS", "FAILED_TEARDOWN_SECONDS", "REJECT_SECONDS",
+]
+
+# ----------------------------------------------------------------------------- constants
+
+#: Stopping a served SGLang server: SIGTERM to the group, draining, process exit, CUDA
+#: context release (the launcher waits for GPU memory and port). A few seconds on a GPU host.
+TEARDOWN_SECONDS = 5.0
+#: Teardown after a failed start: the server already died (SIGKILL by SGLang's own failure
+#: chain); the launcher only waits for the GPU memory and the port to be released.
+FAILED_TEARDOWN_SECONDS = 2.0
+#: A rejected argument list (argparse exit 2, or SGLang's resolver exit 1): interpreter
+#: start and imports, then the argument checks, before any GPU work.
+REJECT_SECONDS = 3.0
+#: Where along the load the real simulator dies (autospec/sim/startup.py): weights OOM
+#: after 0.7 x load; KV pool after 0.7 + 0.05; graph capture failure after the KV pool and
+#: 0.1 x load of capture (0.85); any other init failure at the KV-pool point.
+FAIL_AT_FRACTION = {"weights_oom": 0.7, "kv_pool_too_small": 0.75, "cuda_graph_oom": 0.85,
+                    "invalid_draft_tree": 0.85}
+OTHER_FAIL_AT_FRACTION = 0.75
+#: Shares of the load in the log's timing lines (autospec/sim/startup.py, at time scale 1).
+WEIGHTS_SHARE, GRAPH_SHARE = 0.7, 0.25
+#: The port written into the argv (a real launch picks a free one; nothing binds here).
+SIM_PORT = 30000
+#: The pid written into the failure chain's ``kill_process_tree`` line.
+SIM_PID = 4242
+HOST = "127.0.0.1"
+
+#: Metrics the simulated chain supplies (autospec metric names): from `predict`'s figures,
+#: and per-request percentiles from the same noiseless scheduler replay that `predict`
+#: runs (``autospec.sim.predict._replay``). Not predictable: itl_ms_* (chunk gaps).
+PREDICTABLE_METRICS = ("output_tok_s", "agg_output_tok_s", "decode_tok_s", "ttft_ms_mean", "ttft_ms_p50",
+                       "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
+                       "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99", "accept_length", "error_rate")
+
+# ----------------------------------------------------------------------------- compat
+
+
+def flag_words(flags: Mapping[str, Any]) -> list[str]:
+    """Server flags -> argv words without command/host/port (the launcher's conversion;
+    `autospec.launcher.flag_words` where it exists, else the old wiring's equivalent)."""
+    launcher = importlib.import_module("autospec.launcher")
+    if hasattr(launcher, "flag_words"):
+        return launcher.flag_words(flags)
+    import os
+
+    from autospec.launcher import LaunchRequest
+
+    argv = build_argv(LaunchRequest(command=("server",), flags=flags, log_path=Path(os.devnull)), port=0)
+    return argv[1:-4]
+
+
+def sim_command(profile: Profile | None = None, *, load_seconds: float | None = None,
+                warmup_seconds: float | None = None) -> tuple[str, ...]:
+    """``python -m autospec.sim ...`` as ``optimize --sim`` builds it (time scale 1; the
+    profile as an absolute path unless it is the default). Recorded in ``server_args``."""
+    command = [sys.executable, "-m", "autospec.sim"]
+    for flag, seconds in (("--sim-load-seconds", load_seconds), ("--sim-warmup-seconds", warmup_seconds)):
+        if seconds is not None:
+            command += [flag, f"{seconds:g}"]
+    command += ["--sim-time-scale", "1"]
+    if profile is not None and Path(profile.source).resolve() != Path(load_profile().source).resolve():
+        command += ["--sim-profile", str(Path(profile.source).resolve())]
+    return tuple(command)
+
+
+def _sim_options(command: Sequence[str]) -> list[str]:
+    """The ``--sim-*`` words of a ``python -m autospec.sim`` command (empty otherwise)."""
+    command = list(command)
+    return command[command.index("autospec.sim") + 1:] if "autospec.sim" in command else []
+
+
+_PARSER: list[Any] = []
+_BUILD_PARSER = sim_args.build_parser  # the original, before `_parse` patches the name
+
+
+def _cached_parser() -> Any:
+    """The simulator's argparse parser, built once (building it is most of a parse's
+    cost; `parse_args` does not change a parser, so one serves every call)."""
+    if not _PARSER:
+        _PARSER.append(_BUILD_PARSER())
+    return _PARSER[0]
+
+
+def _parse(words: Sequence[str]) -> tuple[Any | None, str]:
+    """The simulator's own `parse_command_line` on `words` (its parser built once): the
+    CommandLine and "", or None and what argparse printed on stderr when it exits (as
+    SGLang's parser does, exit 2)."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), _patched(sim_args, "build_parser", _cached_parser):
+            return sim_args.parse_command_line(list(words), environ={}), ""
+    except SystemExit:
+        return None, err.getvalue()
+
+
+# ----------------------------------------------------------------------------- preflight
+
+
+class InProcessSimPreflight:
+    """The simulator's resolver as a preflight oracle, in-process: the same answers as
+    `autospec.feasibility.sim_preflight.SimPreflight` (which runs ``python -m
+    autospec.sim.resolve`` per argv), including its quirk that `sglang_version()` asks
+    with an empty argv, which argparse rejects (no --model-path), so the gate falls back
+    to autospec's default SGLang version rather than the profile's."""
+
+    def __init__(self, profile: Profile, command: Sequence[str] = ()) -> None:
+        self.profile = profile
+        self._options = _sim_options(command)
+        self._cache: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._mirror_sim_preflight()
+
+    def _mirror_sim_preflight(self) -> None:
+        """Take the installed SimPreflight's plain class attributes (e.g. the current
+        tree's ``batch_saves_time = False``, which decides whether the gate prefetches), so
+        the gate treats this oracle as it treats the real one; warn about public methods
+        the installed one has and this one lacks."""
+        from autospec.feasibility.sim_preflight import SimPreflight
+
+        for name, value in vars(SimPreflight).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, (staticmethod, classmethod, property)) or callable(value):
+                if not hasattr(self, name):
+                    warnings.warn(f"SimPreflight.{name} has no in-process counterpart", stacklevel=3)
+                continue
+            setattr(self, name, value)
+
+    def available(self) -> tuple[bool, str]:
+        return True, ""
+
+    def sglang_version(self) -> str:
+        return self._run([]).get("sglang_version") or _default_sglang_version()
+
+    def check(self, argv: Sequence[str]) -> Any:
+        from autospec.feasibility.verdict import Verdict
+
+        out = self._run(argv)
+        if not out.get("ok"):
+            reason = out.get("error") or "rejected by the simulator's argument checks (no message)"
+            return Verdict(status="rejected", reason=reason, source="preflight", rule=None, resolved={})
+        return Verdict(status="ok", reason="", source="preflight", rule=None, resolved=out.get("resolved", {}))
+
+    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Any]:
+        return [self.check(argv) for argv in argvs]
+
+    def _run(self, argv: Sequence[str]) -> dict[str, Any]:
+        key = tuple(argv)
+        if key not in self._cache:
+            self._cache[key] = self._resolve(list(argv))
+        return self._cache[key]
+
+    def _resolve(self, argv: list[str]) -> dict[str, Any]:
+        """`autospec.sim.resolve.main` + `SimPreflight._resolve`, without the subprocess."""
+        cmd, err = _parse(self._options + argv)
+        if cmd is None:
+            tail = (err.strip().splitlines() or ["no output"])[-1]
+            return {"ok": False, "error": tail, "sglang_version": None}
+        try:
+            cfg = resolve_args(self.profile, cmd.flags)
+        except ArgumentRejected as exc:
+            return {"ok": False, "error": str(exc), "sglang_version": self.profile.sglang_version}
+        resolved = json.loads(json.dumps(cfg.as_dict(), default=str))
+        return {"ok": True, "resolved": resolved, "sglang_version": self.profile.sglang_version}
+
+
+def _default_sglang_version() -> str:
+    try:
+        from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
+    except ImportError:  # the older checkout hard-codes it
+        return "0.5.23"
+    return DEFAULT_SGLANG_VERSION
+
+
+# ----------------------------------------------------------------------------- one launch
+
+
+@dataclass
+class SimLaunch:
+    """What starting the simulator with some flags ends in.
+
+    ``kind`` is "ok" or the launcher's failure kind (``classify_failure`` on the log);
+    ``error`` the launcher's `LaunchError` for a failure; ``startup`` the launcher's
+    `StartupFacts` (timing facts replaced by the modelled ones) for a success; ``seconds``
+    the modelled time from spawn to ready (or to death); ``flags`` what the simulator
+    parsed from the argv (None when argparse refused it); ``cfg``/``outcome`` the model's."""
+
+    kind: str
+    argv: list[str]
+    log_text: str
+    seconds: float
+    flags: dict[str, Any] | None = None
+    cfg: Any = None
+    outcome: Any = None
+    startup: Any = None
+    error: Any = None
+    returncode: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+
+def simulate_launch(profile: Profile, flags: Mapping[str, Any], *, command: Sequence[str] = (),
+                    load_seconds: float | None = None, warmup_seconds: float | None = None,
+                    log_path: Path | str | None = None) -> SimLaunch:
+    """Start the simulator with `flags` (the full server flags) in-process.
+
+    Mirrors ``python -m autospec.sim`` (its ``__main__``: argparse, resolver, notes, the
+    ``server_args`` line, then `Startup`), with `profile` in place of ``--sim-profile``.
+    `load_seconds`/`warmup_seconds` (default: the profile's) drive the modelled seconds
+    and the log's timing facts. `log_path` only goes into a failure's message, as the
+    real launcher's does. ``argv`` is redacted as the launcher stores it. A configuration
+    the server refuses is a failed launch; flag names or values the launcher itself
+    cannot turn into argv raise its UsageError, as in the real chain."""
+    load = profile.load_seconds if load_seconds is None else load_seconds
+    warmup = profile.warmup_seconds if warmup_seconds is None else warmup_seconds
+    words = flag_words(flags) + ["--host", HOST, "--port", str(SIM_PORT)]
+    argv = _redacted(list(command) + words if command else words, flags)
+    out = io.StringIO()
+    log = sim_logs.SglangLog(out)
+
+    cmd, err = _parse(words)
+    if cmd is None:  # argparse: usage + error on stderr, exit 2
+        out.write(err)
+        return _failed(argv, out.getvalue(), 2, REJECT_SECONDS, log_path)
+    try:
+        cfg = resolve_args(profile, cmd.flags)
+    except ArgumentRejected as exc:  # SGLang's resolver: traceback, exit 1
+        if cmd.flags.get("speculative_algorithm") and cmd.flags.get("max_running_requests") is None:
+            log.info(sim_logs.MAX_RUNNING_RESET)
+        if sim_logs.uses_resolve_once(profile.sglang_version):
+            log.info(sim_logs.kill_process_tree(SIM_PID, include_parent=False))
+        algorithm = str(cmd.flags.get("speculative_algorithm") or "").upper() or None
+        log.raw(sim_logs.argument_error_traceback(exc.traceback_line, profile.sglang_version, algorithm=algorithm))
+        return _failed(argv, out.getvalue(), 1, REJECT_SECONDS, log_path, flags=cmd.flags)
+    for note in cfg.notes:
+        log.info(note)
+    outcome = init_outcome(profile, cfg)
+    seed = cmd.sim.seed if cmd.sim.seed is not None else profile.seed
+    server_args = build_server_args(profile, cfg, cmd, seed)
+    log.info(sim_logs.format_server_args(server_args))
+    ready = _run_startup(profile, cfg, outcome, server_args, cmd, seed, out)
+    text = out.getvalue()
+    if not ready:
+        seconds = FAIL_AT_FRACTION.get(outcome.status, OTHER_FAIL_AT_FRACTION) * load
+        launch = _failed(argv, text, -9, seconds, log_path, flags=cmd.flags)  # SGLang SIGKILLs itself
+        launch.cfg, launch.outcome = cfg, outcome
+        return launch
+    facts = parse_startup(text)
+    facts = dataclasses.replace(
+        facts,
+        weight_load_seconds=round(WEIGHTS_SHARE * load, 3) if facts.weight_load_seconds is not None else None,
+        cuda_graph_seconds=round(GRAPH_SHARE * load, 3) if facts.cuda_graph_seconds is not None else None,
+        ready_seconds=round(load + warmup, 3),  # the launcher measures spawn -> ready
+    )
+    return SimLaunch("ok", argv, text, load + warmup, flags=dict(cmd.flags), cfg=cfg, outcome=outcome,
+                     startup=facts)
+
+
+def _redacted(argv: list[str], flags: Mapping[str, Any]) -> list[str]:
+    """`argv` with secret flag values replaced, as the launcher stores ``server_args``."""
+    import os
+
+    from autospec.launcher.request import LaunchRequest, Redactor
+
+    request = LaunchRequest(command=("server",), flags=flags, log_path=Path(os.devnull))
+    return Redactor.for_launch(request, {}).argv(argv)
+
+
+def _failed(argv: list[str], text: str, returncode: int, seconds: float, log_path: Path | str | None,
+            *, flags: Mapping[str, Any] | None = None) -> SimLaunch:
+    error = classify_failure(text, returncode, timed_out=False, log_path=log_path, seconds=round(seconds, 3))
+    return SimLaunch(error.kind, argv, text, seconds, flags=dict(flags) if flags is not None else None,
+                     error=error, returncode=returncode)
+
+
+def _run_startup(profile: Profile, cfg: Any, outcome: Any, server_args: dict[str, Any], cmd: Any, seed: int,
+                 stream: io.StringIO) -> bool:
+    """The simulator's start-up sequence (`Startup.run`) at time scale 0 into `stream`;
+    True when it reached readiness. `die` writes SGLang's failure chain as
+    `SimServer.die` does (without killing anything)."""
+    setup = ServerSetup(
+        profile=profile, cfg=cfg, outcome=outcome, server_args=server_args, host=cmd.host, port=cmd.port,
+        served_model_name=str(server_args["served_model_name"]), model_path=cfg.model_path, time_scale=0.0,
+        noise=False, seed=seed, load_seconds=0.0, warmup_seconds=0.0, faults=Faults(), state_dir=None,
+        cmdline="python -m autospec.sim", disable_cuda_graph=bool(cmd.flags.get("disable_cuda_graph")),
+    )
+    log = sim_logs.SglangLog(stream, rank_prefix=" TP0" if cfg.tp_size > 1 else "")
+    ready: list[bool] = []
+
+    def die(frames: list, error_line: str) -> None:
+        lines = sim_logs.scheduler_traceback(frames, error_line)
+        log.rank(lines[0])
+        log.raw(lines[1:])
+        log.info(sim_logs.SIGQUIT_FROM_CHILD)
+        log.info(sim_logs.kill_process_tree(SIM_PID, include_parent=True))
+
+    startup = Startup(setup, log, GpuStateFile(None), die=die, on_ready=lambda: ready.append(True))
+    _drive(startup.run())
+    return bool(ready)
+
+
+def _drive(coro: Any) -> None:
+    """Run a coroutine whose only awaits are zero-length sleeps, without an event loop."""
+    try:
+        while True:
+            if coro.send(None) is not None:
+                coro.close()
+                raise RuntimeError("the simulator's start-up awaited a real event; cannot run it in-process")
+    except StopIteration:
+        return
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+@dataclass(frozen=True)
+class LevelFigures:
+    """Noiseless figures of one concurrency level: metric name -> value (NaN where the
+    real benchmark could not form it), and the level's modelled wall seconds."""
+
+    concurrency: int
+    num_requests: int
+    metrics: dict[str, float]
+    seconds: float
+
+
+class PredictedOracle:
+    """Noiseless answers for one profile and one search space (cached per configuration):
+    does it start (`startable`), and what would the benchmark measure (`level`,
+    `true_values`)? Values come from `autospec.sim.predict.predict`; see `level`."""
+
+    def __init__(self, profile: Profile | None, space: Any) -> None:
+        self.profile = profile or load_profile()
+        self.space = space
+        self._check_metrics()
+        self._launches: dict[str, SimLaunch] = {}
+        self._levels: dict[tuple[str, int, bool], LevelFigures] = {}
+        self._prompts: dict[tuple[int, int], tuple[str, int]] = {}
+
+    def _check_metrics(self) -> None:
+        for spec in (*self.space.objectives, *self.space.constraints):
+            if spec.metric not in PREDICTABLE_METRICS:
+                raise ValueError(
+                    f"{spec.name}: the simulated chain cannot predict {spec.metric!r}; "
+                    f"it knows {', '.join(PREDICTABLE_METRICS)} (run a real --sim study for the others)"
+                )
+        predict_module = importlib.import_module("autospec.sim.predict")  # the package re-exports the function
+
+        replayed = [s.name for s in (*self.space.objectives, *self.space.constraints)
+                    if s.metric.split("_ms_")[0] in ("ttft", "tpot", "e2e") and s.metric != "ttft_ms_mean"]
+        if replayed and not hasattr(predict_module, "_replay"):
+            raise ValueError(f"{', '.join(replayed)}: this simulator has no predict._replay to form percentiles from")
+        if not self.space.workload.ignore_eos:
+            warnings.warn(
+                "workload ignore_eos=false: the real simulator stops requests at seeded EOS positions; "
+                "the simulated chain assumes every request runs to output_len", stacklevel=3,
+            )
+
+    @staticmethod
+    def _key(flags: Mapping[str, Any]) -> str:
+        return json.dumps(dict(flags), sort_keys=True, default=str)
+
+    def full_flags(self, flags: Mapping[str, Any]) -> dict[str, Any]:
+        """The space's fixed server flags with `flags` (a candidate or full flags) on top."""
+        return {**self.space.server.flags, **flags}
+
+    def launch(self, flags: Mapping[str, Any], **kwargs: Any) -> SimLaunch:
+        """`simulate_launch` of the full `flags`, cached (kwargs bypass the cache)."""
+        if kwargs:
+            return simulate_launch(self.profile, flags, **kwargs)
+        key = self._key(flags)
+        if key not in self._launches:
+            self._launches[key] = simulate_launch(self.profile, flags)
+        return self._launches[key]
+
+    def startable(self, flags: Mapping[str, Any]) -> bool:
+        """True when the server would start with these full flags."""
+        return self.launch(flags).ok
+
+    def _workload(self, num_requests: int, seed_offset: int = 0) -> tuple[str, int]:
+        """(simulator workload name, mean prompt tokens) of the prompts the benchmark sends,
+        classified as the simulator's API classifies each prompt. ValueError if mixed."""
+        key = (num_requests, seed_offset)
+        if key not in self._prompts:
+            spec = self.space.workload
+            texts = [("\n".join(m["content"] for m in p.messages) if spec.api == "chat" else p.text)
+                     for p in _bench_prompts(spec, num_requests, seed_offset)]
+            kinds = sorted({classify_prompt(t) for t in texts})
+            if len(kinds) != 1:
+                raise ValueError(f"the workload's prompts classify as several simulator workloads ({kinds}); "
+                                 "predict() models one kind per level")
+            tokens = round(sum(count_tokens(t) for t in texts) / len(texts)) if texts else spec.input_len
+            self._prompts[key] = (kinds[0], max(tokens, 1))
+        return self._prompts[key]
+
+    def level(self, flags: Mapping[str, Any], concurrency: int, *, first: bool = False) -> LevelFigures:
+        """Figures of one level for a configuration that starts (full flags as parsed by
+        the simulator), noiseless. Mapping from `predict`'s Prediction: output_tok_s =
+        per_request_tok_s, agg_output_tok_s = aggregate_tok_s, decode_tok_s, ttft_ms_mean
+        = ttft_s x 1000; accept_length = completion tokens / verify passes, as the
+        benchmark computes it (Prediction.accept_length is per verify pass and leaves out
+        the prefill token; NaN without speculation, as the real benchmark has no
+        spec_verify_ct then); error_rate 0; ttft/tpot/e2e percentiles and tpot_ms_mean
+        from predict's replay (`_percentiles`; with queueing, the TTFT median is not the
+        mean). Seconds: the measured span (total tokens / aggregate_tok_s), plus the
+        warmup requests' span on the `first` level."""
+        key = (self._key(flags), concurrency, first)
+        if key in self._levels:
+            return self._levels[key]
+        bench, wl = self.space.bench, self.space.workload
+        n = bench.num_requests(concurrency)
+        kind, tokens = self._workload(n)
+        common = dict(input_len=tokens, output_len=wl.output_len, temperature=wl.temperature)
+        pred = predict(self.profile, flags, concurrency, kind, num_requests=n, **common)
+        if not pred.ok:
+            raise RuntimeError(f"predict() says {pred.init} for a configuration that started: {pred.message}")
+        cfg = resolve_args(self.profile, flags)
+        init = init_outcome(self.profile, cfg)
+        if tokens + wl.output_len > init.context_len:
+            raise ValueError(f"requests of {tokens}+{wl.output_len} tokens exceed the model context "
+                             f"({init.context_len}); "
+                             "the real simulator answers 400 and the simulated chain does not model request errors")
+        seconds = wl.output_len * n / pred.aggregate_tok_s
+        if first and bench.warmup_requests:
+            w = bench.warmup_requests
+            warm_kind, warm_tokens = self._workload(w, seed_offset=1)
+            warm = predict(self.profile, flags, min(concurrency, w), warm_kind, num_requests=w,
+                           **{**common, "input_len": warm_tokens})
+            seconds += wl.output_len * w / warm.aggregate_tok_s
+        metrics = {
+            "output_tok_s": pred.per_request_tok_s,
+            "agg_output_tok_s": pred.aggregate_tok_s,
+            "decode_tok_s": pred.decode_tok_s if wl.output_len > 1 else math.nan,
+            "ttft_ms_mean": pred.ttft_s * 1000.0,
+            "accept_length": _bench_accept_length(pred.accept_length, wl.output_len) if cfg.speculative else math.nan,
+            "error_rate": 0.0,
+            **_percentiles(self.profile, cfg, init, pred.accept_length, concurrency, n, tokens, wl.output_len),
+        }
+        for name in PREDICTABLE_METRICS:
+            metrics.setdefault(name, math.nan)
+        figures = LevelFigures(concurrency, n, metrics, seconds)
+        self._levels[key] = figures
+        return figures
+
+    def measure(self, flags: Mapping[str, Any]) -> tuple[list[float], dict[str, float]] | None:
+        """(objective values in the space's order, {constraint name: violation}) for the
+        full `flags`, noiselessly; None when the server would not start."""
+        launch = self.launch(flags)
+        if not launch.ok:
+            return None
+        levels = {c: self.level(launch.flags, c, first=(i == 0))
+                  for i, c in enumerate(self.space.bench.concurrency)}
+        values = [levels[o.concurrency].metrics[o.metric] for o in self.space.objectives]
+        constraints = {c.name: c.violation(levels[c.concurrency].metrics[c.metric]) for c in self.space.constraints}
+        return values, constraints
+
+    def true_values(self, flags: Mapping[str, Any]) -> list[float] | None:
+        """Noiseless objective values of a candidate (merged over the space's fixed flags),
+        or None when it is rejected or does not start. Constraints are not applied."""
+        measured = self.measure(self.full_flags(flags))
+        return None if measured is None else measured[0]
+
+
+def _percentiles(profile: Profile, cfg: Any, init: Any, accept: float, concurrency: int, n: int,
+                 input_len: int, output_len: int) -> dict[str, float]:
+    """ttft/tpot/e2e figures in ms as `autospec.metrics.summarize` forms them, from the
+    per-request (sent, first token, done) times of predict's own noiseless replay."""
+    from autospec.metrics import stats
+    predict_module = importlib.import_module("autospec.sim.predict")  # the package re-exports the function
+
+    replay = getattr(predict_module, "_replay", None)
+    if replay is None:  # a simulator without the replay: the level's mean TTFT only
+        return {}
+    records = replay(profile, cfg, init.max_running_requests, accept, concurrency, n, input_len, output_len)
+    ttft = [(first - sent) * 1000.0 for sent, first, _ in records]
+    e2e = [(done - sent) * 1000.0 for sent, _, done in records]
+    tpot = [(done - first) * 1000.0 / (output_len - 1) for _, first, done in records] if output_len > 1 else []
+    out = {"tpot_ms_mean": stats.mean(tpot)}
+    for q in (50, 90, 99):
+        out[f"ttft_ms_p{q}"] = stats.percentile(ttft, q)
+        out[f"tpot_ms_p{q}"] = stats.percentile(tpot, q)
+        out[f"e2e_ms_p{q}"] = stats.percentile(e2e, q)
+    return out
+
+
+def _bench_prompts(spec: Any, n: int, seed_offset: int = 0) -> list[Any]:
+    """The first `n` prompts the benchmark sends for the space's workload (seed shifted
+    by `seed_offset`: the warmup uses seed + 1). Handles both trees: the workload as a
+    `Workload` or as a config record, prompts as a function or as a method."""
+    bench = importlib.import_module("autospec.bench")
+    workload_cls = bench.Workload
+    workload = spec if isinstance(spec, workload_cls) else workload_cls(**dataclasses.asdict(spec))
+    if seed_offset:
+        workload = dataclasses.replace(workload, seed=workload.seed + seed_offset)
+    make = getattr(importlib.import_module("autospec.bench.workloads"), "prompts", None)
+    return make(workload, n) if callable(make) else workload.prompts(n)
+
+
+def _bench_accept_length(per_step: float, output_len: int) -> float:
+    """The benchmark's accept length for noiseless steps emitting `per_step` tokens on
+    average: completion tokens / verify passes (the first token comes from prefill)."""
+    remaining, acc, steps = output_len - 1, 0.0, 0
+    while remaining > 0:
+        k, acc = noiseless_emit(acc, per_step, remaining)
+        remaining -= k
+        steps += 1
+    return output_len / steps if steps else math.nan
+
+
+def startable(profile: Profile, flags: Mapping[str, Any]) -> bool:
+    """True when the simulator would start with these full server flags."""
+    return simulate_launch(profile, flags).ok
+
+
+def true_values(profile: Profile, space: Any, flags: Mapping[str, Any]) -> list[float] | None:
+    """Noiseless objective values of `flags` (a candidate or full flags; the space's fixed
+    flags are put underneath), or None when rejected / not starting. For many calls, keep
+    one `PredictedOracle(profile, space)` instead (it caches)."""
+    return PredictedOracle(profile, space).true_values(flags)
+
+
+# ----------------------------------------------------------------------------- the chain
+
+
+class _NoHooks:
+    @staticmethod
+    def phase(name: str) -> None:
+        pass
+
+    @staticmethod
+    def spawned(info: dict[str, Any]) -> None:
+        pass
+
+
+def _teardown(seconds: float) -> dict[str, Any]:
+    """A TeardownReport.as_dict() of a clean stop (nothing was spawned)."""
+    return {"seconds": seconds, "signal_sent": "TERM", "killed_after_timeout": False, "leftover_pids": [],
+            "gpu_memory_released": True, "gpu_wait_seconds": 0.0, "port_released": True, "stopped_pids": [],
+            "processes_seconds": seconds, "simulated": True}
+
+
+class SimulatedChain:
+    """`autospec.study.chain.TrialChain` without processes: same constructor keywords
+    (``space, launcher, gate, command, layout`` or ``work_dir``, ``env``,
+    ``ready_timeout_s``; others accepted and kept as attributes) and the same
+    ``run(number, candidate, hooks) -> TrialRecord`` contract.
+
+    Extra keywords: ``profile`` (default: the default profile), ``noise`` (relative
+    Gaussian noise on every measured figure, 0 = noiseless) and ``seed`` (its
+    `random.Random` stream, drawn in trial order), ``write_logs`` (write the simulated
+    server log and bench.json where the real chain would, and name the log in records
+    and failure messages; default off: no files, ``log_path`` None), ``load_seconds`` /
+    ``warmup_seconds`` (default: the profile's, i.e. a real GPU's pace).
+
+    ``record.seconds`` are modelled GPU seconds, not wall time: preflight 0, launch (load
+    + warmup, or the point of death), bench (see `PredictedOracle.level`), teardown
+    (`TEARDOWN_SECONDS`, `FAILED_TEARDOWN_SECONDS`) and their total. ``hooks.phase`` is
+    called as TrialChain calls it; ``hooks.spawned`` never (no process is spawned, so
+    no server record is stored for recovery to act on)."""
+
+    def __init__(self, space: Any, launcher: Any = None, gate: Any = None, command: Sequence[str] = (),
+                 layout: Any = None, work_dir: Path | None = None, env: Mapping[str, str] | None = None,
+                 ready_timeout_s: float | None = None, *, profile: Profile | None = None, noise: float = 0.0,
+                 seed: int | None = 0, write_logs: bool = False, load_seconds: float | None = None,
+                 warmup_seconds: float | None = None, **kwargs: Any) -> None:
+        if gate is None:
+            raise TypeError("SimulatedChain needs the study's feasibility gate (gate=...)")
+        self.space, self.launcher, self.gate, self.command = space, launcher, gate, tuple(command)
+        self.layout, self.work_dir = layout, work_dir
+        self.env = dict(env or {})
+        self.ready_timeout_s = ready_timeout_s
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+        self.profile = profile or load_profile()
+        self.oracle = PredictedOracle(self.profile, space)
+        self.noise = float(noise)
+        self.rng = random.Random(seed)
+        self.write_logs = write_logs
+        self.load_seconds, self.warmup_seconds = load_seconds, warmup_seconds
+
+    # -- the contract
+    def run(self, number: int, candidate: Mapping[str, Any], hooks: Any = None) -> Any:
+        """One trial: verdict -> simulated launch -> predicted benchmark -> teardown."""
+        hooks = hooks or _NoHooks()
+        flags = {**self.space.server.flags, **candidate}
+        hooks.phase("preflight")
+        verdict = self.gate.verdict(flags)
+        seconds = {"preflight": 0.0}
+        if not verdict.ok:
+            return self._not_launched(verdict, candidate, seconds)
+        log_path = self._log_path(number)
+        record = TrialRecord(
+            outcome="ok", candidate=dict(candidate), resolved=dict(verdict.resolved), launched=True,
+            seconds=seconds, log_path=str(log_path) if log_path else None,
+        )
+        hooks.phase("launch")
+        launch = self.oracle.launch(flags, command=self.command, log_path=log_path,
+                                    load_seconds=self.load_seconds, warmup_seconds=self.warmup_seconds)
+        self._write(log_path, launch.log_text)
+        record.seconds["launch"] = launch.seconds
+        record.server_args = list(launch.argv)
+        if not launch.ok:
+            record.outcome, record.reason = launch.kind, str(launch.error)
+            record.teardown = _teardown(FAILED_TEARDOWN_SECONDS)
+            record.seconds["teardown"] = FAILED_TEARDOWN_SECONDS
+            self.gate.learn_failure(verdict.resolved, launch.kind)
+            return self._finish(record)
+        record.startup = launch.startup.as_dict()
+        self._bench(launch, record, hooks)
+        hooks.phase("teardown")
+        record.teardown = _teardown(TEARDOWN_SECONDS)
+        record.seconds["teardown"] = TEARDOWN_SECONDS
+        if record.outcome == "ok":
+            self.gate.learn_success(verdict.resolved, record.startup or {})
+        return self._finish(record)
+
+    def _not_launched(self, verdict: Any, candidate: Mapping[str, Any], seconds: dict[str, float]) -> Any:
+        """The record of a candidate the gate stopped (TrialChain's own branch)."""
+        record = TrialRecord(
+            outcome=verdict.status, candidate=dict(candidate), reason=verdict.reason,
+            resolved=dict(verdict.resolved), seconds=seconds,
+        )
+        if verdict.status == "duplicate":
+            source = self.gate.measurement_of(verdict.resolved)
+            if source is not None:
+                record.values = list(source.values) if source.values is not None else None
+                record.constraints = dict(source.constraints)
+                record.duplicate_of = source.number
+                record.bench = source.bench
+        seconds["total"] = 0.0
+        return record
+
+    def _bench(self, launch: SimLaunch, record: Any, hooks: Any) -> None:
+        """Predicted levels -> record.bench, values, constraints (TrialChain._bench's rules)."""
+        figures: dict[int, dict[str, float]] = {}
+        record.seconds["bench"] = 0.0
+        for i, c in enumerate(self.space.bench.concurrency):
+            hooks.phase(f"bench c={c}")
+            level = self.oracle.level(launch.flags, c, first=(i == 0))
+            figures[c] = self._noisy(level.metrics)
+            record.bench[c] = {"concurrency": c, "n_requests": level.num_requests, "n_ok": level.num_requests,
+                               "n_errors": 0, "error_rate": 0.0, "failed_reason": None, **figures[c],
+                               "simulated": True}
+            record.seconds["bench"] += level.seconds
+        if self.write_logs and record.log_path:
+            self._write(Path(record.log_path).parent / "bench.json",
+                        json.dumps(record.bench, indent=1, default=str))
+        measured = {spec.name: figures[spec.concurrency][spec.metric]
+                    for spec in (*self.space.objectives, *self.space.constraints)}
+        missing = [name for name, v in measured.items() if not math.isfinite(v)]
+        if missing:
+            record.outcome = "bench_failed"
+            record.reason = f"{', '.join(missing)} could not be measured (no successful request reported it)"
+            return
+        record.values = [measured[o.name] for o in self.space.objectives]
+        for c in self.space.constraints:
+            record.constraints[c.name] = c.violation(measured[c.name])
+        if any(v > 0 for v in record.constraints.values()):
+            record.outcome = "constraint_violated"
+            broken = [k for k, v in record.constraints.items() if v > 0]
+            record.reason = f"violates {', '.join(broken)}"
+
+    def _noisy(self, metrics: Mapping[str, float]) -> dict[str, float]:
+        """Each figure x (1 + noise x N(0,1)), drawn in a fixed (sorted) order; exact when
+        noise is 0 (no draws, so the stream does not advance)."""
+        if not self.noise:
+            return dict(metrics)
+        return {name: metrics[name] * (1.0 + self.noise * self.rng.gauss(0.0, 1.0)) for name in sorted(metrics)}
+
+    def _finish(self, record: Any) -> Any:
+        record.seconds["total"] = sum(v for k, v in record.seconds.items() if k != "total")
+        return record
+
+    # -- files (only with write_logs)
+    def _log_path(self, number: int) -> Path | None:
+        if not self.write_logs:
+            return None
+        if self.layout is not None:
+            return Path(self.layout.server_log(number))
+        if self.work_dir is not None:
+            return Path(self.work_dir) / f"trial-{number:04d}" / "server.log"
+        return None
+
+    @staticmethod
+    def _write(path: Path | None, text: str) -> None:
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+# ----------------------------------------------------------------------------- the study
+
+
+def _study_modules() -> tuple[Any, Any, Callable[..., Any]]:
+    """(module whose TrialChain the loop instantiates, OptimizeRequest, optimize) of the
+    installed autospec: ``autospec.study.run`` now, ``autospec.study.loop`` before."""
+    try:
+        module = importlib.import_module("autospec.study.run")
+    except ModuleNotFoundError as exc:
+        if exc.name != "autospec.study.run":
+            raise
+        module = importlib.import_module("autospec.study.loop")
+    return module, module.OptimizeRequest, module.optimize
+
+
+@contextlib.contextmanager
+def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+def run_study(space: Any, *, seed: int, sampler: str = "tpe", n_trials: int = 20, profile: Profile | None = None,
+              noise: float = 0.0, studies_dir: Path | str, learn: bool = True, sglang_version: str | None = None,
+              extra: Mapping[str, Any] | None = None, preflight: bool = True, study_name: str | None = None,
+              observer: Any = None) -> Any:
+    """Run the installed autospec's real study loop (``optimize``) with `SimulatedChain`
+    in place of TrialChain, and return the Optuna study.
+
+    As ``optimize --sim`` wires it: the simulator command, a plain `Launcher()` (nothing is
+    launched), ``flag_words`` as argv builder, and (`preflight`) the simulator's resolver
+    as preflight, run in-process (`InProcessSimPreflight`); `sglang_version` None takes
+    what that preflight reports, as the CLI does. `extra`: further OptimizeRequest
+    keywords (e.g. ``{"baseline": True, "storage": "..."}``). The study is named
+    `study_name` (default ``sim-<sampler>-seed<seed>``) in `studies_dir`; an existing
+    study of that name is continued, as the real loop does."""
+    module, request_cls, optimize = _study_modules()
+    from autospec.launcher import Launcher
+    from autospec.study.storage import open_storage
+
+    profile = profile or load_profile()
+    command = sim_command(profile)
+    pre = InProcessSimPreflight(profile, command) if preflight else None
+    version = sglang_version or (pre.sglang_version() if pre is not None else _default_sglang_version())
+    name = study_name or f"sim-{sampler}-seed{seed}"
+    studies_dir = Path(studies_dir)
+    request = request_cls(
+        space=space, study_name=name, n_trials=n_trials, command=command, studies_dir=studies_dir,
+        sampler=sampler, seed=seed, launcher=Launcher(), preflight=pre, to_argv=flag_words,
+        sglang_version=version, learn=learn, **dict(extra or {}),
+    )
+
+    def chain_factory(**kwargs: Any) -> SimulatedChain:
+        return SimulatedChain(**kwargs, profile=profile, noise=noise, seed=seed)
+
+    with _patched(module, "TrialChain", chain_factory):
+        optimize(request, observer)
+    handle = open_storage(request.storage, name, studies_dir)
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=handle.storage)

@@ -1,0 +1,42 @@
+"""The trial record: what a trial produced, how it is stored on an Optuna trial, and how
+stored trials are read back and classified. The only code that knows attribute keys.
+
+    schema   TrialRecord (typed, versioned, round-tripping to user attributes), Markers,
+             outcome names
+    stored   StoredTrial, TrialClass, classify, read_trials (the one reader)
+    front    pareto_front (the one Pareto front)
+    store    TrialStore (the one writer: records, constraints, the dashboard's mirror,
+             worker/server identities, queued trials)
+    retry    StorageRetry (riding out a storage that is briefly away)
+"""
+
+from autospec.records.front import dominates, pareto_front
+from autospec.records.retry import STORAGE_AWAY_ERRORS, StorageRetry, StorageUnavailable
+from autospec.records.schema import (
+    BENCH_FAILED,
+    CONSTRAINT_VIOLATED,
+    DUPLICATE,
+    INTERRUPTED,
+    MEASURED_OUTCOMES,
+    NOT_LAUNCHED_OUTCOMES,
+    OK,
+    ORPHANED,
+    REJECTED,
+    SCHEMA_VERSION,
+    SKIPPED,
+    STALE,
+    Markers,
+    TrialRecord,
+)
+from autospec.records.store import DASHBOARD_CONSTRAINTS_KEY, FEASIBLE_KEY, TrialStore, worst_values
+from autospec.records.stored import SERVER_KEY, WORKER_KEY, StoredTrial, TrialClass, classify, read_trial, read_trials
+
+__all__ = [
+    "SCHEMA_VERSION", "TrialRecord", "Markers",
+    "OK", "REJECTED", "SKIPPED", "DUPLICATE", "BENCH_FAILED", "CONSTRAINT_VIOLATED", "INTERRUPTED", "STALE",
+    "ORPHANED", "NOT_LAUNCHED_OUTCOMES", "MEASURED_OUTCOMES",
+    "StoredTrial", "TrialClass", "classify", "read_trial", "read_trials", "WORKER_KEY", "SERVER_KEY",
+    "dominates", "pareto_front",
+    "TrialStore", "FEASIBLE_KEY", "DASHBOARD_CONSTRAINTS_KEY", "worst_values",
+    "StorageRetry", "StorageUnavailable", "STORAGE_AWAY_ERRORS",
+]

@@ -1,0 +1,161 @@
+"""Writing trial records into an Optuna study: the only writer of trial attributes.
+
+Feasibility is stored the Optuna 5.0 way (`Trial.set_constraint`: ``feasible`` is 0 or 1,
+and one ``<metric>@c<C>`` violation per SLO, <= 0 satisfied) and mirrored into the
+list-valued system attribute ``constraints``, the only form optuna-dashboard 0.21.0
+reads. Every trial carries the same constraint keys (Optuna 5.0's GPSampler refuses
+studies whose trials have different numbers of constraints). Trials that measured
+nothing are told worst-case values (0 tok/s for maximised metrics), so every sampler
+reads them as COMPLETE and none can put them on a front.
+
+Every storage call goes through a `StorageRetry`, so a storage that is briefly away
+(a PostgreSQL restart, a SQLite file locked by the dashboard) delays the run instead of
+ending it; writes are safe to repeat.
+
+Optuna 5.0 has no public way to write attributes of a trial other than the one being
+asked, nor to read a live trial's storage id; the private ``study._storage`` and
+``trial._trial_id`` are used here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import optuna
+
+from autospec.records.retry import StorageRetry
+from autospec.records.schema import Markers, TrialRecord
+from autospec.records.stored import SERVER_KEY, WORKER_KEY, StoredTrial, read_trial, read_trials
+
+__all__ = ["TrialStore", "FEASIBLE_KEY", "DASHBOARD_CONSTRAINTS_KEY", "worst_values"]
+
+FEASIBLE_KEY = "feasible"
+DASHBOARD_CONSTRAINTS_KEY = "constraints"
+_State = optuna.trial.TrialState
+
+
+def worst_values(maximize: Sequence[bool]) -> list[float]:
+    """Objective values told for trials that measured nothing."""
+    return [0.0 if up else 1e6 for up in maximize]
+
+
+class TrialStore:
+    """Writes records onto the trials of one study.
+
+    `maximize` gives each objective's direction, `constraint_names` the SLO constraints
+    of the search space (in order), `retry` the patience with an absent storage."""
+
+    def __init__(self, study: optuna.Study, maximize: Sequence[bool], constraint_names: Sequence[str],
+                 retry: StorageRetry | None = None) -> None:
+        self.study = study
+        self.maximize = list(maximize)
+        self.constraint_names = list(constraint_names)
+        self.retry = retry if retry is not None else StorageRetry()
+
+    @property
+    def storage(self) -> optuna.storages.BaseStorage:
+        """The study's storage (for Optuna calls that take one, e.g. artifact uploads)."""
+        return self.study._storage
+
+    def frozen(self, stored: StoredTrial) -> optuna.trial.FrozenTrial:
+        """The Optuna trial behind `stored`, as it is now."""
+        return self.storage.get_trial(stored.trial_id)
+
+    # ------------------------------------------------------------------ the running trial
+    def constraints_of(self, record: TrialRecord) -> dict[str, float]:
+        """The constraint values stored for `record`; an SLO never measured is neutral."""
+        slo = {name: record.constraints.get(name, 0.0) for name in self.constraint_names}
+        return {FEASIBLE_KEY: 0.0 if record.feasible else 1.0, **slo}
+
+    def ask(self) -> optuna.Trial:
+        """A new trial from the sampler (or the queue)."""
+        return self.retry("ask for the next trial", self.study.ask)
+
+    def read(self, states: Sequence[_State] | None = None) -> list[StoredTrial]:
+        """Every trial of the study (or those in `states`), typed."""
+        return self.retry("read the study's trials", lambda: read_trials(self.study, states))
+
+    def tell(self, trial: optuna.Trial | int, record: TrialRecord) -> None:
+        """Store `record` on the running `trial` (a Trial, or a trial number) and finish it
+        COMPLETE."""
+        constraints = self.constraints_of(record)
+        values = list(record.values) if record.feasible and record.values is not None else worst_values(self.maximize)
+        self.retry("record the trial", lambda: self._finish(trial, record, constraints, values, _State.COMPLETE))
+
+    def tell_failed(self, trial: optuna.Trial | int, record: TrialRecord) -> StoredTrial:
+        """Store `record` on the running `trial` and finish it FAIL (samplers ignore it)."""
+        self.retry("record the trial", lambda: self._finish(trial, record, None, None, _State.FAIL))
+        return self.retry("read the trial", lambda: read_trial(self.storage.get_trial(self._live(trial)._trial_id)))
+
+    def _finish(self, trial: optuna.Trial | int, record: TrialRecord, constraints: Mapping[str, float] | None,
+                values: list[float] | None, state: _State) -> None:
+        """Attributes, constraints, then the tell; a repeat after a tell that landed is a no-op."""
+        live = self._live(trial)
+        if self.storage.get_trial(live._trial_id).state.is_finished():
+            return
+        for key, value in record.to_attrs().items():
+            live.set_user_attr(key, value)
+        if constraints is not None:
+            for key, value in constraints.items():
+                live.set_constraint(key, value)
+            self.storage.set_trial_system_attr(live._trial_id, DASHBOARD_CONSTRAINTS_KEY, list(constraints.values()))
+        self.study.tell(live, values=values, state=state)
+
+    def _live(self, trial: optuna.Trial | int) -> optuna.Trial:
+        if isinstance(trial, optuna.Trial):
+            return trial
+        trial_id = self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, trial)
+        return optuna.Trial(self.study, trial_id)
+
+    def record_worker(self, trial: optuna.Trial, worker: Mapping[str, Any]) -> None:
+        self.retry("record this tuner on the trial",
+                   lambda: self.storage.set_trial_system_attr(trial._trial_id, WORKER_KEY, dict(worker)))
+
+    def record_server(self, trial: optuna.Trial, server: Mapping[str, Any], patience_s: float | None = None) -> None:
+        self.retry("record the trial's server",
+                   lambda: self.storage.set_trial_system_attr(trial._trial_id, SERVER_KEY, dict(server)), patience_s)
+
+    def is_finished(self, trial: optuna.Trial | int) -> bool:
+        return self.retry("read the trial", lambda: self.storage.get_trial(self._live(trial)._trial_id).state.is_finished())
+
+    def heartbeat(self, trial: optuna.Trial) -> None:
+        """Record a heartbeat of `trial` (RDB storages only); not retried (the next beat is)."""
+        self.storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]
+
+    def set_study_flag(self, key: str) -> None:
+        self.retry("update the study", lambda: self.study.set_user_attr(key, True))
+
+    # ------------------------------------------------------------------ other trials
+    def end(self, stored: StoredTrial, record: TrialRecord) -> bool:
+        """RUNNING -> FAIL with `record`, for a trial whose tuner is gone. False when
+        another process finished it first."""
+
+        def write() -> bool:
+            try:
+                for key, value in record.to_attrs().items():
+                    self.storage.set_trial_user_attr(stored.trial_id, key, value)
+                return bool(self.storage.set_trial_state_values(stored.trial_id, state=_State.FAIL))
+            except optuna.exceptions.UpdateFinishedTrialError:
+                return False
+
+        return self.retry("fail a trial of a stopped tuner", write)
+
+    def enqueue(self, params: Mapping[str, Any], markers: Markers | None = None) -> None:
+        """Queue `params` as the next trial, with `markers` saying why."""
+        attrs = markers.to_attrs() if markers is not None else None
+        self.retry("queue a trial", lambda: self.study.enqueue_trial(dict(params), user_attrs=attrs or None))
+
+    def add_measured(self, params: Mapping[str, Any], distributions: Mapping[str, Any], record: TrialRecord,
+                     markers: Markers) -> int:
+        """Add a finished trial measured elsewhere (`autospec import`); its number."""
+        constraints = self.constraints_of(record)
+        values = list(record.values) if record.feasible and record.values is not None else worst_values(self.maximize)
+        trial = optuna.trial.create_trial(
+            params=dict(params), distributions=dict(distributions), values=values,
+            user_attrs={**record.to_attrs(), **markers.to_attrs()},
+            constraints=constraints, system_attrs={DASHBOARD_CONSTRAINTS_KEY: list(constraints.values())},
+            state=_State.COMPLETE,
+        )
+        self.study.add_trial(trial)
+        return self.study.get_trials(deepcopy=False)[-1].number

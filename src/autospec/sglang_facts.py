@@ -1,0 +1,48 @@
+"""Facts about SGLang that several layers of autospec share, each with the SGLang
+version it was checked against. The simulator (`autospec.sim`) keeps its own copy of
+what it imitates (it imports nothing from autospec); tests hold the two together.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_SGLANG_VERSION",
+    "DRAFT_TOKENS",
+    "STEPS",
+    "TOPK",
+    "MEM_FRACTION",
+    "max_draft_tokens",
+    "draft_token_range",
+]
+
+#: The release the static rules, log wording and flag names were last checked against;
+#: used when neither the space file nor the server's Python says which one runs.
+DEFAULT_SGLANG_VERSION = "0.5.23"
+
+# ServerArgs field names (sglang 0.5.4-0.5.23) of the tunable speculative flags.
+STEPS = "speculative_num_steps"
+TOPK = "speculative_eagle_topk"
+DRAFT_TOKENS = "speculative_num_draft_tokens"
+MEM_FRACTION = "mem_fraction_static"
+
+
+def max_draft_tokens(steps: int, topk: int) -> int:
+    """Most draft tokens an EAGLE tree of ``steps`` and ``topk`` can verify.
+
+    SGLang picks the ``num_draft_tokens - 1`` best of ``topk + (steps - 1) * topk**2``
+    scored candidates with ``torch.topk`` (sglang 0.5.23 ``speculative/eagle_utils.py``
+    ``organize_draft_results``), so more than ``1 + topk + (steps - 1) * topk**2`` fails
+    at the first decode; the argument checks do not catch it. With topk == 1 this is
+    ``steps + 1``, the value SGLang forces for chains.
+    """
+    return 1 + topk + (steps - 1) * topk * topk
+
+
+def draft_token_range(steps: int, topk: int, cap: int | None = None) -> tuple[int, int]:
+    """Inclusive ``(low, high)`` of the draft tokens SGLang can run for ``steps`` and
+    ``topk``: ``steps + 1`` up to `max_draft_tokens`, capped at ``cap`` (never below low)."""
+    low = steps + 1
+    high = max_draft_tokens(steps, topk)
+    if cap is not None:
+        high = min(high, max(cap, low))
+    return low, max(low, high)

@@ -1,0 +1,551 @@
+"""One run of a study: ask -> trial chain -> record -> tell, until the target is met.
+
+Contract:
+
+- ``--trials N`` counts *launched* trials (COMPLETE with ``launched`` true). Rejected,
+  skipped and duplicate candidates are recorded (so samplers learn from them) but do not
+  consume the budget. Running again continues the same study until it holds N launched
+  trials.
+- A trial that was RUNNING when an earlier tuner died is failed and its parameters are
+  queued again (`autospec.study.recovery`), so it is retried, not lost or counted twice.
+- KeyboardInterrupt (Ctrl-C, and SIGTERM/SIGHUP mapped to it by the CLI through the run's
+  `StopSignals`) stops the current trial after its server is torn down, records it as
+  FAIL (outcome "interrupted"), queues its parameters again and raises
+  `StudyInterrupted`. A signal during a storage write takes effect after it, and a second
+  signal SIGKILLs the server at once.
+- Infeasible trials (rejected, skipped, failed at init, too many request errors,
+  violated SLO) are COMPLETE with worst-case values and a violated ``feasible``
+  constraint (`autospec.records.TrialStore`).
+
+A `StudyRun` holds every collaborator explicitly (storage, study, launcher, gate, chain,
+layout, stop policy); nothing is process-wide, so several runs can exist in one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import random
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import optuna
+
+from autospec.config import SearchSpace
+from autospec.errors import RuntimeFailure, UsageError
+from autospec.feasibility import PreflightOracle
+from autospec.feasibility.gate import FeasibilityGate
+from autospec.launcher import Launcher
+from autospec.records import (
+    INTERRUPTED,
+    OK,
+    STORAGE_AWAY_ERRORS,
+    Markers,
+    StorageRetry,
+    StorageUnavailable,
+    StoredTrial,
+    TrialClass,
+    TrialRecord,
+    TrialStore,
+    pareto_front,
+    read_trials,
+)
+from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
+from autospec.space import calibration_points, grid, suggest, to_distribution_params
+from autospec.study import recovery
+from autospec.study.chain import ChainHooks, TrialChain
+from autospec.study.gpu_guard import GpuGuard
+from autospec.study.identity import new_launch_id, server_record, this_worker
+from autospec.study.layout import StudyLayout
+from autospec.study.leftovers import stop_stragglers
+from autospec.study.mem_push import Measured, PushAnswer, push_candidate
+from autospec.study.owners import owner_env
+from autospec.study.pending import PendingResults
+from autospec.study.sidefiles import Artifacts, EventLog
+from autospec.study.signals import StopSignals
+from autospec.study.storage import StorageHandle, open_storage, open_study, study_exists
+from autospec.study.teach import teach_gate
+
+__all__ = [
+    "OptimizeRequest", "OptimizeResult", "Observer", "NullObserver", "StudyInterrupted", "StudyStopped", "StudyRun",
+    "optimize", "make_sampler", "count_launched", "SAMPLERS",
+]
+
+SAMPLERS = ("tpe", "gp", "nsga2", "random")
+MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
+PREFETCH_LIMIT = 5000  # grid points resolved up front in one preflight batch
+PUSH_SHARE = 3  # at most 1/PUSH_SHARE of the launch budget goes to mem-fraction pushes
+HEARTBEAT_S = 10.0
+STORAGE_PATIENCE_S = 120.0  # how long a storage that is away is waited for before the run stops
+SERVER_RECORD_PATIENCE_S = 10.0  # the server record only speeds up recovery; a launch does not wait longer
+# Launch failures caused by the host, not the configuration (another program took the
+# port between picking and binding it): retried, never recorded as infeasible.
+TRANSIENT_OUTCOMES = ("port_in_use",)
+_BASELINE_ENQUEUED = "autospec:baseline_enqueued"
+_CALIBRATION_ENQUEUED = "autospec:calibration_enqueued"
+
+
+class StudyInterrupted(RuntimeFailure):
+    """The user stopped the study; everything measured is stored."""
+
+    exit_code = 130
+
+
+class StudyStopped(RuntimeFailure):
+    """The run stopped because its storage stayed away; the current result is kept in a
+    pending file and stored by the next run."""
+
+
+class Observer(Protocol):
+    """Progress of a run (`autospec.cli.render.Progress` draws it)."""
+
+    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
+        """`measured`: objective values of the feasible trials already in the study."""
+    def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None: ...
+    def phase(self, name: str) -> None: ...
+    def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None: ...
+    def message(self, text: str) -> None: ...
+    def finished(self) -> None:
+        """The run ended, whichever way."""
+
+
+class NullObserver:
+    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
+        pass
+
+    def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None:
+        pass
+
+    def phase(self, name: str) -> None:
+        pass
+
+    def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def finished(self) -> None:
+        pass
+
+
+@dataclass
+class OptimizeRequest:
+    """Everything one run needs. `signals` is the stop policy a CLI signal handler feeds
+    (a fresh one when None); `launcher`, `preflight` and `to_argv` default to a plain
+    launcher, no preflight and no argv conversion."""
+
+    space: SearchSpace
+    study_name: str
+    n_trials: int
+    command: Sequence[str]
+    studies_dir: Path = Path("studies")
+    storage: str | None = None
+    sampler: str = "tpe"
+    seed: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    launcher: Launcher | None = None
+    preflight: PreflightOracle | None = None
+    to_argv: Callable[[Mapping[str, Any]], list[str]] | None = None
+    sglang_version: str = DEFAULT_SGLANG_VERSION
+    baseline: bool = False
+    timeout_s: float | None = None
+    learn: bool = True
+    remeasure: bool = False
+    ready_timeout_s: float | None = None
+    signals: StopSignals | None = None
+    storage_patience_s: float = STORAGE_PATIENCE_S
+    allow_foreign_gpu_memory: bool = False
+
+
+@dataclass
+class OptimizeResult:
+    study_name: str
+    storage: str
+    launched: int
+    target: int
+    stopped_because: str  # "target" | "timeout" | "exhausted"
+
+
+def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.samplers.BaseSampler:
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True)
+    if name == "gp":
+        if importlib.util.find_spec("torch") is None:  # Optuna 5.0's GPSampler runs on PyTorch
+            raise UsageError("--sampler gp needs PyTorch; pip install torch (the CPU build is enough), or use tpe")
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=8)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise UsageError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
+
+
+def count_launched(study: optuna.Study) -> int:
+    """Launched trials in `study`: what ``--trials`` counts."""
+    return sum(1 for t in read_trials(study) if t.counts_as_launch)
+
+
+class _Heartbeat:
+    """Records a heartbeat for the running trial (RDB storages) from a daemon thread."""
+
+    def __init__(self, beat: Callable[[], None] | None, interval: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True)
+        if beat is not None:
+            beat()
+            self._thread.start()
+
+    def _run(self, beat: Callable[[], None], interval: float) -> None:
+        while not self._stop.wait(interval):
+            with contextlib.suppress(Exception):  # a transient DB error must not kill the trial
+                beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+@dataclass
+class _Current:
+    """The trial in flight: asked, maybe launched, not yet told."""
+
+    trial: optuna.Trial
+    candidate: dict[str, Any]
+    launch_id: str
+    started: float
+    phase: str = "ask"
+    log_path: Path | None = None
+    beat: _Heartbeat | None = None
+
+
+class StudyRun:
+    """One run of a study (see the module docstring). Build it, then call `run()` once."""
+
+    def __init__(self, req: OptimizeRequest, observer: Observer | None = None) -> None:
+        self.req = req
+        self.space = req.space
+        self.obs: Observer = observer or NullObserver()
+        self.signals = req.signals if req.signals is not None else StopSignals()
+        self.handle: StorageHandle = open_storage(req.storage, req.study_name, req.studies_dir)
+        self.launcher = req.launcher or Launcher()
+        self.guard = GpuGuard(self.launcher, req.study_name, self.handle.locator, req.allow_foreign_gpu_memory)
+        if not study_exists(self.handle, req.study_name):
+            self.guard.clear(self.obs.message)  # before a new study is created: nothing of it can run yet
+        self.study = open_study(self.handle, req.study_name, req.space, self._sampler(seed_offset=0))
+        if req.seed is not None and self.study.trials:
+            # A resumed study must not replay the sampler's opening proposals: offset the seed.
+            self.study.sampler = self._sampler(seed_offset=len(self.study.trials))
+        self.layout = StudyLayout.beside(self.handle.local_path, req.studies_dir, req.study_name)
+        self.events = EventLog(self.layout.events_log)
+        retry = StorageRetry(self.handle.description, patience_s=req.storage_patience_s, on_wait=self._log)
+        self.store = TrialStore(
+            self.study, [o.direction == "maximize" for o in req.space.objectives], [c.name for c in req.space.constraints],
+            retry,
+        )
+        self.pending = PendingResults(self.layout.pending_dir)
+        self.artifacts = Artifacts(self.layout.artifacts_dir)
+        self.gate = FeasibilityGate(
+            sglang_version=req.sglang_version, preflight=req.preflight, to_argv=req.to_argv,
+            learn=req.learn, remeasure=req.remeasure,
+        )
+        self.chain = TrialChain(
+            space=req.space, launcher=self.launcher, gate=self.gate, command=req.command, layout=self.layout,
+            env=req.env, ready_timeout_s=req.ready_timeout_s,
+        )
+        self.done = 0  # launched trials in the study
+        self.index = 0  # launched trials, as numbered in the progress display
+        self.idle = 0  # consecutive candidates answered without a launch
+        self.current: _Current | None = None
+        self._rng = random.Random(req.seed)
+        self._me = this_worker()
+
+    def _sampler(self, seed_offset: int) -> optuna.samplers.BaseSampler:
+        seed = None if self.req.seed is None else self.req.seed + seed_offset
+        return make_sampler(self.req.sampler, seed, len(self.req.space.objectives))
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> OptimizeResult:
+        try:
+            with optuna_notes_silenced(), self.signals.running():
+                self._prepare()
+                try:
+                    stopped = self._loop()
+                except KeyboardInterrupt:
+                    raise self._interrupted() from None
+                finally:
+                    if self.current is not None and self.current.beat is not None:
+                        self.current.beat.stop()
+            if stopped == "exhausted":
+                self.obs.message(
+                    "every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch")
+            return OptimizeResult(self.req.study_name, self.handle.description, self.done, self.req.n_trials, stopped)
+        finally:
+            self.obs.finished()
+
+    def _log(self, line: str) -> None:
+        self.obs.message(line)
+        self.events.write(line)
+
+    def _prepare(self) -> None:
+        """Store results kept while the storage was away, recover from an earlier tuner's
+        death, teach the gate, prefetch preflight answers, queue the baseline and
+        calibration launches."""
+        for line in self.pending.replay(self.store) + recovery.recover(self.store, self.launcher, self.artifacts):
+            self._log(line)
+        self.guard.clear(self._log)
+        trials = self.store.read()
+        teach_gate(trials, self.gate)
+        points = list(itertools.islice(grid(self.space), PREFETCH_LIMIT + 1))
+        if len(points) <= PREFETCH_LIMIT and self.gate.prefetch([{**self.space.server.flags, **c} for c in points]):
+            self.obs.message(f"preflight: resolved {len(points)} configurations of the space with the server's own argument checks")
+        self._enqueue_once(_BASELINE_ENQUEUED, self.req.baseline and bool(self.space.baseline),
+                           [self.space.baseline or {}], Markers(baseline=True))
+        self._enqueue_once(_CALIBRATION_ENQUEUED, self.req.learn, calibration_points(self.space), Markers(calibration=True))
+        self.done = self.index = sum(1 for t in trials if t.counts_as_launch)
+        measured = [t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values]
+        self.obs.study_started(self.req.study_name, self.done, self.req.n_trials, measured)
+
+    def _enqueue_once(self, flag: str, wanted: bool, candidates: Sequence[Mapping[str, Any]], markers: Markers) -> None:
+        if not wanted or self.study.user_attrs.get(flag):
+            return
+        for candidate in candidates:
+            self.store.enqueue(to_distribution_params(candidate, self.space), markers)
+        self.store.set_study_flag(flag)
+
+    def _loop(self) -> str:
+        deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None
+        while self.done < self.req.n_trials:
+            if deadline is not None and time.monotonic() >= deadline:
+                return "timeout"
+            if self.idle >= MAX_IDLE_ASKS and not self._enqueue_random_remaining():
+                return "exhausted"
+            self._run_one()
+        return "target"
+
+    def _enqueue_random_remaining(self) -> bool:
+        """After many candidates without a launch: queue a random configuration that may
+        still be launched; False when none is left."""
+        flags = self.space.server.flags
+        remaining = [c for c in grid(self.space) if self.gate.verdict({**flags, **c}).ok]
+        if not remaining:
+            return False
+        self.store.enqueue(to_distribution_params(self._rng.choice(remaining), self.space))
+        self.idle = 0
+        return True
+
+    # ------------------------------------------------------------------ one trial
+    def _run_one(self) -> None:
+        current = self._ask()
+        trial = current.trial
+        self.obs.trial_started(trial.number, self.index + 1, self.req.n_trials, current.candidate)
+        current.beat = _Heartbeat(
+            (lambda: self.store.heartbeat(trial)) if self.handle.heartbeat else None, interval=HEARTBEAT_S,
+        )
+        # Inherited by every server process: who launched it, for recovery, the guard and doctor.
+        self.chain.env = {**self.req.env, **owner_env(
+            self.req.study_name, trial.number, self.handle.locator, current.launch_id, self._me["pid"],
+            self._me["create_time"])}
+        self.signals.live_servers.add(current.launch_id)
+        record = self.chain.run(trial.number, current.candidate, ChainHooks(phase=self._phase, spawned=self._spawned))
+        current.beat.stop()
+        straggler = stop_stragglers(current.launch_id, self.launcher)
+        if record.outcome in TRANSIENT_OUTCOMES:
+            self._record_transient(current, record)
+            return
+        with self.signals.deferred():
+            self._upload(trial, record)
+            self._tell(current, record)
+            self._told(current)
+            self.events.write(_event_line(trial.number, record))
+            if straggler:
+                self.events.write(straggler)
+            if record.launched:
+                self.done += 1
+                self.index += 1
+                self.idle = 0
+            else:
+                self.idle += 1
+        if record.launched:  # failed launches too: an identical failing server is not relaunched
+            self.gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
+        self.obs.trial_finished(trial.number, record, self.done, self.req.n_trials)
+        if record.launched and self.req.learn and self.done < self.req.n_trials:
+            with self.signals.deferred():
+                push = self._enqueue_mem_push(budget=max(1, self.req.n_trials // PUSH_SHARE))
+            if push:
+                self._log(push)
+
+    def _ask(self) -> _Current:
+        """Ask for the next trial and record this tuner on it (a storage write that a first
+        stop signal waits for)."""
+        with self.signals.deferred():
+            if self.handle.heartbeat:
+                for line in recovery.fail_stale_heartbeats(self.store):
+                    self._log(line)
+            trial = self.store.ask()
+            launch_id = new_launch_id()
+            self.current = _Current(trial, {}, launch_id, time.monotonic())
+            self.store.record_worker(trial, this_worker(launch_id))
+            self.current.candidate = suggest(trial, self.space)
+        return self.current
+
+    def _phase(self, name: str) -> None:
+        if self.current is not None and self.signals.count == 0:  # keep the phase a stop signal arrived in
+            self.current.phase = name
+        self.obs.phase(name)
+
+    def _spawned(self, info: dict[str, Any]) -> None:
+        current = self.current
+        assert current is not None
+        current.log_path = self.layout.server_log(current.trial.number)
+        server = server_record(int(info["pid"]), int(info.get("pgid", info["pid"])), info.get("port"), str(current.log_path))
+        with self.signals.deferred():
+            try:
+                self.store.record_server(current.trial, server, patience_s=SERVER_RECORD_PATIENCE_S)
+            except StorageUnavailable as exc:  # recovery still finds the server by its launch ID
+                self.events.write(f"trial {current.trial.number}: server record not stored ({exc})")
+
+    def _upload(self, trial: optuna.Trial, record: TrialRecord) -> None:
+        """Attach the server log and bench JSON (a courtesy: a storage that is away does
+        not stop the run here; the result itself is what must not be lost)."""
+        if record.log_path:
+            with contextlib.suppress(*STORAGE_AWAY_ERRORS):
+                self.artifacts.upload(trial, record.log_path)
+
+    def _tell(self, current: _Current, record: TrialRecord, failed: bool = False) -> StoredTrial | None:
+        """Store the result; if the storage stays away, keep it in a pending file and stop
+        the run (the server is already torn down)."""
+        number = current.trial.number
+        try:
+            if failed:
+                return self.store.tell_failed(current.trial, record)
+            self.store.tell(current.trial, record)
+            return None
+        except StorageUnavailable as exc:
+            path = self.pending.save(number, record, failed=failed)
+            self._told(current)
+            self.events.write(_event_line(number, record) + f" (storage away: kept in {path})")
+            raise StudyStopped(
+                f"{exc}; trial {number}'s server is torn down and its result is kept in {path}, "
+                "recorded when the same command runs again"
+            ) from None
+
+    def _told(self, current: _Current) -> None:
+        self.signals.live_servers.discard(current.launch_id)
+        self.current = None
+
+    def _record_transient(self, current: _Current, record: TrialRecord) -> None:
+        """Not the configuration's fault: FAIL (samplers ignore it), measure it again."""
+        trial = current.trial
+        with self.signals.deferred():
+            self._upload(trial, record)
+            failed = self._tell(current, record, failed=True)
+            if failed is not None:
+                recovery.requeue(self.store, failed, self.store.read())
+            self._told(current)
+            self.events.write(_event_line(trial.number, record) + " (transient: queued again)")
+        self.obs.trial_finished(trial.number, record, self.done, self.req.n_trials)
+
+    def _enqueue_mem_push(self, budget: int) -> str:
+        """Queue the next mem-fraction push (`autospec.study.mem_push`), unless other trials
+        are already queued or `budget` pushes were proposed. Returns a line saying what was
+        queued and why, or "" when nothing was."""
+        trials = self.store.read()
+        if sum(1 for t in trials if t.markers.mem_push is not None) >= budget:
+            return ""
+        if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
+            return ""
+        launched = [t for t in trials if t.launched]
+        front = [
+            Measured(t.number, t.candidate, t.values, ((t.record.startup if t.record else None) or {}).get("max_running_requests"))
+            for t in pareto_front(launched, self.store.maximize) if t.values is not None and t.outcome == OK
+        ]
+        push = push_candidate(self.space, front, self._push_answer)
+        if push is None:
+            return ""
+        self.store.enqueue(to_distribution_params(push.candidate, self.space), Markers(mem_push=push.base.number))
+        return push.describe()
+
+    def _push_answer(self, candidate: dict[str, Any]) -> PushAnswer:
+        verdict = self.gate.verdict({**self.space.server.flags, **candidate})
+        if verdict.ok:
+            return "launch"
+        first = self.gate.measurement_of(verdict.resolved) if verdict.status == "duplicate" else None
+        return "measured" if first is not None and first.values is not None else "no"
+
+    # ------------------------------------------------------------------ stop signals
+    def _interrupted(self) -> StudyInterrupted:
+        note = ""
+        if self.current is not None:
+            with self.signals.deferred():
+                note = self._record_interrupted(self.current)
+        return StudyInterrupted(
+            f"interrupted{note}: {self.done} of {self.req.n_trials} trials are stored in {self.handle.description}; "
+            "run the same command again to continue"
+        )
+
+    def _record_interrupted(self, current: _Current) -> str:
+        """Record the interrupted trial as FAIL ("interrupted") with its server log, and
+        queue its parameters again. Returns a note for the message ("" when all went well)."""
+        trial = current.trial
+        if current.beat is not None:
+            current.beat.stop()
+        second = self.signals.count >= 2
+        how = "server killed at once by a second signal" if second else "server torn down"
+        if current.log_path is None:
+            how = "no server was running"
+        try:
+            straggler = stop_stragglers(current.launch_id, self.launcher)
+            if straggler:
+                self.events.write(straggler)
+            if self.store.is_finished(trial):
+                return ""
+            log_path = str(current.log_path) if current.log_path is not None else None
+            record = TrialRecord(
+                outcome=INTERRUPTED, candidate=current.candidate, reason=f"stopped by a signal during {current.phase}; {how}",
+                launched=current.log_path is not None, log_path=log_path,
+            )
+            if log_path is not None and Path(log_path).is_file():
+                self.artifacts.upload(trial, log_path)
+            failed = self.store.tell_failed(trial, record)
+            retried = recovery.requeue(self.store, failed, self.store.read())
+            self.events.write(
+                f"trial {trial.number}: outcome=interrupted during {current.phase} after "
+                f"{time.monotonic() - current.started:.1f}s; {how}"
+                + ("; its parameters are queued again" if retried else "")
+            )
+            return ""
+        except Exception as exc:  # the storage may be what failed; the next run recovers the trial
+            return f" (trial {trial.number} could not be recorded: {type(exc).__name__}; the next run retries it)"
+
+
+@contextlib.contextmanager
+def optuna_notes_silenced() -> Iterator[None]:
+    """Optuna 5.0 flags heartbeats, metric names and grouped TPE as experimental, and warns
+    that heartbeats are meant for Study.optimize; autospec drives them itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+        yield
+
+
+def optimize(req: OptimizeRequest, observer: Observer | None = None) -> OptimizeResult:
+    """Run (or continue) the study of `req` until it holds `req.n_trials` launched trials."""
+    with optuna_notes_silenced():
+        run = StudyRun(req, observer)
+    return run.run()
+
+
+def _event_line(number: int, record: TrialRecord) -> str:
+    secs = " ".join(f"{k}={v:.1f}s" for k, v in record.seconds.items())
+    values = "" if record.values is None else " values=" + ",".join(f"{v:.1f}" for v in record.values)
+    reason = f" reason={record.reason!r}" if record.reason else ""
+    return (f"trial {number}: outcome={record.outcome} launched={record.launched}{values} {secs}{reason} "
+            f"candidate={dict(record.candidate)}")
