@@ -347,3 +347,83 @@ def test_overrides_are_one_line_errors_too():
     with pytest.raises(ConfigError, match=r"^space.toml: \[workload\] output_len must be >= 1"):
         space.with_overrides(output_len=-1)
     assert space.with_overrides(output_len=64, flags={"tp_size": 2}).workload.output_len == 64
+
+
+# ------------------------------------------------- empty spaces, model, --flag values
+
+
+@pytest.mark.parametrize("data", [{}, {"server": {"flags": {"model_path": "m"}}}, with_(params={})])
+def test_a_space_without_tunable_parameters_is_refused(data):
+    with pytest.raises(ConfigError) as exc:
+        parse_search_space(data, source="space.toml")
+    assert str(exc.value).startswith("space.toml: no tunable parameter, so there is nothing to tune; add a [params.NAME]")
+
+
+def test_model_path_comes_from_the_file_or_the_command_line():
+    space = parse_search_space(with_(server__flags={"speculative_algorithm": "EAGLE"}), source="space.toml")
+    with pytest.raises(ConfigError) as exc:
+        space.with_overrides()
+    assert str(exc.value) == (
+        'space.toml: [server.flags] has no model_path, so no server can start; '
+        'add model_path = "ORG/MODEL" under [server.flags] or pass --model-path'
+    )
+    with pytest.raises(ConfigError, match="has no model_path"):
+        space.with_overrides(flags={"model_path": ""})
+    given = space.with_overrides(flags={"model_path": "m"}, flag_origins={"model_path": "--model-path m"})
+    assert given.server.flags["model_path"] == "m"
+    assert given.flag_origins == {"model_path": "--model-path m"}
+    # where a flag came from is no part of what makes two studies comparable
+    assert given.fingerprint() == parse_search_space(MINIMAL).fingerprint()
+
+
+@pytest.mark.parametrize(
+    "flags, origins, message",
+    [
+        ({"tp_size": 0}, {"tp_size": "--tp-size 0"},
+         "--tp-size 0: tp_size must stay within [1, 1024] (SGLang rejects other values), got 0; use a value within that range"),
+        ({"cuda_graph_max_bs": True}, {},
+         "--flag cuda_graph_max_bs=True: cuda_graph_max_bs must be an integer, got True; write e.g. cuda_graph_max_bs=1"),
+        ({"--page-size": 0}, {"--page-size": "--flag --page-size=0"},
+         "--flag --page-size=0: page_size must stay within [1, 4096] (SGLang rejects other values), got 0; "
+         "use a value within that range"),
+        ({"mem_fraction_static": 0.8}, {"mem_fraction_static": "--flag mem_fraction_static=0.8"},
+         "--flag mem_fraction_static=0.8: mem_fraction_static is tunable in space.toml ([params.mem_fraction_static]), "
+         "so it cannot also be fixed; drop --flag mem_fraction_static=0.8 or use a search space without "
+         "[params.mem_fraction_static]"),
+        ({"mem_fraction_static": 1.5}, {"mem_fraction_static": "--flag mem_fraction_static=1.5"},
+         "--flag mem_fraction_static=1.5: mem_fraction_static must stay within (0, 1) (SGLang rejects other values), "
+         "got 1.5; use a value within that range"),
+    ],
+)
+def test_flag_overrides_are_checked_like_the_file_and_named_after_their_option(flags, origins, message):
+    space = parse_search_space(MINIMAL, source="space.toml")
+    with pytest.raises(ConfigError) as exc:
+        space.with_overrides(flags=flags, flag_origins=origins)
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ({"mem_fraction_static": "high"},
+         "space.toml: [server.flags] mem_fraction_static must be a number, got 'high'; write e.g. mem_fraction_static=0.85"),
+        ({"tp_size": 2.0}, "space.toml: [server.flags] tp_size must be an integer, got 2.0; write e.g. tp_size=1"),
+        ({"max_running_requests": 0},
+         "space.toml: [server.flags] max_running_requests must stay within [1, 1048576] (SGLang rejects other "
+         "values), got 0; use a value within that range"),
+    ],
+)
+def test_fixed_flags_in_the_file_are_checked_by_value(flags, message):
+    data = with_(params__mem_fraction_static=None)
+    data["server"]["flags"].update(flags)
+    with pytest.raises(ConfigError) as exc:
+        parse_search_space(data, source="space.toml")
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize("flags", [{"tp_size": "4"}, {"mem_fraction_static": "0.8"}, {"tp_size": False}, {"page_size": 16}])
+def test_fixed_values_sglang_parses_are_accepted(flags):
+    """SGLang gets each value as text: "4" is as good as 4; false leaves the flag out."""
+    data = with_(params__mem_fraction_static=None)
+    data["server"]["flags"].update(flags)
+    assert parse_search_space(data).server.flags.items() >= flags.items()

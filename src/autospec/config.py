@@ -39,6 +39,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass as plain_dataclass
+from dataclasses import field as dataclass_field
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -364,6 +365,9 @@ class SearchSpace:
     objectives: tuple[ObjectiveSpec, ...]
     constraints: tuple[ConstraintSpec, ...] = ()
     baseline: Mapping[str, Any] | None = None
+    #: fixed flags set on the command line, as the user wrote them (``{"tp_size": "--tp-size 2"}``),
+    #: so that an error about one names the command line, not the file; not part of the fingerprint
+    flag_origins: Mapping[str, str] = dataclass_field(default_factory=dict)
 
     @property
     def measured_specs(self) -> tuple[ObjectiveSpec | ConstraintSpec, ...]:
@@ -395,10 +399,21 @@ class SearchSpace:
         command: tuple[str, ...] | None = None,
         concurrency: tuple[int, ...] | None = None,
         output_len: int | None = None,
+        flag_origins: Mapping[str, str] | None = None,
     ) -> SearchSpace:
-        """Apply command-line overrides; the result is validated again (ConfigError)."""
+        """Apply command-line overrides; the result is validated again (ConfigError).
+
+        `flags` are fixed flags from the command line; `flag_origins` says how each was
+        written (``{"mem_fraction_static": "--flag mem_fraction_static=1.5"}``; default
+        ``--flag NAME=VALUE``), and an error about one of them names that instead of the
+        file. The result must name a model (``model_path``): no server starts without one."""
         server, bench, workload = self.server, self.bench, self.workload
+        origins = dict(self.flag_origins)
         if flags:
+            flags = {_flag_name(name): value for name, value in flags.items()}
+            given = {_flag_name(name): text for name, text in (flag_origins or {}).items()}
+            origins.update({name: given.get(name) or f"--flag {name}={value}" for name, value in flags.items()})
+            _check_overrides(self, flags, origins)
             server = _rebuilt(self.source, ("server",), lambda: replace(server, flags={**server.flags, **flags}))
         if command:
             server = _rebuilt(self.source, ("server",), lambda: replace(server, command=tuple(command)))
@@ -406,8 +421,13 @@ class SearchSpace:
             bench = _rebuilt(self.source, ("bench",), lambda: replace(bench, concurrency=tuple(concurrency)))
         if output_len:
             workload = _workload_table(self.source, lambda: replace(workload, output_len=output_len))
-        space = replace(self, server=server, bench=bench, workload=workload)
+        space = replace(self, server=server, bench=bench, workload=workload, flag_origins=origins)
         _validate_space(space)
+        if not space.server.flags.get("model_path"):
+            raise ConfigError(
+                f"{self.source}: [server.flags] has no model_path, so no server can start; "
+                'add model_path = "ORG/MODEL" under [server.flags] or pass --model-path'
+            )
         return space
 
 
@@ -532,7 +552,9 @@ def _table_label(path: tuple[str | int, ...]) -> str:
 # ------------------------------------------------------------------- cross-field checks
 
 # Bounds SGLang itself needs (checked against sglang 0.5.23 server_args): steps >= 1,
-# topk >= 1, draft tokens >= 2 under EAGLE, 0 < mem_fraction_static < 1.
+# topk >= 1, draft tokens >= 2 under EAGLE, 0 < mem_fraction_static < 1. (low, high,
+# integer): integer flags take whole numbers within [low, high]; the others (only
+# mem_fraction_static) real numbers strictly between low and high.
 _FLAG_BOUNDS: dict[str, tuple[float, float, bool]] = {
     STEPS: (1, 64, True),
     TOPK: (1, 64, True),
@@ -545,15 +567,70 @@ _FLAG_BOUNDS: dict[str, tuple[float, float, bool]] = {
 }
 
 
-def _check_bound(name: str, low: float, high: float, source: str, what: str) -> None:
+def _bound_problem(name: str, low: float, high: float) -> str | None:
+    """`<name> must stay within <range> ..., got <values>` when [low, high] leaves SGLang's
+    bounds of flag `name`; None when it stays within them (or the flag has none)."""
     bounds = _FLAG_BOUNDS.get(name)
     if bounds is None:
-        return
-    lo, hi, inclusive = bounds
-    ok = (lo <= low and high <= hi) if inclusive else (lo < low and high < hi)
-    if not ok:
-        rng = f"[{lo:g}, {hi:g}]" if inclusive else f"({lo:g}, {hi:g})"
-        raise ConfigError(f"{source}: {what} {name} must stay within {rng} (SGLang rejects other values); got {low:g}..{high:g}")
+        return None
+    lo, hi, integer = bounds
+    ok = (lo <= low and high <= hi) if integer else (lo < low and high < hi)
+    if ok:
+        return None
+    rng = f"[{_text(lo)}, {_text(hi)}]" if integer else f"({_text(lo)}, {_text(hi)})"
+    got = _text(low) if low == high else f"{_text(low)}..{_text(high)}"
+    return f"{name} must stay within {rng} (SGLang rejects other values), got {got}"
+
+
+def _text(number: float) -> str:
+    """A bound as a person writes it: 1048576, not 1.04858e+06; 0.85, not 0.8500000001."""
+    return str(int(number)) if float(number).is_integer() and abs(number) < 1e15 else f"{number:g}"
+
+
+def _fixed_value_problem(name: str, value: Any) -> str | None:
+    """What is wrong with the fixed value of a flag that has SGLang bounds, with the fix;
+    None when nothing is (or autospec knows no bounds for the flag)."""
+    bounds = _FLAG_BOUNDS.get(name)
+    if bounds is None or value is False or value is None:  # no bounds, or not passed to the server at all
+        return None
+    lo, hi, integer = bounds
+    number = _as_number(value, integer)
+    if number is None:
+        kind = "an integer" if integer else "a number"
+        example = _text(lo) if integer else _text(lo + 0.85 * (hi - lo))
+        return f"{name} must be {kind}, got {short(value)}; write e.g. {name}={example}"
+    problem = _bound_problem(name, number, number)
+    return f"{problem}; use a value within that range" if problem else None
+
+
+def _as_number(value: Any, integer: bool) -> float | None:
+    """The number SGLang's parser makes of a fixed flag's value (it gets the value's text:
+    "4" and 4 alike; 4.0 is no integer for it), or None when it would refuse it."""
+    if isinstance(value, bool):
+        return None  # True becomes a bare switch, without the number
+    if isinstance(value, str):
+        try:
+            return int(value) if integer else float(value)
+        except ValueError:
+            return None
+    if isinstance(value, int) or (isinstance(value, float) and not integer):
+        return value
+    return None
+
+
+def _check_overrides(space: SearchSpace, flags: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """Fixed flags from the command line: checked like [server.flags], errors named after
+    the option that set them (`origins`)."""
+    for name, value in flags.items():
+        origin = origins[name]
+        problem = _fixed_value_problem(name, value)
+        if problem:
+            raise ConfigError(f"{origin}: {problem}")
+        if space.param(name) is not None:
+            raise ConfigError(
+                f"{origin}: {name} is tunable in {space.source} ([params.{name}]), so it cannot also be fixed; "
+                f"drop {origin} or use a search space without [params.{name}]"
+            )
 
 
 def _numeric(values: tuple[Any, ...]) -> bool:
@@ -563,6 +640,11 @@ def _numeric(values: tuple[Any, ...]) -> bool:
 def _validate_space(space: SearchSpace) -> None:
     """Checks across tables: names, `when` references, SGLang's bounds, metrics, levels."""
     src = space.source
+    if not space.params:
+        raise ConfigError(
+            f"{src}: no tunable parameter, so there is nothing to tune; add a [params.NAME] table, e.g. "
+            '[params.speculative_num_steps] with type = "int", low = 1, high = 5 (see docs/search-spaces.md)'
+        )
     names = [p.name for p in space.params]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
@@ -576,8 +658,11 @@ def _validate_space(space: SearchSpace) -> None:
     for p in space.params:
         _check_param(p, known, src)
     for name, value in space.server.flags.items():
-        if _numeric((value,)):
-            _check_bound(name, value, value, src, "[server.flags]")
+        if name in space.flag_origins:
+            continue  # checked by _check_overrides, and named after its option
+        problem = _fixed_value_problem(name, value)
+        if problem:
+            raise ConfigError(f"{src}: [server.flags] {problem}")
     _check_measures(space)
 
 
@@ -586,9 +671,13 @@ def _check_param(p: ParamSpec, known: set[str], src: str) -> None:
         if key not in known:
             raise ConfigError(f"{src}: [params.{p.name}] when refers to {key}, which is neither a parameter nor a fixed flag")
     if isinstance(p, (IntParam, FloatParam)):
-        _check_bound(p.name, p.low, p.high, src, f"[params.{p.name}]")
+        problem = _bound_problem(p.name, p.low, p.high)
+        if problem:
+            raise ConfigError(f"{src}: [params.{p.name}] {problem}; keep low and high within that range")
     elif isinstance(p, CategoricalParam) and _numeric(p.choices):
-        _check_bound(p.name, min(p.choices), max(p.choices), src, f"[params.{p.name}]")
+        problem = _bound_problem(p.name, min(p.choices), max(p.choices))
+        if problem:
+            raise ConfigError(f"{src}: [params.{p.name}] {problem}; keep the choices within that range")
     elif isinstance(p, DraftTokensParam):
         for needed in (STEPS, TOPK):
             if needed not in known:

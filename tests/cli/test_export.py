@@ -34,9 +34,35 @@ def test_bad_input_is_one_line_with_the_fix(made, capsys, argv, expected):
     assert expected in _error(capsys)
 
 
-def test_a_missing_study_names_the_file_it_looked_for(tmp_path, capsys):
-    assert main(["export", "--study", "nope", "--studies-dir", str(tmp_path), "--pick", "knee"]) == 2
-    assert f"{tmp_path}/nope.db does not exist" in _error(capsys)
+@pytest.mark.parametrize("pick, expected", [
+    ("foo", "--pick 'foo' is not known; use latency, throughput, knee or a trial number"),
+    ("99", "--pick 99: trial 99 of study 'made' does not exist"),
+    ("-1", "--pick '-1' is not known; use latency, throughput, knee or a trial number"),
+    ("8", "--pick 8: trial 8 of study 'made' has no measurement (outcome rejected)"),
+])
+def test_pick_is_checked_for_the_adaptive_ladder_too(made, tmp_path, capsys, pick, expected):
+    target = tmp_path / "ladder.json"
+    assert main(["export", *made.args, "--format", "adaptive", "--pick", pick, "-o", str(target)]) == 2
+    assert expected in _error(capsys)
+    assert not target.exists()
+
+
+def test_the_adaptive_ladder_takes_a_valid_pick_or_none(made, capsys):
+    assert main(["export", *made.args, "--format", "adaptive"]) == 0
+    ladder = capsys.readouterr().out
+    for pick in ("knee", "2"):
+        assert main(["export", *made.args, "--format", "adaptive", "--pick", pick]) == 0
+        assert capsys.readouterr().out == ladder
+
+
+def test_a_missing_study_names_the_absolute_folder_it_looked_in(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    assert main(["export", "--study", "nope", "--studies-dir", "elsewhere", "--pick", "knee"]) == 2
+    err = _error(capsys)
+    assert f"no study 'nope' in {tmp_path / 'elsewhere'} (nope.db does not exist there)" in err
+    assert "point --studies-dir at the folder that holds nope.db, or pass --storage" in err
+    assert not (tmp_path / "elsewhere" / "nope.db").exists()
 
 
 def test_output_file_is_written_and_announced(made, tmp_path, capsys):

@@ -117,3 +117,27 @@ def test_a_graph_oom_with_bigger_drafts_does_not_rule_out_smaller_drafts_at_its_
     assert rules.predict_available_gb(cfg(0.91, 7)) == pytest.approx(5.1)
     assert rules.explain(cfg(0.91, 7))[0] == "learned_graph_headroom"
     assert rules.explain(cfg(0.92, 7))[0] == "learned_cuda_graph_oom"
+
+
+def test_reasons_never_print_a_negative_prediction():
+    rules = LearnedRules()
+    rules.record_success(cfg(0.80, 2), startup(180_000, available=9.0))
+    rules.record_success(cfg(0.80, 4), startup(100_000, available=9.0))  # 40,000 tokens per draft token
+    rules.record_failure(cfg(0.80, 6), "kv_pool_too_small")  # predicted 20,000 tokens: the limit
+    # a pool predicted below zero: no room, not a negative count of tokens
+    assert rules.predict_tokens(cfg(0.82, 7)) == pytest.approx(-2_000)
+    rule, reason = rules.explain(cfg(0.82, 7))
+    assert rule == "learned_kv_capacity" and reason.startswith("predicted to leave no room for the KV pool (")
+    # a positive prediction at or below the failure's: the count is worth saying
+    assert rules.predict_tokens(cfg(0.84, 7)) == pytest.approx(16_000)
+    rule, reason = rules.explain(cfg(0.84, 7))
+    assert rule == "learned_kv_capacity" and reason.startswith("predicted KV pool of 16,000 tokens is too small (")
+    # headroom predicted below zero (9 GB - 0.15 x 90 GB): no memory left, not -4.50 GB
+    headroom = LearnedRules()
+    headroom.record_success(cfg(0.80, 4), startup(100_000, available=9.0))
+    assert headroom.predict_available_gb(cfg(0.95, 4)) < 0
+    rule, reason = headroom.explain(cfg(0.95, 4))
+    assert rule == "learned_graph_headroom"
+    assert reason.startswith("predicted to leave no memory for activations and CUDA graphs (")
+    for text in (rules.explain(cfg(0.82, 7))[1], reason):
+        assert "-" not in text.split("(")[0]

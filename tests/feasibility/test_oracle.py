@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from autospec.feasibility import Preflight, PreflightError, PreflightOracle, Verdict
+from autospec.feasibility import Preflight, PreflightError, PreflightOracle, Verdict, check_static
 from autospec.feasibility.gate import FeasibilityGate
 from autospec.feasibility.sim_preflight import SimPreflight
 from autospec.launcher import flag_words
@@ -48,6 +48,31 @@ def test_sim_resolver_that_cannot_run_is_a_preflight_error_not_a_verdict(tmp_pat
     sleeper = (sys.executable, "-c", "import time; time.sleep(30)", "autospec.sim")
     with pytest.raises(PreflightError, match=r"did not answer within 0\.5 s"):
         SimPreflight(sleeper, timeout_s=0.5).check_many([TYPO])
+
+
+@pytest.mark.parametrize("profile, version", [(None, "0.5.10"), ("llama31-8b-eagle3-1x-h100", "0.5.16"),
+                                              ("deepseek-v3-mtp-8x-h200", "0.5.23")])
+def test_sim_preflight_speaks_for_the_profiles_sglang_version(profile, version):
+    pre = SimPreflight(SIM + (("--sim-profile", profile) if profile else ()))
+    assert pre.sglang_version() == version
+    assert pre.available() == (True, "")
+
+
+def test_static_rules_of_the_sims_version_agree_with_its_resolver():
+    # the seed profile imitates 0.5.10, which refuses paged trees on triton; 0.5.23's rules
+    # (what a sim study used to apply) would let them through to a launch that fails
+    pre = SimPreflight(SIM)
+    assert not pre.check(flag_words(PAGED_TREE)).ok
+    assert not check_static(PAGED_TREE, pre.sglang_version()).ok
+    assert check_static(PAGED_TREE, "0.5.23").ok
+
+
+def test_sim_preflight_with_an_unreadable_profile_is_unavailable(tmp_path):
+    pre = SimPreflight(SIM + ("--sim-profile", str(tmp_path / "missing.toml")))
+    ok, why = pre.available()
+    assert not ok and "could not say its SGLang version" in why
+    with pytest.raises(PreflightError, match=r"missing\.toml"):
+        pre.sglang_version()
 
 
 class RecordingOracle:

@@ -131,6 +131,21 @@ def test_many_argvs_share_one_subprocess_and_stay_in_order(preflight, monkeypatc
     assert [c[0] for c in calls] == ["version", "batch"]
 
 
+def test_warm_learns_availability_and_resolves_a_batch_in_one_interpreter(preflight, monkeypatch):
+    calls = count_runs(preflight, monkeypatch)
+    assert preflight.warm([EAGLE, algo("BAD")]) == (True, "")
+    assert preflight.sglang_version() is not None
+    verdicts = preflight.check_many([algo("BAD"), EAGLE + ["--port", "30001"]])  # answered from the warm batch
+    assert [v.status for v in verdicts] == ["rejected", "ok"]
+    assert [c[0] for c in calls] == ["version-batch"]
+
+
+def test_warm_reports_a_missing_sglang_without_answers(monkeypatch, tmp_path):
+    missing = Preflight((str(tmp_path / "no-python"),), timeout_s=5)
+    ok, why = missing.warm([EAGLE])
+    assert not ok and "was not found" in why
+
+
 def test_each_argv_sees_a_clean_environment(preflight):
     verdicts = preflight.check_many([algo("LEAK"), algo("LEAK", "--tp-size", "2")])
     assert all(v.ok for v in verdicts), [v.reason for v in verdicts]

@@ -89,6 +89,36 @@ def test_synthetic_failures(log, error_type):
     assert "\n" not in str(error)
 
 
+#: torch.cuda.set_device(1) on a 1-GPU H200 (torch 2.11.0+cu130), captured verbatim; SGLang
+#: 0.5.23's ModelRunner.__init__ makes that call for a rank whose GPU id the host lacks
+#: (model_runner.py:455), logs the Context line (456-462) and re-raises.
+CAPTURED_SET_DEVICE = """Traceback (most recent call last):
+  File "<stdin>", line 5, in <module>
+  File "/opt/torch/.venv/lib/python3.12/site-packages/torch/cuda/__init__.py", line 638, in set_device
+    torch._C._cuda_setDevice(device)
+torch.AcceleratorError: CUDA error: invalid device ordinal
+GPU device may be out of range, do you have enough GPUs?
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+"""
+
+
+def test_a_rank_without_a_gpu_is_a_layout_the_host_rejects():
+    log = (
+        f"{T[:-1]} TP1] Context: self.device='cuda' get_device().gpu_id=1 os.environ.get('CUDA_VISIBLE_DEVICES')=None "
+        "get_parallel().tp_rank=1 get_parallel().tp_size=4\n"
+        f"{T[:-1]} TP1] Scheduler hit an exception: " + CAPTURED_SET_DEVICE
+        + f"{T} Received sigquit from a child process. It usually means the child failed.\n"
+    )
+    error = classify_failure(log, -9)
+    assert type(error) is ArgumentsRejected
+    assert error.detail == "torch.AcceleratorError: CUDA error: invalid device ordinal"
+    assert "do you have enough GPUs?" in error.log_excerpt
+    # the ordinal error is its own cause, also after weights began loading on other ranks
+    assert type(classify_failure(LOAD + "\n" + CAPTURED_SET_DEVICE, 1)) is ArgumentsRejected
+
+
 def test_a_value_error_after_model_load_is_not_an_argument_rejection():
     log = LOAD + "\n" + traceback("prepare_server_args", "init", last="ValueError: something at runtime")
     error = classify_failure(log, 1)

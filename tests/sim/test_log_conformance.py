@@ -117,6 +117,7 @@ SCENARIOS: dict[str, Callable] = {
     "kv_no_memory_left_0.5.16": _init_failure(V0516, "kv_pool_too_small", "Loaded weights leave no GPU memory"),
     "cuda_graph_oom": _init_failure(V0510, "cuda_graph_oom"),
     "weights_oom": _init_failure(V0510, "weights_oom"),
+    "too_few_gpus": lambda start: _exited(start(*_with_profile(V0516, {**SPEC, "tp_size": 2}))),  # a 1-GPU profile
     "unknown_flag": lambda start: _exited(start(*_with_profile(V0510, SPEC), "--no-such-flag", "1")),
     "invalid_choice": lambda start: _exited(start(*_with_profile(V0510, SPEC), "--attention-backend", "nope")),
     "rejected_0.5.16": lambda start: _exited(start(*_with_profile(V0516, NGRAM_TRITON_PAGED))),
@@ -139,6 +140,7 @@ PRODUCED: dict[tuple[str, str], str] = {
         "kv_not_enough_memory_0.5.10",
     ("cuda_graph_oom", "Capture cuda graph failed"): "cuda_graph_oom",
     ("weights_oom", "torch.OutOfMemoryError"): "weights_oom",
+    ("rejected_args", "CUDA error: invalid device ordinal"): "too_few_gpus",
     ("weights_oom", "CUDA out of memory"): "weights_oom",
     ("retractions", "KV cache pool is full. Retract requests."): "retraction",
 }

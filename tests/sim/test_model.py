@@ -18,11 +18,18 @@ from autospec.sim import (
     init_outcome,
     list_profiles,
     load_profile,
+    predict,
     prefill_seconds,
     resolve_args,
     step_seconds,
 )
-from autospec.sim.model import acceptance_per_depth, tree_shape, version_at_least
+from autospec.sim.model import (
+    acceptance_per_depth,
+    draft_tree_invalid,
+    max_draft_tokens,
+    tree_shape,
+    version_at_least,
+)
 from autospec.sim.profile import profile_from_dict
 
 SEED = load_profile()
@@ -174,19 +181,95 @@ def test_pipeline_parallelism_with_speculation_by_version():
     flags = mtp(3, pp_size=2)
     assert str(rejection(flags)) == (
         "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill.")
+    assert str(rejection(flags, at_version("0.5.11"))) == \
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
     assert str(rejection(flags, at_version("0.5.16"))) == \
         "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
     assert rejection(flags).exc_type == "AssertionError"
-    resolve_args(at_version("0.5.23"), flags)  # newest accepts EAGLE with PP
-    assert "only supports EAGLE" in str(rejection({**flags, "speculative_algorithm": "STANDALONE"}, at_version("0.5.23")))
+
+
+@pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
+def test_pipeline_parallel_eagle_runs_only_on_a_prefill_node_from_0_5_21(version):
+    # 0.5.23 check_server_args (validation_hook.py:160-164), run for real: NEXTN and EAGLE with
+    # --pp-size 2 fail unless --disaggregation-mode prefill; other algorithms never pass
+    profile = at_version(version)
+    for algo in ("NEXTN", "EAGLE"):
+        err = rejection({**mtp(3, pp_size=2), "speculative_algorithm": algo}, profile)
+        assert str(err) == "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)"
+        assert err.exc_type == "AssertionError"
+    assert resolve_args(profile, mtp(3, pp_size=2, disaggregation_mode="prefill")).pp_size == 2
+    only_eagle = "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
+    for flags in ({**mtp(3, pp_size=2), "speculative_algorithm": "EAGLE3"},
+                  {**mtp(3, pp_size=2), "speculative_algorithm": "STANDALONE"},
+                  mtp(3, pp_size=2, disaggregation_mode="prefill", enable_multi_layer_eagle=True),
+                  {"speculative_algorithm": "NGRAM", "attention_backend": "flashinfer", "pp_size": 2}):
+        assert str(rejection(flags, profile)) == only_eagle
+    resolve_args(profile, {"pp_size": 2})  # no speculation: fine
 
 
 def test_oversized_draft_tree_is_accepted_at_argument_time_but_fails_at_init():
-    flags = mtp(2, 2, 8, attention_backend="flashinfer", page_size=1)
+    flags = mtp(2, 2, 8, attention_backend="flashinfer", page_size=1)  # SGLang's limit: 1 + 2 + 1 * 4 = 7
     llama = load_profile("llama31-8b-eagle3-1x-h100")
     outcome = init_outcome(llama, resolve_args(llama, flags))
     assert outcome.status == "invalid_draft_tree"
     assert outcome.message.startswith("Exception: Capture cuda graph failed: selected index k out of range")
+
+
+def test_draft_tree_bound_is_sglangs_not_steps_times_topk():
+    # organize_draft_results picks draft - 1 of topk + (steps - 1) * topk^2 candidates (0.5.23)
+    assert [max_draft_tokens(s, k) for s, k in ((1, 1), (5, 1), (1, 4), (2, 2), (3, 4), (2, 8))] == \
+        [2, 6, 5, 7, 37, 73]
+    llama = load_profile("llama31-8b-eagle3-1x-h100")
+    for steps, topk in ((2, 2), (3, 2), (2, 4)):
+        old, limit = steps * topk + 1, max_draft_tokens(steps, topk)
+        for draft in range(old + 1, limit + 1):  # between the two bounds: starts now
+            cfg = resolve_args(llama, mtp(steps, topk, draft, attention_backend="flashinfer", page_size=1))
+            assert not draft_tree_invalid(cfg) and init_outcome(llama, cfg).ok, (steps, topk, draft)
+        cfg = resolve_args(llama, mtp(steps, topk, limit + 1, attention_backend="flashinfer", page_size=1))
+        assert draft_tree_invalid(cfg) and init_outcome(llama, cfg).status == "invalid_draft_tree"
+
+
+def test_nodes_beyond_steps_times_topk_cost_but_add_no_acceptance():
+    # At each depth only the topk children of the accepted parent can match, so a tree gains
+    # nothing from nodes past steps * topk + 1; they are verified (and captured) all the same.
+    llama = load_profile("llama31-8b-eagle3-1x-h100")
+    flags = dict(attention_backend="flashinfer", page_size=1)
+    full, bigger = (resolve_args(llama, mtp(3, 4, d, **flags)) for d in (13, 37))
+    for workload in ("synthetic", "chat", "code"):
+        assert accept_length(llama, bigger, workload, 0.0) == pytest.approx(accept_length(llama, full, workload, 0.0))
+    assert tree_shape(llama, bigger, "chat", 0.0) == [4, 4, 4]
+    assert sum(accept_length_distribution(llama, bigger, "chat", 0.0)) == pytest.approx(1.0)
+    assert step_seconds(llama, bigger, 16) > step_seconds(llama, full, 16)
+    at_c1 = [predict(llama, {**mtp(3, 4, d, **flags), "model_path": "m"}, 1, "chat") for d in (13, 37)]
+    assert all(p.ok for p in at_c1) and at_c1[1].per_request_tok_s < at_c1[0].per_request_tok_s
+
+
+def test_ngram_has_no_eagle_tree_bound():
+    # NGRAM verifies its trie in its own worker: SGLang's default (12 draft tokens, breadth
+    # 10, steps 12 // 10 = 1) starts, although 12 > 1 + 10
+    ngram_profile = load_profile("llama31-8b-eagle3-1x-h100")
+    cfg = resolve_args(ngram_profile, {"speculative_algorithm": "NGRAM", "attention_backend": "flashinfer"})
+    assert (cfg.speculative_num_steps, cfg.speculative_eagle_topk, cfg.speculative_num_draft_tokens) == (1, 10, 12)
+    assert not draft_tree_invalid(cfg) and init_outcome(ngram_profile, cfg).status != "invalid_draft_tree"
+
+
+def test_more_gpus_than_the_profile_has_fail_like_a_missing_cuda_device():
+    llama = load_profile("llama31-8b-eagle3-1x-h100")  # one GPU
+    assert llama.gpu_count == 1
+    for flags in (mtp(3, tp_size=4), mtp(3, tp_size=2), {"pp_size": 2}):  # (0.5.16: no speculation with PP)
+        outcome = init_outcome(llama, resolve_args(llama, flags))
+        assert outcome.status == "too_few_gpus" and not outcome.ok
+        assert outcome.message.splitlines()[:2] == [
+            "torch.AcceleratorError: CUDA error: invalid device ordinal",
+            "GPU device may be out of range, do you have enough GPUs?",
+        ]  # torch 2.11 on a 1-GPU H200, torch.cuda.set_device(1)
+        assert outcome.weights_gb == 0 and outcome.gpu_mem_used_gb == 0 and outcome.max_total_num_tokens == 0
+    assert init_outcome(llama, resolve_args(llama, {**mtp(3), "tp_size": 1})).ok
+    assert predict(llama, {**mtp(3), "model_path": "m", "tp_size": 4}, 1).init == "too_few_gpus"
+    # the seed profile has four GPUs: tp 4, or tp 2 x pp 2, fit; tp 4 x pp 2 does not
+    assert init_outcome(SEED, cfg_for(mtp(3, tp_size=4))).status != "too_few_gpus"
+    assert init_outcome(SEED, cfg_for({"tp_size": 2, "pp_size": 2})).status != "too_few_gpus"
+    assert init_outcome(SEED, cfg_for({"tp_size": 4, "pp_size": 2})).status == "too_few_gpus"
 
 
 # ------------------------------------------------------------------ memory

@@ -17,6 +17,7 @@ import time
 import httpx
 import pytest
 
+from autospec.launcher import classify_failure
 from autospec.sim import (
     ArgumentRejected,
     accept_length,
@@ -155,6 +156,23 @@ def test_init_failure_prints_sglang_chain_and_exits(sim_factory, profile, status
     assert "The server is fired up" not in log
     assert log.index("Scheduler hit an exception") < log.index(outcome.message.splitlines()[0])
     assert not [r for r in sim.state_records() if pid_alive(r["pid"])]
+
+
+def test_more_ranks_than_gpus_die_in_set_device_before_loading(sim_factory):
+    # deepseek (sglang 0.5.23) has 8 GPUs: with tp 16 the rank of GPU 8 (TP8) has none
+    flags = {**SPEC, "tp_size": 16}
+    sim = sim_factory("--sim-profile", "deepseek-v3-mtp-8x-h200", *to_argv(flags), "--sim-load-seconds", "0.2",
+                      "--sim-time-scale", "0.1", env_extra={"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"})
+    assert sim.wait_exit() != 0
+    log = sim.log()
+    assert ("TP8] Context: self.device='cuda' get_device().gpu_id=8 os.environ.get('CUDA_VISIBLE_DEVICES')="
+            "'0,1,2,3,4,5,6,7' get_parallel().tp_rank=8 get_parallel().tp_size=16") in log
+    assert "TP8] Scheduler hit an exception: Traceback (most recent call last):" in log
+    assert "    torch.get_device_module(self.device).set_device(get_device().gpu_id)" in log
+    assert "\ntorch.AcceleratorError: CUDA error: invalid device ordinal\nGPU device may be out of range" in log
+    assert "Load weight begin" not in log and "The server is fired up" not in log
+    assert not [r for r in sim.state_records() if pid_alive(r["pid"])]
+    assert classify_failure(log, -9).kind == "rejected_args"
 
 
 # ------------------------------------------------------------------ HTTP surface

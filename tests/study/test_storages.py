@@ -74,7 +74,7 @@ def test_a_trial_whose_heartbeat_stopped_is_failed_and_its_parameters_run_again(
     assert stale.state == optuna.trial.TrialState.FAIL
     (retry,) = [t for t in study.trials if t.user_attrs.get("retry_of") == trial.number]
     assert retry.state == optuna.trial.TrialState.COMPLETE and retry.user_attrs["launched"] is True
-    assert {k: retry.params[k] for k in PARAMS} == PARAMS
+    assert {k: retry.user_attrs["candidate"][k] for k in PARAMS} == PARAMS  # the configuration that ran
     # autospec recorded a heartbeat for the trial it ran itself
     assert retry._trial_id in heartbeat_trial_ids(study._storage._backend)
     events = (tmp_path / "studies" / f"{STUDY}-events.log").read_text()

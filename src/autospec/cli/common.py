@@ -11,8 +11,8 @@ from typing import Any
 from autospec.config import SearchSpace, load_search_space
 from autospec.errors import UsageError
 
-__all__ = ["add_study_command", "load_space", "parse_flag_overrides", "parse_concurrency", "study_name_for", "bundled_spaces",
-           "open_existing_study"]
+__all__ = ["add_study_command", "load_space", "parse_flag_overrides", "flag_override_origins", "parse_concurrency",
+           "study_name_for", "bundled_spaces", "open_existing_study", "studies_dir_arg"]
 
 
 def bundled_spaces() -> dict[str, Path]:
@@ -48,10 +48,28 @@ def add_study_command(sub: argparse._SubParsersAction, name: str, *, help: str, 
         p.add_argument("--study", required=True, help="name of the study")
     p.add_argument("--storage", help="Optuna storage: sqlite:///F.db, postgresql://USER@HOST/DB, or a journal file F.log "
                                      "(default: <studies-dir>/<study>.db)")
-    p.add_argument("--studies-dir", default="studies", help="folder for default storage, logs and artifacts (default studies)")
+    p.add_argument("--studies-dir", default="studies", type=studies_dir_arg,
+                   help="folder for default storage, logs and artifacts (default studies)")
     if space:
         p.add_argument("--space", help="search-space TOML file, or a bundled name: " + ", ".join(sorted(bundled_spaces())))
     return p
+
+
+def studies_dir_arg(text: str) -> str:
+    """argparse type of ``--studies-dir``: a folder, or a path where one can be created.
+    A file there (or on the way there) is a one-line error when the arguments are parsed,
+    before anything is opened or created."""
+    path = Path(text)
+    for place in (path, *path.parents):
+        if place.is_dir():
+            break
+        if place.exists() or place.is_symlink():
+            what = "is a file" if place.is_file() else "is not a folder"
+            where = f"{place}" if place == path else f"{place} (on the way to {path})"
+            raise argparse.ArgumentTypeError(
+                f"{where} {what}, not a folder of studies; pass a folder (created if missing), e.g. --studies-dir studies"
+            )
+    return text
 
 
 def study_name_for(args: argparse.Namespace, space: SearchSpace) -> str:
@@ -71,14 +89,24 @@ def _value(text: str) -> Any:
         return text
 
 
+def _override_name(key: str) -> str:
+    return key.strip().lstrip("-").replace("-", "_")
+
+
 def parse_flag_overrides(items: list[str]) -> dict[str, Any]:
     flags: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise UsageError(f"--flag {item!r} needs NAME=VALUE, e.g. --flag attention_backend=fa3")
         key, value = item.split("=", 1)
-        flags[key.strip().lstrip("-").replace("-", "_")] = _value(value.strip())
+        flags[_override_name(key)] = _value(value.strip())
     return flags
+
+
+def flag_override_origins(items: list[str]) -> dict[str, str]:
+    """How each ``--flag NAME=VALUE`` was written, by flag name (the last one wins, as in
+    `parse_flag_overrides`): errors about a flag name the option, not the space file."""
+    return {_override_name(item.split("=", 1)[0]): f"--flag {item}" for item in items if "=" in item}
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -118,7 +146,11 @@ def open_existing_study(name: str, storage: str | None, studies_dir: Path, *,
     if storage is None:
         path = StudyLayout.default_storage_file(studies_dir, name)
         if not path.exists():
-            raise UsageError(f"no study {name!r}: {path} does not exist; check {name_flag}, --studies-dir or pass {storage_flag}")
+            folder = path.parent.absolute()
+            raise UsageError(
+                f"no study {name!r} in {folder} ({path.name} does not exist there); check {name_flag}, or point "
+                f"--studies-dir at the folder that holds {path.name}, or pass {storage_flag} with the study's storage"
+            )
     handle = open_storage(storage, name, studies_dir)
     if not study_exists(handle, name):
         raise UsageError(f"no study named {name!r} in {handle.description}; check {name_flag} and {storage_flag}")

@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     data = snapshot(study)
     baseline = baseline_of(data, args.baseline)
     if args.format == "adaptive":
+        if args.pick is not None:
+            choose(data, args.pick, baseline)  # the ladder uses every measurement; a wrong --pick is still an error
         text = dumps(build_ladder(data), data.name)
         what = "adaptive ladder"
     else:

@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autospec.cli.common import add_study_command, load_space, parse_flag_overrides, study_name_for
+from autospec.cli.common import (
+    add_study_command,
+    flag_override_origins,
+    load_space,
+    parse_flag_overrides,
+    study_name_for,
+)
 from autospec.cli.render import Progress
 from autospec.config import parse_duration
 from autospec.errors import UsageError
@@ -78,15 +84,23 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--trials must be at least 1 (got {args.trials})")
     if args.storage_patience < 0:
         raise UsageError(f"--storage-patience {args.storage_patience:g} must be >= 0 seconds; e.g. 120")
+    if args.output_len is not None and args.output_len < 1:
+        raise UsageError(f"--output-len {args.output_len} must be at least 1 token; e.g. --output-len 256")
+    if args.ready_timeout is not None and not args.ready_timeout > 0:
+        raise UsageError(f"--ready-timeout {args.ready_timeout:g} must be > 0 seconds; e.g. --ready-timeout 1800")
     space = load_space(args.space)
     flags: dict[str, Any] = parse_flag_overrides(args.flag)
+    origins = flag_override_origins(args.flag)
     if args.model_path:
         flags["model_path"] = args.model_path
-    if args.tp_size:
+        origins["model_path"] = f"--model-path {args.model_path}"
+    if args.tp_size is not None:
         flags["tp_size"] = args.tp_size
+        origins["tp_size"] = f"--tp-size {args.tp_size}"
     command = tuple(shlex.split(args.server_command)) if args.server_command else None
     space = space.with_overrides(
         flags=flags, command=command, concurrency=_levels(args.concurrency), output_len=args.output_len,
+        flag_origins=origins,
     )
     timeout_s = parse_duration(args.timeout) if args.timeout else None
     studies_dir = Path(args.studies_dir)

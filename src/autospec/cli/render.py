@@ -77,7 +77,7 @@ class Progress:
         self.phase_name = ""
         self.done = 0
         self.target = 0
-        self.not_launched: dict[str, int] = {}
+        self.skipped_counts: dict[str, int] = {}
         self._live: Live | None = None
 
     # ------------------------------------------------------------------ output
@@ -93,8 +93,8 @@ class Progress:
         best = self._values(self.best)
         if best:
             parts.append(f"best {best}")
-        if self.not_launched:
-            parts.append("without launch: " + ", ".join(f"{n} {k}" for k, n in sorted(self.not_launched.items())))
+        if self.skipped_counts:
+            parts.append("without launch: " + ", ".join(f"{n} {k}" for k, n in sorted(self.skipped_counts.items())))
         return Text(" | ".join(parts), no_wrap=True, overflow="ellipsis")
 
     def _refresh(self) -> None:
@@ -142,12 +142,7 @@ class Progress:
         self.done = done
         took = time.monotonic() - self.t_trial
         if not record.launched:
-            # Answered without a launch (rejected / skipped / duplicate): seconds, not minutes.
-            # On a terminal it is counted on the status line; logs get a line each.
-            self.not_launched[record.outcome] = self.not_launched.get(record.outcome, 0) + 1
-            if not self.tty:
-                self._print(f"{self.current} | {record.outcome}: {record.reason}")
-            self._refresh()
+            self._answered(self.current, record.outcome, record.reason)
             return
         self.launched_times.append(took)
         if record.values is not None and record.outcome == "ok":
@@ -156,6 +151,17 @@ class Progress:
         what = record.outcome if record.outcome == "ok" else f"{record.outcome}: {record.reason}"
         self._print(f"{self.current} | {what}{values} ({took:.0f}s) | {done}/{target} done")
         self.phase_name = ""
+        self._refresh()
+
+    def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
+        self._answered(f"proposal {compact_params(candidate)}", outcome, reason)
+
+    def _answered(self, what: str, outcome: str, reason: str) -> None:
+        """Answered without a launch (rejected / skipped / duplicate): seconds, not minutes.
+        On a terminal it is counted on the status line; logs get a line each."""
+        self.skipped_counts[outcome] = self.skipped_counts.get(outcome, 0) + 1
+        if not self.tty:
+            self._print(f"{what} | {outcome}: {reason}")
         self._refresh()
 
     def _update_best(self, values: Sequence[float]) -> None:

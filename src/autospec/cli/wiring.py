@@ -13,6 +13,7 @@ about the flag words of ``autospec.launcher.flag_words``, the launcher's own con
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from collections.abc import Mapping
@@ -142,11 +143,12 @@ def _sim_target(command: tuple[str, ...], state_dir: Path, space: SearchSpace, *
     from autospec.launcher.probes import SimGpuProbe
 
     state_dir.mkdir(parents=True, exist_ok=True)
-    pre = SimPreflight(command) if use_preflight else None
+    resolver = SimPreflight(command)  # also says which SGLang version the profile imitates
+    pre = resolver if use_preflight else None
     _check_flag_names(pre, space)
     return Target(
         command=command, launcher=Launcher(probe=SimGpuProbe(state_dir)), preflight=pre,
-        to_argv=flag_words, sglang_version=pre.sglang_version() if pre else DEFAULT_SGLANG_VERSION,
+        to_argv=flag_words, sglang_version=resolver.sglang_version() or DEFAULT_SGLANG_VERSION,
     )
 
 
@@ -156,7 +158,7 @@ def _sglang_target(space: SearchSpace, *, studies_dir: Path, use_preflight: bool
     if command[:1] in (("python",), ("python3",)):
         command = (sys.executable, *command[1:])
     version = space.server.sglang_version or DEFAULT_SGLANG_VERSION
-    pre = _sglang_preflight(command, studies_dir, version, out) if use_preflight else None
+    pre = _sglang_preflight(command, studies_dir, version, out, space) if use_preflight else None
     if pre is not None:
         version = pre.sglang_version() or version
     _check_flag_names(pre, space)
@@ -164,17 +166,23 @@ def _sglang_target(space: SearchSpace, *, studies_dir: Path, use_preflight: bool
                   sglang_version=version)
 
 
-def _sglang_preflight(command: tuple[str, ...], studies_dir: Path, version: str, out: TextIO) -> PreflightOracle | None:
+def _sglang_preflight(command: tuple[str, ...], studies_dir: Path, version: str, out: TextIO,
+                      space: SearchSpace) -> PreflightOracle | None:
     """SGLang's resolver in the server's Python, when sglang imports there; else None
-    (said once on ``out``: the static rules for ``version`` stand in)."""
+    (said once on ``out``: the static rules for ``version`` stand in). The space's
+    distinct argument sets are resolved in the same interpreter start as the
+    availability check (`Preflight.warm`): one import of sglang before the first launch."""
     from autospec.feasibility import Preflight
+    from autospec.feasibility.gate import PREFETCH_LIMIT, distinct_argument_sets
 
     python = _server_python(command)
     if python is None:
         print("autospec: preflight off: the server command is not 'PYTHON -m ...'; using static rules", file=out)
         return None
     candidate = Preflight(python=python, cache_dir=studies_dir / ".preflight")
-    ok, why = candidate.available()
+    points = [{**space.server.flags, **c} for c in itertools.islice(grid(space), PREFETCH_LIMIT + 1)]
+    argvs = [flag_words(f) for f in distinct_argument_sets(points)] if len(points) <= PREFETCH_LIMIT else []
+    ok, why = candidate.warm(argvs)
     if not ok:
         print(f"autospec: preflight off: {why}; using autospec's static rules for sglang {version}", file=out)
         return None
@@ -185,16 +193,46 @@ def _check_flag_names(pre: PreflightOracle | None, space: SearchSpace) -> None:
     """Before the study: the server's own argument parser must know every flag name of
     the space (fixed and tunable); otherwise every trial would be rejected. Only argparse's
     unknown/ambiguous-option errors count here: any other rejection of one configuration
-    is an ordinary infeasible candidate."""
+    is an ordinary infeasible candidate. The error names where the bad name came from:
+    the option that set it (``--flag foo_bar=3``) or the space file's table."""
     if pre is None:
         return
     first = next(grid(space), None)
     verdict = pre.check(flag_words({**space.server.flags, **(first or {})}))
-    if not verdict.ok and _UNKNOWN_FLAG.search(verdict.reason):
-        raise UsageError(
-            f"{space.source}: the server does not accept a flag name ({verdict.reason}); "
-            "use SGLang's ServerArgs field names in [server.flags] and [params.*], e.g. speculative_num_steps"
-        )
+    if verdict.ok or not _UNKNOWN_FLAG.search(verdict.reason):
+        return
+    fix = "use SGLang's ServerArgs field names, e.g. speculative_num_steps"
+    for name in _rejected_names(verdict.reason):
+        if name in space.flag_origins:
+            raise UsageError(f"{space.flag_origins[name]}: the server does not accept the flag {name} ({verdict.reason}); {fix}")
+        if space.param(name) is not None:
+            raise UsageError(
+                f"{space.source}: [params.{name}] the server does not accept the flag {name} ({verdict.reason}); "
+                f"rename the table: {fix}"
+            )
+        if name in space.server.flags:
+            raise UsageError(
+                f"{space.source}: [server.flags] the server does not accept the flag {name} ({verdict.reason}); {fix}"
+            )
+    raise UsageError(
+        f"{space.source}: the server does not accept a flag name ({verdict.reason}); "
+        f"{fix} in [server.flags], [params.*] and --flag"
+    )
+
+
+def _rejected_names(reason: str) -> list[str]:
+    """The snake_case flag names argparse complained about, in its order:
+    ``unrecognized arguments: --foo-bar 3 --baz`` -> ["foo_bar", "baz"]; ``ambiguous
+    option: --spec could match ...`` -> ["spec"]."""
+    names: list[str] = []
+    for match in _UNKNOWN_FLAG.finditer(reason):
+        words = reason[match.end():].split()
+        if match.group(0).startswith("ambiguous"):
+            words = words[:1]
+        for word in words:
+            if word.startswith("--") and len(word) > 2:
+                names.append(word[2:].split("=", 1)[0].replace("-", "_"))
+    return names
 
 
 # argparse's wording (Python 3.10-3.13), which SGLang's parser and the simulator's share.

@@ -129,15 +129,17 @@ class LearnedRules:
                 )
         tokens = self.predict_tokens(flags)
         if tokens is not None and tokens <= self._limit("kv_pool_too_small", flags, self.predict_tokens):
+            pool = (f"predicted KV pool of {tokens:,.0f} tokens is too small" if tokens >= 1
+                    else "predicted to leave no room for the KV pool")
             return "learned_kv_capacity", (
-                f"predicted KV pool of {tokens:,.0f} tokens is too small (no more than a failed or empty pool; "
-                "from max_total_num_tokens and KV sizes of earlier launches)"
+                f"{pool} (no more than a failed or empty pool; from max_total_num_tokens and KV sizes of earlier launches)"
             )
         free = self.predict_available_gb(flags)
         if free is not None and free <= self._limit("cuda_graph_oom", flags, self.predict_available_gb):
+            headroom = (f"predicted {free:.2f} GB left for activations and CUDA graphs" if free >= 0.005
+                        else "predicted to leave no memory for activations and CUDA graphs")
             return "learned_graph_headroom", (
-                f"predicted {free:.2f} GB left for activations and CUDA graphs (no more than a failed or empty "
-                "headroom; from available_gpu_mem of earlier launches)"
+                f"{headroom} (no more than a failed or empty headroom; from available_gpu_mem of earlier launches)"
             )
         return None
 

@@ -99,14 +99,41 @@ class Preflight:
             except PreflightError as exc:
                 self._availability = (False, str(exc))
             else:
-                info = answers[0] if answers else {"ok": False, "error": "the probe printed nothing"}
-                if info.get("ok"):
-                    self._version_info = info
-                    self._availability = (True, "")
-                else:
-                    who = " ".join(self.python)
-                    self._availability = (False, f"sglang is not importable by {who}: {info.get('error')}")
+                self._learn_version(answers[0] if answers else None)
+        assert self._availability is not None
         return self._availability
+
+    def _learn_version(self, info: Mapping[str, Any] | None) -> None:
+        info = info or {"ok": False, "error": "the probe printed nothing"}
+        if info.get("ok"):
+            self._version_info = dict(info)
+            self._availability = (True, "")
+        else:
+            who = " ".join(self.python)
+            self._availability = (False, f"sglang is not importable by {who}: {info.get('error')}")
+
+    def warm(self, argvs: Sequence[Sequence[str]]) -> tuple[bool, str]:
+        """Learn whether sglang imports there and resolve `argvs`, in ONE interpreter start
+        (importing sglang takes 20-30 s, so a study's up-front checks cost one import, not
+        one for the availability check and one for the batch). Returns `available()`;
+        answers already cached are not asked again."""
+        if self._availability is not None:
+            if self._availability[0]:
+                self.check_many(argvs)
+            return self._availability
+        cleaned = [_drop_host_port(argv) for argv in argvs]
+        stdin = "".join(json.dumps(argv) + "\n" for argv in cleaned)
+        try:
+            answers = self._run(["version-batch"], stdin=stdin,
+                                timeout_s=self.timeout_s + self.per_argv_s * len(cleaned), allow_short=True)
+        except PreflightError as exc:
+            self._availability = (False, str(exc))
+            return self._availability
+        self._learn_version(answers[0] if answers else None)
+        if self._availability and self._availability[0]:
+            for argv, answer in zip(cleaned, answers[1:]):
+                self._store(self._key(argv), argv, answer)
+        return self.available()
 
     def sglang_version(self) -> str | None:
         """The sglang version in that interpreter, or None when it is not available."""

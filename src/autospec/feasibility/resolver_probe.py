@@ -7,6 +7,7 @@ virtual environment, a container). `autospec.feasibility.preflight.Preflight` ru
     python resolver_probe.py version
     python resolver_probe.py resolve ARG...        # one server argv
     python resolver_probe.py batch < ARGVS         # one JSON list of strings per line
+    python resolver_probe.py version-batch < ARGVS # the version answer, then the batch's
 
 Every answer is one line on stdout that starts with ``AUTOSPEC_PREFLIGHT `` followed by a
 JSON object (SGLang's own log lines may surround it):
@@ -162,7 +163,7 @@ def _resolve(argv: list[str], accelerator: str, version: str) -> dict:
 
 
 def main(args: list[str]) -> int:
-    if not args or args[0] not in ("version", "resolve", "batch"):
+    if not args or args[0] not in ("version", "resolve", "batch", "version-batch"):
         sys.stderr.write(__doc__ or "")
         return 2
     try:
@@ -173,12 +174,14 @@ def main(args: list[str]) -> int:
         _emit({"ok": False, "error": f"{type(exc).__name__}: {exc}".strip()})
         return 0
     accelerator = _accelerator()
-    if args[0] == "version":
+    if args[0] in ("version", "version-batch"):
         from sglang.srt.server_args import ServerArgs
 
         _emit({"ok": True, "sglang_version": version, "accelerator": accelerator,
                "has_resolve_once": hasattr(ServerArgs, "resolve_once")})
-    elif args[0] == "resolve":
+    if args[0] == "version":
+        return 0
+    if args[0] == "resolve":
         _emit(_resolve(args[1:], accelerator, version))
     else:
         for line in sys.stdin:

@@ -15,6 +15,9 @@ from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 
 __all__ = ["SimPreflight"]
 
+#: autospec.sim.resolve's flag that prints the profile's SGLang version (no model path needed)
+PRINT_VERSION = "--sim-print-version"
+
 
 class SimPreflight:
     """`command` is the simulator launch command (``PY -m autospec.sim --sim-...``).
@@ -35,13 +38,27 @@ class SimPreflight:
         self._base = command[:i] + ["autospec.sim.resolve"] + command[i + 1 :]
         self._timeout = timeout_s
         self._cache: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._version: str | None = None
 
     def available(self) -> tuple[bool, str]:
+        """(True, "") when the simulator's resolver answers (it is asked its version)."""
+        try:
+            self.sglang_version()
+        except PreflightError as exc:
+            return False, str(exc)
         return True, ""
 
     def sglang_version(self) -> str:
-        """The version the simulator's profile imitates (default when it does not say)."""
-        return self._run([]).get("sglang_version") or DEFAULT_SGLANG_VERSION
+        """The SGLang version the simulator's profile imitates, so that the gate's static
+        rules are that version's. Asked once (``autospec.sim.resolve --sim-print-version``,
+        which needs no model path); :data:`DEFAULT_SGLANG_VERSION` only when the resolver
+        answers without one. A resolver that cannot run raises :class:`PreflightError`."""
+        if self._version is None:
+            answer = self._resolve([PRINT_VERSION])
+            if not answer.get("sglang_version") and answer.get("error"):
+                raise PreflightError(f"the simulator could not say its SGLang version: {answer['error']}")
+            self._version = str(answer.get("sglang_version") or DEFAULT_SGLANG_VERSION)
+        return self._version
 
     def check(self, argv: Sequence[str]) -> Verdict:
         out = self._run(argv)

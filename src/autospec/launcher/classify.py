@@ -111,6 +111,15 @@ FAILURE_PATTERNS: tuple[LogPattern, ...] = (
         "by launch_server.run_server before any subprocess starts",
     ),
     LogPattern(
+        "rejected_args", "CUDA error: invalid device ordinal", "torch", _BOTH,
+        note="more GPUs asked for (tp_size x pp_size) than the host has: a scheduler rank's "
+        "ModelRunner.__init__ calls set_device(gpu_id) with gpu_id >= the device count (0.5.23 "
+        "model_executor/model_runner.py:455) before anything loads; torch raises "
+        "'torch.AcceleratorError: CUDA error: invalid device ordinal' + 'GPU device may be out of "
+        "range, do you have enough GPUs?' (captured: torch 2.11.0+cu130, 1-GPU H200). A layout "
+        "this host cannot run, so no memory setting helps",
+    ),
+    LogPattern(
         "rejected_args", "Load weight begin", "sglang", _BOTH, role="guard",
         note="model_runner: printed before loading weights; a ValueError after it is not "
         "an argument rejection",

@@ -24,6 +24,9 @@ seconds       {"preflight", "launch", "bench", "teardown", "total"}
 teardown      how the server was stopped
 duplicate_of  the trial whose measurement a duplicate reuses
 log_path      the server log
+values        the measured objective values (schema 2), also for a trial that
+              violated an SLO, which Optuna is told worst-case values for (so
+              that no front, the dashboard's included, can show it)
 ============= ================================================================
 
 Markers, set when a trial is queued (`Markers`): ``baseline``, ``calibration``,
@@ -97,6 +100,11 @@ class TrialRecord:
         the ``feasible`` constraint. SLO violations are separate constraints."""
         return self.values is not None and self.outcome in (*MEASURED_OUTCOMES, DUPLICATE)
 
+    @property
+    def may_be_on_a_front(self) -> bool:
+        """Feasible and within every SLO: the only records Optuna is told real values for."""
+        return self.feasible and not any(v > 0 for v in self.constraints.values())
+
     def to_attrs(self) -> dict[str, Any]:
         """The user attributes that store this record (JSON-ready)."""
         attrs: dict[str, Any] = {
@@ -117,6 +125,8 @@ class TrialRecord:
             attrs["duplicate_of"] = self.duplicate_of
         if self.log_path:
             attrs["log_path"] = self.log_path
+        if self.values is not None:
+            attrs["values"] = list(self.values)
         return attrs
 
     @classmethod
@@ -124,12 +134,15 @@ class TrialRecord:
                    constraints: Mapping[str, float] | None = None) -> TrialRecord | None:
         """The record stored in `attrs`, or None when no record was written (a trial that
         is queued, running, or was ended before its chain finished). `values` and
-        `constraints` are what the trial was told, kept only for outcomes that measured."""
+        `constraints` are what the trial was told, kept only for outcomes that measured; the
+        measured values stored with the record (schema 2) take precedence over `values`."""
         if "outcome" not in attrs:
             return None
         outcome = str(attrs["outcome"])
         measured = outcome in (*MEASURED_OUTCOMES, DUPLICATE)
         duplicate_of = attrs.get("duplicate_of")
+        stored = attrs.get("values")
+        values = list(stored) if isinstance(stored, list) else values
         return cls(
             outcome=outcome,
             candidate=dict(attrs.get("candidate") or {}),

@@ -6,7 +6,9 @@ list-valued system attribute ``constraints``, the only form optuna-dashboard 0.2
 reads. Every trial carries the same constraint keys (Optuna 5.0's GPSampler refuses
 studies whose trials have different numbers of constraints). Trials that measured
 nothing are told worst-case values (0 tok/s for maximised metrics), so every sampler
-reads them as COMPLETE and none can put them on a front.
+reads them as COMPLETE and none can put them on a front. A trial that measured but
+violated an SLO is told worst-case values too (its measurement stays in the record), so
+that fronts computed without constraints (optuna-dashboard 0.21.0's API) leave it out.
 
 Every storage call goes through a `StorageRetry`, so a storage that is briefly away
 (a PostgreSQL restart, a SQLite file locked by the dashboard) delays the run instead of
@@ -80,7 +82,7 @@ class TrialStore:
         """Store `record` on the running `trial` (a Trial, or a trial number) and finish it
         COMPLETE."""
         constraints = self.constraints_of(record)
-        values = list(record.values) if record.feasible and record.values is not None else worst_values(self.maximize)
+        values = list(record.values) if record.may_be_on_a_front and record.values else worst_values(self.maximize)
         self.retry("record the trial", lambda: self._finish(trial, record, constraints, values, _State.COMPLETE))
 
     def tell_failed(self, trial: optuna.Trial | int, record: TrialRecord) -> StoredTrial:
@@ -150,7 +152,7 @@ class TrialStore:
                      markers: Markers) -> int:
         """Add a finished trial measured elsewhere (`autospec import`); its number."""
         constraints = self.constraints_of(record)
-        values = list(record.values) if record.feasible and record.values is not None else worst_values(self.maximize)
+        values = list(record.values) if record.may_be_on_a_front and record.values else worst_values(self.maximize)
         trial = optuna.trial.create_trial(
             params=dict(params), distributions=dict(distributions), values=values,
             user_attrs={**record.to_attrs(), **markers.to_attrs()},

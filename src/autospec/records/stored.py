@@ -62,7 +62,7 @@ def classify(state: _State, record: TrialRecord | None, constraints: Mapping[str
 @dataclass(frozen=True)
 class StoredTrial:
     """One trial of a study, typed. `values` are what Optuna was told (worst-case stand-ins
-    for infeasible trials); `has_measurement` says whether they are real."""
+    for infeasible trials); `has_measurement` says whether the record holds real ones."""
 
     number: int
     trial_id: int
@@ -94,9 +94,10 @@ class StoredTrial:
 
     @property
     def has_measurement(self) -> bool:
-        """`values` are real measurements of this configuration (feasible or SLO-violating)."""
+        """The record holds real measurements of this configuration (`record.values`; for a
+        trial that violated an SLO, Optuna's `values` are worst-case stand-ins)."""
         return (
-            self.state == _State.COMPLETE and self.values is not None and self.record is not None
+            self.state == _State.COMPLETE and self.record is not None and self.record.values is not None
             and self.record.outcome in MEASURED_OUTCOMES and (self.record.launched or self.markers.imported is not None)
         )
 

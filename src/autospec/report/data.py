@@ -243,6 +243,14 @@ def dominates(a: Sequence[float], b: Sequence[float], objectives: Sequence[Objec
     return _dominates(a, b, [o.maximize for o in objectives])
 
 
+def _values_of(t: StoredTrial) -> list[float] | None:
+    """The measured values when there are any (an SLO violation was told worst-case ones),
+    else what Optuna was told."""
+    if t.has_measurement and t.record is not None and t.record.values is not None:
+        return list(t.record.values)
+    return list(t.values) if t.values else None
+
+
 def _view(t: StoredTrial, on_front: set[int]) -> TrialView:
     r = t.record
     kind = t.trial_class.value
@@ -250,7 +258,7 @@ def _view(t: StoredTrial, on_front: set[int]) -> TrialView:
         kind = "front" if t.number in on_front else "dominated"
     return TrialView(
         number=t.number, state=t.state.name.lower(), kind=kind, flags=t.candidate,
-        values=list(t.values) if t.values else None, measured=t.has_measurement, outcome=t.outcome,
+        values=_values_of(t), measured=t.has_measurement, outcome=t.outcome,
         reason=r.reason if r else "", launched=t.launched, imported=t.markers.imported, baseline=t.markers.baseline,
         bench=dict(r.bench) if r else {}, startup=dict(r.startup or {}) if r else {},
         server_args=r.server_args if r else None, resolved=dict(r.resolved) if r else {},

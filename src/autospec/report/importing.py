@@ -174,11 +174,15 @@ def plan_from_study(source: Any, space: SearchSpace, description: str) -> Import
             plan.skipped.append(f"trial {t.number}: itself imported into {source.study_name!r}; import its source")
             continue
         key = f"study:{description}:{source.study_name}:{t.number}"
-        # Real values: measurements, a duplicate's copy of one, and a trial added by hand.
-        measured = t.has_measurement or t.outcome == DUPLICATE or t.record is None
+        # Real values: the record's measurement, a duplicate's copy of one, a trial added by hand.
+        if t.record is not None and t.record.values is not None:
+            values: list[float] | None = list(t.record.values)
+        elif t.record is None or t.outcome == DUPLICATE:
+            values = list(t.values) if t.values is not None else None
+        else:
+            values = None
         base = t.record or TrialRecord(outcome=OK, candidate=t.params)
-        record = dataclasses.replace(base, candidate=t.candidate, launched=False,
-                                     values=list(t.values) if measured and t.values is not None else None)
+        record = dataclasses.replace(base, candidate=t.candidate, launched=False, values=values)
         imported = {"source": f"study {source.study_name}", "storage": description, "number": t.number, "key": key}
         plan.trials.append(ImportedTrial(record, Markers(imported=imported)))
     return plan

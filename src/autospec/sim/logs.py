@@ -228,6 +228,47 @@ SCHEDULER_GRAPH_FRAMES = SCHEDULER_INIT_FRAMES[:2] + [
     ("<site-packages>/sglang/srt/model_executor/model_runner.py", 2318, "init_device_graphs",
      "self.graph_runner = CudaGraphRunner(self)"),
 ]
+#: Frames down to ModelRunner's set_device in sglang 0.5.23 (a rank whose GPU id is not
+#: below the device count; the frames of the other init failures are 0.5.16's).
+SCHEDULER_DEVICE_FRAMES = [
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 6362, "run_scheduler_process",
+     "scheduler = Scheduler(server_args, port_args)"),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 568, "__init__", "self.init_model_worker()"),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 1130, "init_model_worker", "self.init_tp_model_worker()"),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 1033, "init_tp_model_worker",
+     "self.tp_worker = TpModelWorker(**worker_kwargs)"),
+    ("<site-packages>/sglang/srt/managers/tp_worker.py", 319, "__init__", "self._init_model_runner()"),
+    ("<site-packages>/sglang/srt/managers/tp_worker.py", 487, "_init_model_runner",
+     "self._model_runner = ModelRunner("),
+    ("<site-packages>/sglang/srt/model_executor/model_runner.py", 455, "__init__",
+     "torch.get_device_module(self.device).set_device(get_device().gpu_id)"),
+    ("<site-packages>/torch/cuda/__init__.py", 638, "set_device", "torch._C._cuda_setDevice(device)"),
+]
+
+
+def failing_rank(gpu_count: int, tp_size: int, pp_size: int) -> tuple[int, int, int]:
+    """(gpu_id, tp_rank, pp_rank) of the first rank without a GPU: SGLang numbers GPUs
+    ``base_gpu_id + (pp_rank * tp_size + tp_rank) * gpu_id_step`` (base 0, step 1)."""
+    gpu_id = gpu_count
+    return gpu_id, gpu_id % tp_size, gpu_id // tp_size
+
+
+def rank_prefix(tp_rank: int, tp_size: int, pp_rank: int, pp_size: int) -> str:
+    """The scheduler's log prefix (0.5.23 ``configure_scheduler_process``): `` PP1`` when
+    pp_size > 1, then `` TP3`` when tp_size > 1."""
+    return (f" PP{pp_rank}" if pp_size > 1 else "") + (f" TP{tp_rank}" if tp_size > 1 else "")
+
+
+def set_device_context(gpu_id: int, tp_rank: int, tp_size: int, visible_devices: str | None) -> str:
+    """The warning 0.5.23's ``ModelRunner.__init__`` logs before re-raising a set_device
+    failure (``model_executor/model_runner.py:456-462``)."""
+    return (
+        f"Context: self.device='cuda' get_device().gpu_id={gpu_id} "
+        f"os.environ.get('CUDA_VISIBLE_DEVICES')={visible_devices!r} "
+        f"get_parallel().tp_rank={tp_rank} get_parallel().tp_size={tp_size}"
+    )
+
+
 SCHEDULER_LOOP_FRAMES = [
     ("<site-packages>/sglang/srt/managers/scheduler.py", 4651, "run_scheduler_process",
      "scheduler.event_loop_overlap()"),
@@ -330,9 +371,11 @@ class SglangLog:
         self._stream.write(f"[{self._timestamp()}] {message}\n")
         self._stream.flush()
 
-    def rank(self, message: str) -> None:
-        """A line from the scheduler of rank 0 (``[time TP0]`` when tp_size > 1)."""
-        self._stream.write(f"[{self._timestamp()}{self._rank_prefix}] {message}\n")
+    def rank(self, message: str, prefix: str | None = None) -> None:
+        """A line from the scheduler of rank 0 (``[time TP0]`` when tp_size > 1), or of the
+        rank whose log prefix is `prefix` (e.g. ``" TP1"``)."""
+        shown = self._rank_prefix if prefix is None else prefix
+        self._stream.write(f"[{self._timestamp()}{shown}] {message}\n")
         self._stream.flush()
 
     def raw(self, lines: Iterable[str]) -> None:

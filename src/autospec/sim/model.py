@@ -35,15 +35,20 @@ Pipeline:  flags --resolve_args--> ServerConfig --init_outcome--> InitOutcome
        headroom  H = (1-f)*P must cover
                  activation_gb + G,  G = cuda_graph_base_gb + cuda_graph_gb_per_token *
                  cuda_graph_max_bs * (draft + steps*topk) (x tree_graph_factor if topk > 1)
-                 else "cuda_graph_oom";  W + Wd > P -> "weights_oom"; a draft tree with
-                 draft > steps*topk + 1 -> "invalid_draft_tree" (fails in graph capture).
-   Order of checks (as SGLang initialises): weights, KV pool, draft-tree shape, graphs.
+                 else "cuda_graph_oom";  W + Wd > P -> "weights_oom"; an EAGLE tree with
+                 draft > 1 + topk + (steps-1)*topk^2 (`max_draft_tokens`, SGLang's own
+                 limit) -> "invalid_draft_tree" (fails in graph capture); tp*pp above the
+                 profile's GPU count -> "too_few_gpus" (a rank's set_device fails).
+   Order of checks (as SGLang initialises): GPUs, weights, KV pool, draft-tree size, graphs.
 
 3. Acceptance (`accept_length`). Per-position top-1 acceptance at depth i:
        a_i = base[workload] * decay^((i-1)^decay_power) * exp(-temperature_penalty * T)   (x ngram_factor for NGRAM)
    A chain (topk == 1, depth = steps) emits E = 1 + sum_{i=1..steps} prod_{j<=i} a_j
    tokens per verify step. A tree (topk > 1) has a budget of draft-1 nodes, at most topk
-   candidates per depth and at most `steps` depths; m candidates at depth i accept with
+   candidates per depth and at most `steps` depths (the accepted path's candidates: at
+   each depth only the topk children of the accepted parent can match, so the nodes SGLang
+   allows beyond steps*topk + 1, up to `max_draft_tokens`, hang under other parents and add
+   verify cost but no acceptance); m candidates at depth i accept with
        p_i(m) = a_i + (1 - a_i) * (1 - (1 - tree_gain)^(m-1))
    (each extra candidate catches a share `tree_gain` of the remaining misses), and the
    budget is allocated greedily, one node at a time, to whichever of "one more depth" or
@@ -67,6 +72,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from packaging.version import Version
@@ -83,7 +89,10 @@ __all__ = [
     "accept_length_distribution",
     "acceptance_per_depth",
     "classify_prompt",
+    "draft_tree_invalid",
+    "gpus_needed",
     "init_outcome",
+    "max_draft_tokens",
     "prefill_seconds",
     "resolve_args",
     "step_seconds",
@@ -107,7 +116,7 @@ GENERIC_MAX_RUNNING_REQUESTS = 4096
 #: SGLang's "GB" in its log lines is 2**30 bytes; the profile's sizes use the same unit
 GB = float(2**30)
 
-INIT_STATUSES = ("ok", "kv_pool_too_small", "cuda_graph_oom", "weights_oom", "invalid_draft_tree")
+INIT_STATUSES = ("ok", "kv_pool_too_small", "cuda_graph_oom", "weights_oom", "invalid_draft_tree", "too_few_gpus")
 
 
 class ArgumentRejected(ValueError):
@@ -187,12 +196,15 @@ class InitOutcome:
 # 0.5.7, 0.5.10, 0.5.12, 0.5.13, 0.5.16, 0.5.20-0.5.23 (server_args.py
 # _handle_speculative_decoding up to 0.5.12; arg_groups/speculative_hook.py from 0.5.13;
 # check_server_args / validation_hook.py for pipeline parallelism). Releases in between
-# were not checked; each boundary below is the first checked release with the new rule.
+# were not checked; each boundary below is the first checked release with the new rule
+# (the pipeline-parallel rows follow autospec's static rules, which also read 0.5.11).
+# tests/feasibility/test_rules_vs_sim.py holds these rules against feasibility/rules.py.
 
 
+@lru_cache(maxsize=512)
 def version_at_least(version: str, minimum: str) -> bool:
     """True if release `version` is `minimum` or newer (PEP 440 order: 0.5.13rc1 is older
-    than 0.5.13, 0.5.16.post1 newer than 0.5.16)."""
+    than 0.5.13, 0.5.16.post1 newer than 0.5.16). Cached: parsing dominated resolve_args."""
     return Version(version) >= Version(minimum)
 
 
@@ -240,13 +252,36 @@ _NOTE_NGRAM_DRAFT = (
 )
 
 
-def _pp_message(version: str, algo: str) -> str | None:
-    """AssertionError text for speculation with pipeline parallelism, or None if accepted."""
+_MSG_PP_EAGLE_ONLY = "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
+_MSG_PP_PREFILL_ONLY = (
+    "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)"
+)
+
+
+def _pp_message(version: str, algo: str, flags: Mapping[str, Any]) -> str | None:
+    """AssertionError text of ``check_server_args`` for speculation with pipeline
+    parallelism, or None if accepted.
+
+    The check runs after resolution: 0.5.23 ``entrypoints/engine.py:1165`` calls
+    ``server_args.check_server_args()`` after ``resolve_once()`` (line 1153), and
+    ``arg_groups/validation_hook.py:196-197`` calls ``check_pipeline_parallel_compat``
+    for pp_size > 1. ``resolve_once`` alone accepts PP with EAGLE (it only turns the overlap
+    schedule off, ``arg_groups/overrides.py:1623-1628``); ``check_pipeline_parallel_compat``
+    then allows EAGLE (NEXTN after its rewrite), not multi-layer, and only on a PD prefill
+    node (``validation_hook.py:132-138`` and ``160-164``) unless ``SGLANG_ENABLE_PP_SPEC``
+    is set, which the simulator (like autospec's static rules) takes as unset. Checked by
+    running 0.5.23's ``prepare_server_args(argv).resolve_once()`` + ``check_server_args()``:
+    EAGLE/NEXTN with --pp-size 2 fails with the prefill-node message, EAGLE3 with the
+    EAGLE-only one, EAGLE with --disaggregation-mode prefill passes. The 0.5.21 and 0.5.22
+    rows are autospec's static rules' reading (feasibility/rules.py ``pp_speculative``);
+    the wording without "mixed chunked prefill" is the one of 0.5.11-0.5.20."""
     if version_at_least(version, "0.5.21"):
-        if algo == "EAGLE":
-            return None
-        return "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
-    if version_at_least(version, "0.5.12"):
+        if algo != "EAGLE" or flags.get("enable_multi_layer_eagle"):
+            return _MSG_PP_EAGLE_ONLY
+        if _flag(flags, "disaggregation_mode") != "prefill":
+            return _MSG_PP_PREFILL_ONLY
+        return None
+    if version_at_least(version, "0.5.11"):
         return "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
     return "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill."
 
@@ -289,7 +324,7 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
             notes.append(_NOTE_MRR + (_NOTE_MRR_OVERRIDE if version_at_least(version, "0.5.7") else ""))
         steps, topk, draft = (_resolve_ngram(flags, backend, page_size, dp_attention, notes) if algo == "NGRAM"
                               else _resolve_eagle(profile, algo, flags, backend, page_size, dp_attention, notes))
-        pp_problem = _pp_message(version, algo) if pp_size > 1 else None
+        pp_problem = _pp_message(version, algo, flags) if pp_size > 1 else None
         if pp_problem:
             raise ArgumentRejected(pp_problem, "AssertionError")
 
@@ -364,6 +399,54 @@ def _resolve_ngram(flags: Mapping[str, Any], backend: str, page_size: int, dp_at
     return steps, topk, draft
 
 
+# --------------------------------------------------------------------------- draft tree, GPUs
+
+
+def max_draft_tokens(steps: int, topk: int) -> int:
+    """Most draft tokens an EAGLE tree of `steps` and `topk` can verify: 1 + topk +
+    (steps - 1) * topk^2 (steps + 1 for a chain).
+
+    SGLang's own limit, checked in sglang 0.5.23 ``speculative/eagle_utils.py``
+    ``organize_draft_results`` (lines 100-129): ``torch.topk(scores, num_draft_tokens - 1)``
+    over the ``topk + (steps - 1) * topk**2`` scored candidates of the draft steps; more
+    fails ("selected index k out of range") while the CUDA graphs are captured. SGLang's
+    argument code does not check it. The simulator cannot import autospec, so this is its
+    own copy of ``autospec.sglang_facts.max_draft_tokens``; a test holds the two together.
+    """
+    return 1 + topk + (steps - 1) * topk * topk
+
+
+def draft_tree_invalid(cfg: ServerConfig) -> bool:
+    """True when an EAGLE-family config asks for more draft tokens than its tree holds
+    (`max_draft_tokens`). NGRAM verifies a trie from its own worker, with no such limit."""
+    if not cfg.speculative or cfg.speculative_algorithm == "NGRAM":
+        return False
+    return cfg.speculative_num_draft_tokens > max_draft_tokens(cfg.speculative_num_steps,
+                                                               cfg.speculative_eagle_topk)
+
+
+def gpus_needed(cfg: ServerConfig) -> int:
+    """GPUs one server uses: tp_size * pp_size (SGLang gives each TP/PP rank its own GPU id,
+    base_gpu_id + (pp_rank * tp_size + tp_rank) * gpu_id_step; DP replicas without DP
+    attention are not modelled)."""
+    return cfg.tp_size * max(cfg.pp_size, 1)
+
+
+#: What a rank whose GPU id is not below the device count dies with: sglang 0.5.23
+#: ``model_executor/model_runner.py:455`` (``ModelRunner.__init__``) calls
+#: ``torch.get_device_module(self.device).set_device(get_device().gpu_id)``, and CUDA
+#: rejects the ordinal. Worded as captured from torch 2.11.0+cu130 on a 1-GPU H200
+#: (``torch.cuda.set_device(1)``); the first line is what the launcher's classifier matches.
+MSG_INVALID_DEVICE = (
+    "torch.AcceleratorError: CUDA error: invalid device ordinal\n"
+    "GPU device may be out of range, do you have enough GPUs?\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, "
+    "so the stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+)
+
+
 # --------------------------------------------------------------------------- memory
 
 
@@ -414,11 +497,13 @@ def _gb(x: float) -> float:
 def init_outcome(profile: Profile, cfg: ServerConfig) -> InitOutcome:
     """Server start-up under the memory model (module docstring, section 2)."""
     total = profile.gpu_mem_gb
+    context_len = cfg.context_length or profile.context_len
+    if gpus_needed(cfg) > profile.gpu_count:  # a rank's set_device fails before anything loads
+        return InitOutcome("too_few_gpus", MSG_INVALID_DEVICE, 0, 0, context_len, _gb(total), 0.0, 0.0, 0.0, 0.0)
     pre = total - profile.runtime_overhead_gb  # free before loading (SGLang's pre_model_load_memory)
     shards = cfg.tp_size * max(cfg.pp_size, 1)
     weights = profile.weights_gb / shards
     draft = profile.draft_weights_gb / shards if cfg.speculative and cfg.speculative_algorithm != "NGRAM" else 0.0
-    context_len = cfg.context_length or profile.context_len
     f = cfg.mem_fraction_static
     loaded = weights + draft
 
@@ -443,7 +528,7 @@ def init_outcome(profile: Profile, cfg: ServerConfig) -> InitOutcome:
     cap = int(tokens // profile.tokens_per_running_request) if profile.tokens_per_running_request else slots
     mrr = max(min(slots, cap), 1)
     static_used = profile.runtime_overhead_gb + f * pre
-    if cfg.speculative and cfg.speculative_num_draft_tokens > cfg.speculative_num_steps * cfg.speculative_eagle_topk + 1:
+    if draft_tree_invalid(cfg):
         return outcome("invalid_draft_tree", _graph_failure_message(profile, "selected index k out of range"),
                        static_used, kv=kv_gb, tokens=tokens, mrr=mrr)
     graph = cuda_graph_gb(profile, cfg)

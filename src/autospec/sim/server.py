@@ -151,10 +151,11 @@ class SimServer:
             except (ProcessLookupError, ChildProcessError):
                 pass
 
-    def die(self, frames, error_line: str) -> None:
-        """SGLang's failure chain, then death by SIGKILL (what kill_process_tree does)."""
+    def die(self, frames, error_line: str, rank_prefix: str | None = None) -> None:
+        """SGLang's failure chain, then death by SIGKILL (what kill_process_tree does).
+        `rank_prefix`: the failing scheduler's log prefix when it is not rank 0's."""
         lines = logs.scheduler_traceback(frames, error_line)
-        self.log.rank(lines[0])
+        self.log.rank(lines[0], rank_prefix)
         self.log.raw(lines[1:])
         self.log.info(logs.SIGQUIT_FROM_CHILD)
         self.log.info(logs.kill_process_tree(os.getpid(), include_parent=True))

@@ -4,6 +4,10 @@ memory it holds at each stage, and the failure chain where ``init_outcome`` says
 Order (as sglang 0.5.16 logs it, eagle.log / kvsmall.log; durations x ``--sim-time-scale``,
 ``load`` = the profile's ``load_seconds`` or ``--sim-load-seconds``):
 
+0. ``too_few_gpus`` (tp_size x pp_size above the profile's GPU count): after 0.1 x load,
+   the first rank without a GPU logs 0.5.23's ``Context: ...`` warning (0.5.23 profiles) and
+   dies in ``set_device`` (``torch.AcceleratorError: CUDA error: invalid device ordinal``);
+   nothing is loaded or held;
 1. ``Load weight begin`` (the ``hang_at_start`` fault stops here; ``crash_at_start`` dies
    after 0.5 x load);
 2. after 0.7 x load: ``weights_oom`` dies; else ``Load weight end`` for the target, then
@@ -47,7 +51,7 @@ CRASH_AT_START_ERROR = (
     "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"
 )
 
-Die = Callable[[list, str], None]  # (traceback frames, error text) -> never returns
+Die = Callable[..., None]  # (traceback frames, error text[, rank prefix]) -> never returns
 
 
 def mib(gb: float) -> float:
@@ -80,6 +84,18 @@ class Startup:
         overhead = getattr(profile, "runtime_overhead_gb", 1.0)
         avail = max(total - overhead, 0.0)
         speculative = cfg.speculative_algorithm is not None
+
+        # 0. a rank without a GPU (before Load weight begin: ModelRunner sets its device first)
+        if outcome.status == "too_few_gpus":
+            await asyncio.sleep(0.1 * load)
+            pp = max(cfg.pp_size, 1)
+            gpu_id, tp_rank, pp_rank = logs.failing_rank(profile.gpu_count, cfg.tp_size, pp)
+            prefix = logs.rank_prefix(tp_rank, cfg.tp_size, pp_rank, pp)
+            if logs.uses_resolve_once(profile.sglang_version):  # the Context line as 0.5.23 words it
+                visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+                self.log.rank(logs.set_device_context(gpu_id, tp_rank, cfg.tp_size, visible), prefix)
+            self.die(logs.SCHEDULER_DEVICE_FRAMES, outcome.message, prefix)
+            return
 
         # 1. weights
         self.log.rank(logs.load_weight_begin(avail))

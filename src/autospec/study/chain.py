@@ -30,10 +30,14 @@ __all__ = ["TrialChain", "ChainHooks"]
 
 @dataclass
 class ChainHooks:
-    """Observer callbacks; all optional. `phase` names: preflight, launch, bench c=N, teardown."""
+    """Observer callbacks; all optional. `phase` names: preflight, launch, bench c=N,
+    teardown. `measured(record)` is called when the benchmark is over and before the
+    server is torn down (the record holds the trial's values by then), so that work for
+    the next trial can overlap the teardown."""
 
     phase: Callable[[str], None] = lambda name: None
     spawned: Callable[[dict[str, Any]], None] = lambda info: None
+    measured: Callable[[TrialRecord], None] = lambda record: None
 
 
 @dataclass
@@ -116,6 +120,7 @@ class TrialChain:
             record.server_args = list(server.argv)
             record.startup = server.startup.as_dict()
             self._bench(server, record, hooks)
+            hooks.measured(record)
         finally:
             if server is not None:
                 hooks.phase("teardown")

@@ -23,6 +23,7 @@ layout, stop policy); nothing is process-wide, so several runs can exist in one 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.util
 import itertools
@@ -36,11 +37,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
+import psutil
 
 from autospec.config import SearchSpace
 from autospec.errors import RuntimeFailure, UsageError
 from autospec.feasibility import PreflightOracle
-from autospec.feasibility.gate import FeasibilityGate
+from autospec.feasibility.gate import PREFETCH_LIMIT, FeasibilityGate
 from autospec.launcher import Launcher
 from autospec.records import (
     INTERRUPTED,
@@ -60,6 +62,7 @@ from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.space import calibration_points, grid, suggest, to_distribution_params
 from autospec.study import recovery
 from autospec.study.chain import ChainHooks, TrialChain
+from autospec.study.compiled import CompiledSpace, compile_space
 from autospec.study.gpu_guard import GpuGuard
 from autospec.study.identity import new_launch_id, server_record, this_worker
 from autospec.study.layout import StudyLayout
@@ -67,6 +70,7 @@ from autospec.study.leftovers import stop_stragglers
 from autospec.study.mem_push import Measured, PushAnswer, push_candidate
 from autospec.study.owners import owner_env
 from autospec.study.pending import PendingResults
+from autospec.study.proposer import Proposal, Proposer
 from autospec.study.sidefiles import Artifacts, EventLog
 from autospec.study.signals import StopSignals
 from autospec.study.storage import StorageHandle, open_storage, open_study, study_exists
@@ -79,7 +83,6 @@ __all__ = [
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random")
 MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
-PREFETCH_LIMIT = 5000  # grid points resolved up front in one preflight batch
 PUSH_SHARE = 3  # at most 1/PUSH_SHARE of the launch budget goes to mem-fraction pushes
 HEARTBEAT_S = 10.0
 STORAGE_PATIENCE_S = 120.0  # how long a storage that is away is waited for before the run stops
@@ -110,6 +113,8 @@ class Observer(Protocol):
     def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None: ...
     def phase(self, name: str) -> None: ...
     def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None: ...
+    def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
+        """A proposal answered without a launch (rejected, skipped or duplicate)."""
     def message(self, text: str) -> None: ...
     def finished(self) -> None:
         """The run ended, whichever way."""
@@ -126,6 +131,9 @@ class NullObserver:
         pass
 
     def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None:
+        pass
+
+    def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
         pass
 
     def message(self, text: str) -> None:
@@ -224,6 +232,7 @@ class _Current:
     phase: str = "ask"
     log_path: Path | None = None
     beat: _Heartbeat | None = None
+    idle_before_launch: float | None = None  # seconds the GPU was free before this launch
 
 
 class StudyRun:
@@ -239,10 +248,10 @@ class StudyRun:
         self.guard = GpuGuard(self.launcher, req.study_name, self.handle.locator, req.allow_foreign_gpu_memory)
         if not study_exists(self.handle, req.study_name):
             self.guard.clear(self.obs.message)  # before a new study is created: nothing of it can run yet
-        self.study = open_study(self.handle, req.study_name, req.space, self._sampler(seed_offset=0))
-        if req.seed is not None and self.study.trials:
-            # A resumed study must not replay the sampler's opening proposals: offset the seed.
-            self.study.sampler = self._sampler(seed_offset=len(self.study.trials))
+        # Proposals come from the proposer (a scratch study with the configured sampler);
+        # the real study only asks for queued parameters, so its own sampler fills in at
+        # most the parameters a calibration point leaves open.
+        self.study = open_study(self.handle, req.study_name, req.space, optuna.samplers.RandomSampler(seed=req.seed))
         self.layout = StudyLayout.beside(self.handle.local_path, req.studies_dir, req.study_name)
         self.events = EventLog(self.layout.events_log)
         retry = StorageRetry(self.handle.description, patience_s=req.storage_patience_s, on_wait=self._log)
@@ -260,11 +269,19 @@ class StudyRun:
             space=req.space, launcher=self.launcher, gate=self.gate, command=req.command, layout=self.layout,
             env=req.env, ready_timeout_s=req.ready_timeout_s,
         )
+        self.proposer: Proposer | None = None  # made in _prepare, once the space is compiled
+        self.compiled = CompiledSpace(req.space)
         self.done = 0  # launched trials in the study
         self.index = 0  # launched trials, as numbered in the progress display
         self.idle = 0  # consecutive candidates answered without a launch
         self.current: _Current | None = None
         self._rng = random.Random(req.seed)
+        self._background = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="autospec-propose")
+        self._next: concurrent.futures.Future[Proposal] | None = None
+        # When the GPU last became free: the tuner's start (its imports and checks count as
+        # GPU idle time), then the end of each teardown.
+        self._gpu_free_since = _process_started()
+        self._idle: list[float] = []  # GPU idle seconds before each launch of this run
         self._me = this_worker()
 
     def _sampler(self, seed_offset: int) -> optuna.samplers.BaseSampler:
@@ -286,8 +303,11 @@ class StudyRun:
             if stopped == "exhausted":
                 self.obs.message(
                     "every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch")
+            if self._idle:
+                self._log(_idle_line(self._idle))
             return OptimizeResult(self.req.study_name, self.handle.description, self.done, self.req.n_trials, stopped)
         finally:
+            self._background.shutdown(wait=True, cancel_futures=True)
             self.obs.finished()
 
     def _log(self, line: str) -> None:
@@ -303,15 +323,46 @@ class StudyRun:
         self.guard.clear(self._log)
         trials = self.store.read()
         teach_gate(trials, self.gate)
-        points = list(itertools.islice(grid(self.space), PREFETCH_LIMIT + 1))
-        if len(points) <= PREFETCH_LIMIT and self.gate.prefetch([{**self.space.server.flags, **c} for c in points]):
-            self.obs.message(f"preflight: resolved {len(points)} configurations of the space with the server's own argument checks")
-        self._enqueue_once(_BASELINE_ENQUEUED, self.req.baseline and bool(self.space.baseline),
-                           [self.space.baseline or {}], Markers(baseline=True))
+        self._compile()
+        # A resumed study must not replay the sampler's opening proposals: offset the seed.
+        sampler = self._sampler(seed_offset=len(trials) if trials else 0)
+        self.proposer = Proposer(self.compiled, sampler, self.gate, self.store.maximize, self.store.constraint_names)
+        self._enqueue_baseline()
         self._enqueue_once(_CALIBRATION_ENQUEUED, self.req.learn, calibration_points(self.space), Markers(calibration=True))
         self.done = self.index = sum(1 for t in trials if t.counts_as_launch)
         measured = [t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values]
         self.obs.study_started(self.req.study_name, self.done, self.req.n_trials, measured)
+
+    def _compile(self) -> None:
+        """Narrow the space to what SGLang accepts (`compiled.compile_space`), with the
+        resolver's answers fetched in one batch where that is cheaper."""
+        space = self.req.space
+        points = list(itertools.islice(grid(space), PREFETCH_LIMIT + 1))
+        if len(points) <= PREFETCH_LIMIT:
+            asked = self.gate.prefetch([{**space.server.flags, **c} for c in points])
+            if asked:
+                self.obs.message(f"preflight: SGLang's own argument checks resolved {asked} distinct argument sets "
+                                 f"({len(points)} configurations)")
+        compiled = compile_space(space, lambda flags: self.gate.argument_verdict(flags).ok, PREFETCH_LIMIT)
+        if compiled.notes:
+            self._log(f"search space: {compiled.accepted} of {compiled.total} configurations pass SGLang's "
+                      f"argument checks; the sampler sees only those: " + "; ".join(compiled.notes))
+        self.compiled = compiled
+        self.space = compiled.space
+        self.chain.space = compiled.space
+
+    def _enqueue_baseline(self) -> None:
+        """Queue the user's current deployment once (``--baseline``), unless SGLang would
+        reject it: then say so instead."""
+        baseline = self.req.space.baseline
+        if not (self.req.baseline and baseline) or self.study.user_attrs.get(_BASELINE_ENQUEUED):
+            return
+        verdict = self.gate.argument_verdict({**self.req.space.server.flags, **baseline})
+        if verdict.ok:
+            self.store.enqueue(to_distribution_params(baseline, self.space), Markers(baseline=True))
+        else:
+            self._log(f"baseline not measured: SGLang would reject it ({verdict.reason})")
+        self.store.set_study_flag(_BASELINE_ENQUEUED)
 
     def _enqueue_once(self, flag: str, wanted: bool, candidates: Sequence[Mapping[str, Any]], markers: Markers) -> None:
         if not wanted or self.study.user_attrs.get(flag):
@@ -327,12 +378,12 @@ class StudyRun:
                 return "timeout"
             if self.idle >= MAX_IDLE_ASKS and not self._enqueue_random_remaining():
                 return "exhausted"
-            self._run_one()
+            if not self._run_one():
+                return "exhausted"
         return "target"
 
     def _enqueue_random_remaining(self) -> bool:
-        """After many candidates without a launch: queue a random configuration that may
-        still be launched; False when none is left."""
+        """Queue a random configuration the gate would launch; False when none is left."""
         flags = self.space.server.flags
         remaining = [c for c in grid(self.space) if self.gate.verdict({**flags, **c}).ok]
         if not remaining:
@@ -342,8 +393,11 @@ class StudyRun:
         return True
 
     # ------------------------------------------------------------------ one trial
-    def _run_one(self) -> None:
+    def _run_one(self) -> bool:
+        """Ask, run the trial chain, record; False when nothing was left to ask for."""
         current = self._ask()
+        if current is None:
+            return False
         trial = current.trial
         self.obs.trial_started(trial.number, self.index + 1, self.req.n_trials, current.candidate)
         current.beat = _Heartbeat(
@@ -354,12 +408,24 @@ class StudyRun:
             self.req.study_name, trial.number, self.handle.locator, current.launch_id, self._me["pid"],
             self._me["create_time"])}
         self.signals.live_servers.add(current.launch_id)
-        record = self.chain.run(trial.number, current.candidate, ChainHooks(phase=self._phase, spawned=self._spawned))
+        hooks = ChainHooks(phase=self._phase, spawned=self._spawned, measured=self._measured)
+        record = self.chain.run(trial.number, current.candidate, hooks)
+        if record.launched:
+            self._gpu_free_since = time.monotonic()
+            if current.idle_before_launch is not None:
+                record.seconds["gpu_idle_before_launch"] = current.idle_before_launch
+                self._idle.append(current.idle_before_launch)
         current.beat.stop()
         straggler = stop_stragglers(current.launch_id, self.launcher)
         if record.outcome in TRANSIENT_OUTCOMES:
             self._record_transient(current, record)
-            return
+        else:
+            self._record(current, record, straggler)
+        return True
+
+    def _record(self, current: _Current, record: TrialRecord, straggler: str | None) -> None:
+        """Store the trial's result, teach the gate, and queue a mem-fraction push if due."""
+        trial = current.trial
         with self.signals.deferred():
             self._upload(trial, record)
             self._tell(current, record)
@@ -382,24 +448,81 @@ class StudyRun:
             if push:
                 self._log(push)
 
-    def _ask(self) -> _Current:
+    def _ask(self) -> _Current | None:
         """Ask for the next trial and record this tuner on it (a storage write that a first
-        stop signal waits for)."""
+        stop signal waits for); None when nothing launchable is left."""
         with self.signals.deferred():
             if self.handle.heartbeat:
                 for line in recovery.fail_stale_heartbeats(self.store):
                     self._log(line)
+            if not self.store.read(states=(optuna.trial.TrialState.WAITING,)) and not self._propose():
+                return None
             trial = self.store.ask()
             launch_id = new_launch_id()
             self.current = _Current(trial, {}, launch_id, time.monotonic())
             self.store.record_worker(trial, this_worker(launch_id))
-            self.current.candidate = suggest(trial, self.space)
+            self.current.candidate = self.compiled.candidate(suggest(trial, self.space))
         return self.current
+
+    def _propose(self) -> bool:
+        """Queue the proposer's next launchable configuration (`autospec.study.proposer`);
+        when it gives up, a random configuration the gate would launch; when none is
+        left, nothing (the loop then stops: the space is exhausted)."""
+        assert self.proposer is not None
+        proposal = self._background_proposal()
+        if proposal is not None:
+            proposal = self.proposer.confirm(proposal)
+        else:
+            self.proposer.mirror(self.store.read(), self.store.frozen)
+            proposal = self.proposer.propose()
+        for answer in proposal.answered:
+            self.obs.not_launched(answer.candidate, answer.verdict.status, answer.verdict.reason)
+            self.events.write(f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} "
+                              f"candidate={answer.candidate}")
+        if proposal.params is not None:
+            self.store.enqueue(proposal.params)
+            return True
+        return self._enqueue_random_remaining()
+
+    def _background_proposal(self) -> Proposal | None:
+        """The proposal made during the last teardown, if one was made and succeeded (a
+        storage that went away meanwhile is met again, and reported, by the caller)."""
+        future, self._next = self._next, None
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception:
+            return None
 
     def _phase(self, name: str) -> None:
         if self.current is not None and self.signals.count == 0:  # keep the phase a stop signal arrived in
             self.current.phase = name
+        if name == "launch" and self.current is not None:
+            self.current.idle_before_launch = time.monotonic() - self._gpu_free_since
         self.obs.phase(name)
+
+    def _measured(self, record: TrialRecord) -> None:
+        """The benchmark is over and the server is being torn down: propose the next
+        configuration meanwhile (`Proposer.provisional`), unless trials are queued."""
+        current = self.current
+        if current is None or self.proposer is None or self.done + 1 >= self.req.n_trials:
+            return
+        try:
+            if self.store.read(states=(optuna.trial.TrialState.WAITING,)):
+                return
+        except StorageUnavailable:  # the result is stored (or kept) after the teardown; no head start now
+            return
+        proposer, trial = self.proposer, current.trial
+
+        def propose() -> Proposal:
+            # This trial first: once it is marked as mirrored, whether the main thread has
+            # stored it yet no longer matters.
+            proposer.provisional(trial.number, trial.params, trial.distributions, record)
+            proposer.mirror(self.store.read(), self.store.frozen)
+            return proposer.propose(self.gate.argument_verdict)
+
+        self._next = self._background.submit(propose)
 
     def _spawned(self, info: dict[str, Any]) -> None:
         current = self.current
@@ -541,6 +664,22 @@ def optimize(req: OptimizeRequest, observer: Observer | None = None) -> Optimize
     with optuna_notes_silenced():
         run = StudyRun(req, observer)
     return run.run()
+
+
+def _process_started() -> float:
+    """This process's start on the `time.monotonic` clock."""
+    return time.monotonic() - (time.time() - psutil.Process().create_time())
+
+
+def _idle_line(idle: Sequence[float]) -> str:
+    """How long the GPU waited for the tuner before each launch of this run."""
+    between = sorted(idle[1:])
+    text = (f"GPU idle before the first launch of this run: {idle[0]:.1f} s since the tuner started "
+            "(imports, checks, recovery, preflight, first proposal)")
+    if between:
+        text += (f"; between launches: median {between[len(between) // 2]:.2f} s, "
+                 f"max {between[-1]:.2f} s over {len(between)} launches")
+    return text
 
 
 def _event_line(number: int, record: TrialRecord) -> str:

@@ -1,0 +1,35 @@
+"""``python -m autospec.sim.resolve``: the simulator's resolver as a preflight oracle, and its
+version query (no model path needed)."""
+
+from __future__ import annotations
+
+import json
+
+from autospec.sim import resolve
+
+
+def answer(capsys, *argv: str) -> tuple[int, dict]:
+    code = resolve.main(list(argv))
+    return code, json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_version_query_needs_no_model_path_and_names_the_profiles_release(capsys):
+    assert answer(capsys, "--sim-print-version") == (0, {"sglang_version": "0.5.10",
+                                                         "profile": "seed-qwen35-122b-4x-rtxpro6000"})
+    code, out = answer(capsys, "--sim-noise", "off", "--sim-gpu-state-dir", "/tmp/x", "--sim-print-version",
+                       "--sim-profile", "deepseek-v3-mtp-8x-h200", "--tp-size", "8")
+    assert code == 0 and out["sglang_version"] == "0.5.23"
+
+
+def test_version_query_with_an_unknown_profile_fails_in_one_line(capsys):
+    assert resolve.main(["--sim-print-version", "--sim-profile", "no-such-profile"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autospec.sim: error: ") and err.count("\n") == 1
+
+
+def test_resolving_still_answers_with_the_version(capsys):
+    code, out = answer(capsys, "--sim-profile", "llama31-8b-eagle3-1x-h100", "--model-path", "m",
+                       "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2",
+                       "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "7")
+    assert code == 0 and out["ok"] and out["sglang_version"] == "0.5.16"
+    assert out["resolved"]["speculative_num_draft_tokens"] == 7  # between steps*topk+1 and SGLang's 1+2+4
