@@ -162,9 +162,11 @@ def _parse(words: Sequence[str]) -> tuple[Any | None, str]:
 class InProcessSimPreflight:
     """The simulator's resolver as a preflight oracle, in-process: the same answers as
     `autospec.feasibility.sim_preflight.SimPreflight` (which runs ``python -m
-    autospec.sim.resolve`` per argv), including its quirk that `sglang_version()` asks
-    with an empty argv, which argparse rejects (no --model-path), so the gate falls back
-    to autospec's default SGLang version rather than the profile's."""
+    autospec.sim.resolve`` per argv). `sglang_version()` follows the installed SimPreflight:
+    where it asks the resolver for the profile's version (``--sim-print-version``, from
+    commit bc80926), the profile's version; before that, its quirk of asking with an empty
+    argv, which argparse rejects (no --model-path), so the gate fell back to autospec's
+    default SGLang version rather than the profile's."""
 
     def __init__(self, profile: Profile, command: Sequence[str] = ()) -> None:
         self.profile = profile
@@ -192,6 +194,8 @@ class InProcessSimPreflight:
         return True, ""
 
     def sglang_version(self) -> str:
+        if _sim_preflight_reports_profile_version():
+            return self.profile.sglang_version
         return self._run([]).get("sglang_version") or _default_sglang_version()
 
     def check(self, argv: Sequence[str]) -> Any:
@@ -224,6 +228,13 @@ class InProcessSimPreflight:
             return {"ok": False, "error": str(exc), "sglang_version": self.profile.sglang_version}
         resolved = json.loads(json.dumps(cfg.as_dict(), default=str))
         return {"ok": True, "resolved": resolved, "sglang_version": self.profile.sglang_version}
+
+
+def _sim_preflight_reports_profile_version() -> bool:
+    """Whether the installed SimPreflight asks the simulator for its profile's SGLang
+    version (``PRINT_VERSION``, current tree) rather than falling back to the default."""
+    module = importlib.import_module("autospec.feasibility.sim_preflight")
+    return hasattr(module, "PRINT_VERSION")
 
 
 def _default_sglang_version() -> str:

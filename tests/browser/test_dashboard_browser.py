@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from report.factory import build_study  # tests/ is on sys.path (rootdir-relative packages)
+from autospec.cli.main import main
+from report.factory import STANDARD, build_study  # tests/ is on sys.path (rootdir-relative packages)
 
 from .cdp import CHROMIUM, Chromium
 
@@ -45,8 +46,9 @@ PARETO = """(() => {
 
 @pytest.fixture
 def dashboard(tmp_path):
-    """`autospec dashboard` on the hand-made study (with artifacts); yields (url, made)."""
-    made = build_study(tmp_path, artifacts=True)
+    """`autospec dashboard` on the hand-made study (with artifacts) as autospec records one
+    today (a duplicate proposal is not a trial); yields (url, made)."""
+    made = build_study(tmp_path, [c for c in STANDARD if c.outcome != "duplicate"], artifacts=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "autospec.cli.main", "dashboard", *made.args, "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -78,20 +80,22 @@ def browser(tmp_path):
         shutil.rmtree(tmp_path / "profile", ignore_errors=True)
 
 
-def test_pareto_front_on_the_dashboard_shows_feasible_and_infeasible_trials(dashboard, browser):
+def test_pareto_front_on_the_dashboard_shows_feasible_and_infeasible_trials(dashboard, browser, capsys):
     url, made = dashboard
     study = made.load()
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     infeasible = [t for t in complete if any(v > 0 for v in t.constraints.values())]
     feasible = [t for t in complete if t not in infeasible]
-    assert (len(feasible), len(infeasible)) == (8, 4)  # 7 measured + 1 duplicate; 1 SLO miss + 3 without numbers
+    assert (len(feasible), len(infeasible)) == (7, 4)  # 7 measured; 1 SLO miss + 3 without numbers
+    assert main(["pareto", *made.args, "--json"]) == 0
+    front = json.loads(capsys.readouterr().out)["front"]
 
     browser.open_page(url)
     state = json.loads(browser.wait_for(PARETO, timeout=60))
     counts = {template.split("<extra>")[1].split("</extra>")[0]: n for template, n in state["traces"]}
     assert counts["Infeasible Trial"] == len(infeasible)
     assert counts["Feasible Trial"] + counts["Best Trial"] == len(feasible)
-    assert counts["Best Trial"] == 5  # the front (trials 1-4) and the duplicate of trial 1, which ties it
+    assert counts["Best Trial"] == len(front) == 4  # the dashboard draws the front autospec pareto prints
     assert state["drawn"] == len(complete)  # every point is in the SVG, not only in the data
     assert "made" in browser.evaluate("document.title + document.body.innerText")
     assert "output_tok_s@c1" in browser.evaluate("document.body.innerText")  # objective names are set

@@ -73,7 +73,7 @@ from autospec.study.pending import PendingResults
 from autospec.study.proposer import Proposal, Proposer
 from autospec.study.sidefiles import Artifacts, EventLog
 from autospec.study.signals import StopSignals
-from autospec.study.storage import StorageHandle, open_storage, open_study, study_exists
+from autospec.study.storage import StorageHandle, open_storage, open_study, storage_locator, study_exists
 from autospec.study.teach import teach_gate
 
 __all__ = [
@@ -243,11 +243,17 @@ class StudyRun:
         self.space = req.space
         self.obs: Observer = observer or NullObserver()
         self.signals = req.signals if req.signals is not None else StopSignals()
-        self.handle: StorageHandle = open_storage(req.storage, req.study_name, req.studies_dir)
         self.launcher = req.launcher or Launcher()
-        self.guard = GpuGuard(self.launcher, req.study_name, self.handle.locator, req.allow_foreign_gpu_memory)
-        if not study_exists(self.handle, req.study_name):
-            self.guard.clear(self.obs.message)  # before a new study is created: nothing of it can run yet
+        locator, local_file = storage_locator(req.storage, req.study_name, req.studies_dir)
+        self.guard = GpuGuard(self.launcher, req.study_name, locator, req.allow_foreign_gpu_memory)
+        # A new study (or storage file) is created only once nothing else holds the GPU;
+        # an existing one is guarded after recovery has stopped its own leftovers (_prepare).
+        new_file = local_file is not None and not local_file.exists()
+        if new_file:
+            self.guard.clear(self.obs.message)
+        self.handle: StorageHandle = open_storage(req.storage, req.study_name, req.studies_dir)
+        if not new_file and not study_exists(self.handle, req.study_name):
+            self.guard.clear(self.obs.message)
         # Proposals come from the proposer (a scratch study with the configured sampler);
         # the real study only asks for queued parameters, so its own sampler fills in at
         # most the parameters a calibration point leaves open.

@@ -47,13 +47,28 @@ class StorageHandle:
 
     @property
     def locator(self) -> str:
-        """The --storage value that names this storage from any directory (files as
-        absolute paths; a server URL without its password)."""
+        """The --storage value that names this storage from any directory (`storage_locator`)."""
         if self.local_path is None:
             return self.description
         if self.description.startswith("sqlite"):
             return f"sqlite:///{self.local_path.resolve()}"
         return str(self.local_path.resolve())
+
+
+def storage_locator(spec: str | None, study_name: str, studies_dir: Path) -> tuple[str, Path | None]:
+    """(the --storage value that names the storage of `spec` from any directory, the local
+    file that holds it or None), without opening or creating anything. The same value
+    `StorageHandle.locator` gives once it is open."""
+    if spec is None:
+        path = StudyLayout.default_storage_file(studies_dir, study_name).resolve()
+        return f"sqlite:///{path}", path
+    if "://" not in spec:
+        return str(Path(spec).resolve()), Path(spec).resolve()
+    if spec.split("://", 1)[0].lower().startswith("sqlite"):
+        raw = spec.split("://", 1)[1]
+        path = Path(raw[1:] if raw.startswith("/") else raw).resolve()
+        return f"sqlite:///{path}", path
+    return _redact(spec), None
 
 
 def check_study_name(name: str) -> str:
