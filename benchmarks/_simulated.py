@@ -682,6 +682,9 @@ class SimulatedChain:
             return self._finish(record)
         record.startup = launch.startup.as_dict()
         self._bench(launch, record, hooks)
+        measured = getattr(hooks, "measured", None)  # TrialChain's hook since 2026-12-01 (absent in older trees)
+        if measured is not None:
+            measured(record)
         hooks.phase("teardown")
         record.teardown = _teardown(TEARDOWN_SECONDS)
         record.seconds["teardown"] = TEARDOWN_SECONDS

@@ -66,9 +66,12 @@ def test_no_prediction_without_spread():
     assert rules.predict_tokens(cfg(0.7, 3)) is None
 
 
-def startup(tokens, available=20.0, pre=90.0, gb_per_token=1e-4):
-    return {"max_total_num_tokens": tokens, "kv_cache_tokens": tokens, "kv_cache_gb": tokens * gb_per_token,
-            "gpu_mem_before_load_gb": pre, "available_gpu_mem_gb": available}
+def startup(tokens, available=20.0, pre=90.0, gb_per_token=1e-4, graph=None):
+    facts = {"max_total_num_tokens": tokens, "kv_cache_tokens": tokens, "kv_cache_gb": tokens * gb_per_token,
+             "gpu_mem_before_load_gb": pre, "available_gpu_mem_gb": available}
+    if graph is not None:
+        facts["cuda_graph_gb"] = graph
+    return facts
 
 
 def test_one_launch_predicts_the_pool_along_mem_fraction_from_the_log():
@@ -77,7 +80,11 @@ def test_one_launch_predicts_the_pool_along_mem_fraction_from_the_log():
     rules.record_success(cfg(0.80, 4), startup(100_000))
     assert rules.predict_tokens(cfg(0.82, 4)) == pytest.approx(118_000)
     assert rules.predict_tokens(cfg(0.80, 2)) is None  # fewer drafts: slope unknown, no guess
-    assert rules.explain(cfg(0.70, 4)) is None  # 10,000 tokens predicted: may run
+    # 55,000 predicted at 0.75: more than halfway from nothing to the 100,000 that worked
+    assert rules.explain(cfg(0.75, 4)) is None
+    # 10,000 predicted at 0.70: the model has never seen so small a pool work; a launch
+    # may only go halfway (50,000) into what it is unsure of
+    assert rules.explain(cfg(0.70, 4))[0] == "learned_kv_capacity"
     assert rules.explain(cfg(0.68, 5))[0] == "learned_kv_capacity"  # at most -8,000: cannot
 
 
@@ -90,33 +97,65 @@ def test_two_draft_values_fit_the_per_draft_token_cost():
     assert rules.explain(cfg(0.90, 7)) is None
 
 
+def test_the_unsure_band_halves_with_every_launch():
+    """Between the largest pool that failed and the smallest that worked, a launch may go
+    halfway: it either works (the band's top moves down) or fails (its bottom moves up)."""
+    rules = LearnedRules()
+    rules.record_success(cfg(0.80, 4), startup(100_000))  # +9,000 tokens per 0.01 of mem-fraction
+    assert rules.explain(cfg(0.75, 4)) is None  # 55,000: above 50,000, halfway from 0 to 100,000
+    rules.record_success(cfg(0.75, 4), startup(55_000))
+    assert rules.explain(cfg(0.72, 4)) is None  # 28,000: above 27,500, halfway to 55,000
+    rules.record_failure(cfg(0.72, 4), "kv_pool_too_small")  # 28,000 was too small after all
+    assert rules.explain(cfg(0.73, 4))[0] == "learned_kv_capacity"  # 37,000: below halfway (41,500) from 28,000 to 55,000
+    assert rules.explain(cfg(0.74, 4)) is None  # 46,000: above it
+
+
 def test_headroom_after_init_predicts_cuda_graph_failures_at_higher_mem_fraction():
     rules = LearnedRules()
     rules.record_success(cfg(0.80, 4), startup(100_000, available=9.0))  # 9 GB free after init
     assert rules.predict_available_gb(cfg(0.85, 4)) == pytest.approx(4.5)
-    assert rules.explain(cfg(0.85, 4)) is None
+    assert rules.explain(cfg(0.85, 4)) is None  # 4.5 GB: halfway from nothing to the 9 GB that worked
+    assert rules.explain(cfg(0.86, 4))[0] == "learned_graph_headroom"  # 3.6 GB: deeper into the unknown
     assert rules.explain(cfg(0.92, 4))[0] == "learned_graph_headroom"  # -1.8 GB left
-    # one graph OOM at 0.86 (0.9 GB predicted) teaches the real margin
-    rules.record_failure(cfg(0.86, 4, ), "cuda_graph_oom")
-    assert rules.explain(cfg(0.87, 3)) is None  # fewer drafts than any launch: not predicted
-    assert rules.explain(cfg(0.87, 4))[0] in ("learned_cuda_graph_oom", "learned_graph_headroom")
+    rules.record_success(cfg(0.85, 4), startup(145_000, available=4.5))
+    assert rules.explain(cfg(0.87, 4)) is None  # 2.7 GB: above halfway (2.25) to 4.5
+    rules.record_failure(cfg(0.87, 4), "cuda_graph_oom")  # 2.7 GB was not enough
+    assert rules.explain(cfg(0.86, 4)) is None  # 3.6 GB: above halfway (3.6) between 2.7 and 4.5
+    assert rules.explain(cfg(0.865, 4))[0] in ("learned_cuda_graph_oom", "learned_graph_headroom")
 
 
-def test_a_graph_oom_with_bigger_drafts_does_not_rule_out_smaller_drafts_at_its_mem_fraction():
+def test_bigger_graphs_take_their_growth_out_of_the_predicted_headroom():
     rules = LearnedRules()
-    # measured: draft 4 at 0.92 runs with 5.7 GB free; draft 6 at 0.90 runs with 6.9 GB free
-    rules.record_success(cfg(0.92, 4), startup(300_000, available=5.7))
-    rules.record_success(cfg(0.90, 6), startup(200_000, available=6.9))
-    rules.record_failure(cfg(0.92, 6), "cuda_graph_oom")
-    # its predicted headroom (5.7 GB, borrowed from the draft-4 launch) is no limit for
-    # configurations that need smaller graphs: the measured one and draft 5 may run
-    assert rules.explain(cfg(0.92, 4)) is None
-    assert rules.explain(cfg(0.92, 5)) is None
-    # bigger graphs with no more headroom than the failure: predicted to fail
-    rules.record_success(cfg(0.90, 7), startup(150_000, available=6.0))
-    assert rules.predict_available_gb(cfg(0.91, 7)) == pytest.approx(5.1)
-    assert rules.explain(cfg(0.91, 7))[0] == "learned_graph_headroom"
-    assert rules.explain(cfg(0.92, 7))[0] == "learned_cuda_graph_oom"
+    # draft 4 at 0.90: 10 GB free after init, of which the CUDA graphs took 2 GB
+    rules.record_success(cfg(0.90, 4), startup(300_000, available=10.0, graph=2.0))
+    # draft 9 (graph units (9+1) vs (4+1): twice as big) at the same mem-fraction: 2 GB more
+    assert rules.predict_available_gb(cfg(0.90, 9)) == pytest.approx(8.0)
+    assert rules.predict_available_gb(cfg(0.90, 2)) == pytest.approx(10.0)  # smaller graphs: no credit taken
+    # without the graph size in the log, bigger graphs than any seen are not predicted
+    blind = LearnedRules()
+    blind.record_success(cfg(0.90, 4), startup(300_000, available=10.0))
+    assert blind.predict_available_gb(cfg(0.90, 9)) is None
+
+
+def test_a_graph_oom_teaches_the_margin_whatever_the_draft():
+    rules = LearnedRules()
+    rules.record_success(cfg(0.92, 4), startup(300_000, available=5.7, graph=1.0))
+    rules.record_failure(cfg(0.94, 4), "cuda_graph_oom")  # predicted 3.9 GB: not enough
+    # draft 5 at 0.93 predicts 5.7 - 0.9 - 0.2 = 4.6 GB: above the 3.9 that failed, and
+    # above halfway (4.8)? no: the model is unsure, it is skipped
+    assert rules.explain(cfg(0.93, 5))[0] in ("learned_cuda_graph_oom", "learned_graph_headroom")
+    assert rules.explain(cfg(0.92, 4)) is None  # what worked still runs
+
+
+def test_a_hybrid_models_reserve_per_request_slot_is_fitted_when_slots_vary():
+    rules = LearnedRules()
+    # pool = 1e6 * mem - 1,000 * slots * draft - 300,000 (state per request slot and draft position)
+    for mem, draft, slots in [(0.8, 2, 48), (0.8, 3, 32), (0.8, 2, 16), (0.8, 4, 16)]:
+        flags = cfg(mem, draft, max_running_requests=slots)
+        tokens = 1e6 * mem - 1_000 * slots * draft - 300e3
+        rules.record_success(flags, startup(tokens, pre=100.0, gb_per_token=1e-4))
+    # 6 draft tokens with 48 slots: a reserve never seen; the fit over slots x draft predicts it
+    assert rules.predict_tokens(cfg(0.8, 6, max_running_requests=48)) == pytest.approx(800e3 - 288e3 - 300e3, rel=1e-6)
 
 
 def test_reasons_never_print_a_negative_prediction():

@@ -26,7 +26,7 @@ failed that way, is skipped.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,9 +51,6 @@ _DIRECTIONS: dict[str, dict[str, int]] = {
     "cuda_graph_oom": {MEM: +1, DRAFT: +1, TOPK: +1, GRAPH_BS: +1},
     "weights_oom": {},
 }
-# What a failure of each kind must have needed no more of than a candidate (besides
-# mem-fraction) for its predicted pool or headroom to be a limit for that candidate.
-_LIMIT_NEEDS: dict[str, dict[str, int]] = {"cuda_graph_oom": {DRAFT: +1, TOPK: +1, GRAPH_BS: +1}}
 
 
 def _others(flags: Mapping[str, Any]) -> tuple:
@@ -78,6 +75,9 @@ class _Launch:
     pre_load_gb: float | None  # free memory before weights: what mem_fraction_static is a fraction of
     gb_per_token: float | None  # KV bytes per token, from the pool's K + V size
     available_gb: float | None  # free after init (activations, CUDA graphs live here)
+    graph_units: float = 1.0  # how big its CUDA graphs are, relative (`_graph_units`)
+    graph_gb: float | None = None  # what its CUDA-graph captures took (from the capture lines)
+    mrr: float | None = None  # the max_running_requests flag it was given, when it was
 
     def tokens_per_mem(self) -> float | None:
         """KV tokens one unit of mem-fraction buys (pre_load_gb / gb_per_token); None
@@ -86,13 +86,19 @@ class _Launch:
             return self.pre_load_gb / self.gb_per_token
         return None
 
-    def headroom_at(self, mem: float) -> float | None:
-        """Free memory after init at mem-fraction ``mem``: each extra unit of mem-fraction
-        moves pre_load_gb from the headroom into the static pool. None when the log did
-        not give both figures."""
+    def headroom_at(self, mem: float, graph_units: float | None = None) -> float | None:
+        """Free memory after init at mem-fraction ``mem`` for a configuration whose CUDA
+        graphs are `graph_units` big: each extra unit of mem-fraction moves pre_load_gb
+        from the headroom into the static pool, and bigger graphs take more of what is
+        left. None when the log did not give the figures it needs."""
         if self.available_gb is None or not self.pre_load_gb:
             return None
-        return self.available_gb - (mem - self.mem) * self.pre_load_gb
+        free = self.available_gb - (mem - self.mem) * self.pre_load_gb
+        if graph_units is None or graph_units <= self.graph_units:
+            return free
+        if self.graph_gb is None:
+            return None  # bigger graphs than any seen, and no graph size logged: cannot tell
+        return free - self.graph_gb * (graph_units / self.graph_units - 1.0)
 
 
 @dataclass
@@ -116,6 +122,7 @@ class LearnedRules:
             pre_load_gb=startup.get("gpu_mem_before_load_gb"),
             gb_per_token=(kv_gb / kv_tokens) if kv_gb and kv_tokens else None,
             available_gb=startup.get("available_gpu_mem_gb"),
+            graph_units=_graph_units(flags), graph_gb=startup.get("cuda_graph_gb"), mrr=_num(flags, MRR),
         ))
 
     def explain(self, flags: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -128,37 +135,48 @@ class LearnedRules:
                     f"predicted {kind}: needs at least what {_describe(failed)} needed, and that failed at init"
                 )
         tokens = self.predict_tokens(flags)
-        if tokens is not None and tokens <= self._limit("kv_pool_too_small", flags, self.predict_tokens):
+        if tokens is not None and tokens < self._unsure_below("kv_pool_too_small", flags, self.predict_tokens,
+                                                               [launch.tokens for launch in self._comparable(flags)]):
             pool = (f"predicted KV pool of {tokens:,.0f} tokens is too small" if tokens >= 1
                     else "predicted to leave no room for the KV pool")
             return "learned_kv_capacity", (
-                f"{pool} (no more than a failed or empty pool; from max_total_num_tokens and KV sizes of earlier launches)"
+                f"{pool} (below the halfway mark between the largest pool that failed and the smallest that "
+                "worked; from max_total_num_tokens and KV sizes of earlier launches)"
             )
         free = self.predict_available_gb(flags)
-        if free is not None and free <= self._limit("cuda_graph_oom", flags, self.predict_available_gb):
+        proven = [a for launch in self._comparable(flags) if (a := launch.available_gb) is not None]
+        if free is not None and free < self._unsure_below("cuda_graph_oom", flags, self.predict_available_gb, proven):
             headroom = (f"predicted {free:.2f} GB left for activations and CUDA graphs" if free >= 0.005
                         else "predicted to leave no memory for activations and CUDA graphs")
             return "learned_graph_headroom", (
-                f"{headroom} (no more than a failed or empty headroom; from available_gpu_mem of earlier launches)"
+                f"{headroom} (below the halfway mark between the most that failed and the least that worked; "
+                "from available_gpu_mem and the CUDA-graph sizes of earlier launches)"
             )
         return None
 
+    def _unsure_below(self, kind: str, flags: Mapping[str, Any], predictor: Callable[[Mapping[str, Any]], float | None],
+                      proven: Sequence[float]) -> float:
+        """The least predicted amount (KV pool, or headroom after init) at which `flags`
+        is launched. Known to fail: at or below the largest prediction among comparable
+        failures (`_limit`, 0 without). Known to work: the least amount a comparable
+        launch started with. In between the model is unsure, and a launch may go at most
+        halfway from what failed towards what worked: each launch there either works
+        (the proven bound moves down) or fails (the failed bound moves up), so the
+        uncertain band halves with every launch instead of being crossed blind."""
+        failed = max(self._limit(kind, flags, predictor), 0.0)
+        worked = min(proven, default=None)
+        if worked is None or worked <= failed:
+            return failed + 1e-9  # nothing proven above what failed: only the failure itself rules
+        return (failed + worked) / 2.0
+
     def _limit(self, kind: str, flags: Mapping[str, Any], predictor) -> float:
         """Largest prediction among comparable observed failures of `kind` (0 when none):
-        anything predicted at or below it is expected to fail the same way.
-
-        A KV pool is too small below a size that does not depend on the draft, so every
-        KV failure counts. CUDA graphs grow with draft tokens, top-k and batch size, so a
-        graph failure counts only when it needed no more of them than `flags`: a graph
-        OOM at steps 5 says nothing about steps 4 at the same mem-fraction (and its
-        predicted headroom, an upper bound taken from a smaller draft, would otherwise
-        rule out even that smaller draft's measured configuration)."""
-        needs = _LIMIT_NEEDS.get(kind, {})
-        values = [
-            predictor(f) for k, f in self.failures
-            if k == kind and _others(f) == _others(flags)
-            and all(self._dominates(flags, f, key, sign) for key, sign in needs.items())
-        ]
+        anything predicted at or below it is expected to fail the same way. Every
+        failure counts: a KV pool is too small below a size that does not depend on the
+        draft, and the headroom after init is predicted net of each configuration's own
+        CUDA graphs (`predict_available_gb`), so what is left for activations has to clear
+        the same bar whatever the draft."""
+        values = [predictor(f) for k, f in self.failures if k == kind and _others(f) == _others(flags)]
         return max([v for v in values if v is not None], default=0.0)
 
     @staticmethod
@@ -178,9 +196,12 @@ class LearnedRules:
         SGLang sizes the pool as mem_fraction_static x (free memory before loading) minus
         what is loaded and reserved (sglang 0.5.x, model_runner/kv_cache_configurator), so
         tokens grow by pre_load_gb / gb_per_token per unit of mem-fraction: both numbers
-        are in the log. Draft tokens take a model-specific amount each; with two draft
-        values seen it is fitted, otherwise only configurations with at least the draft
-        tokens of a seen launch are predicted (an upper bound, so no false alarm)."""
+        are in the log. What else is reserved grows with the draft, and on hybrid models
+        (state per request slot and draft position, sglang 0.5.10 handle_max_mamba_cache)
+        with max_running_requests x draft. Each of those is fitted when two values of it
+        were seen, and the smaller prediction is kept (a larger reserve is the safe
+        guess); with one draft value seen, only configurations with at least those draft
+        tokens are predicted (an upper bound on their reserve, so no false alarm)."""
         mem, draft = _num(flags, MEM), _num(flags, DRAFT) or 0.0
         seen = self._comparable(flags)
         if mem is None or not seen:
@@ -189,12 +210,15 @@ class LearnedRules:
         if not physical:
             return self._fit_tokens(seen, mem, draft)
         per_mem = statistics.median(per for _, per in physical)
-        residual = [(launch.draft, launch.tokens - launch.mem * per_mem) for launch, _ in physical]
-        drafts = {d for d, _ in residual}
-        if len(drafts) >= 2:
-            slope, intercept = np.polyfit([d for d, _ in residual], [r for _, r in residual], 1)
-            return float(intercept + slope * draft + mem * per_mem)
-        base = [r for d, r in residual if d <= draft]
+        residual = [(launch, launch.tokens - launch.mem * per_mem) for launch, _ in physical]
+        slots = _num(flags, MRR)
+        fits = [_linear(residual, lambda launch: launch.draft, draft)]
+        if slots is not None and all(launch.mrr is not None for launch, _ in residual):
+            fits.append(_linear(residual, lambda launch: (launch.mrr or 0.0) * launch.draft, slots * draft))
+        predicted = [f for f in fits if f is not None]
+        if predicted:
+            return float(min(predicted) + mem * per_mem)
+        base = [r for launch, r in residual if launch.draft <= draft]
         return float(max(base) + mem * per_mem) if base else None
 
     @staticmethod
@@ -212,18 +236,37 @@ class LearnedRules:
 
     def predict_available_gb(self, flags: Mapping[str, Any]) -> float | None:
         """Free memory after init expected for `flags`: every extra unit of mem-fraction
-        moves pre_load_gb from the headroom into the static pool. Predicted from the launch
-        with the nearest mem-fraction and no more draft tokens (bigger drafts also need
-        bigger graphs, so this is an upper bound)."""
-        mem, draft = _num(flags, MEM), _num(flags, DRAFT) or 0.0
+        moves pre_load_gb from the headroom into the static pool, and bigger CUDA graphs
+        (more draft tokens, a wider top-k: `_graph_units`) take more of it. The most
+        pessimistic prediction over the comparable launches; None when none can tell."""
+        mem = _num(flags, MEM)
         if mem is None:
             return None
-        seen = [launch for launch in self._comparable(flags)
-                if launch.draft <= draft and launch.headroom_at(mem) is not None]
-        if not seen:
-            return None
-        near = min(seen, key=lambda launch: (abs(launch.mem - mem), -launch.draft))
-        return near.headroom_at(mem)
+        units = _graph_units(flags)
+        predictions = [h for launch in self._comparable(flags) if (h := launch.headroom_at(mem, units)) is not None]
+        return min(predictions, default=None)
+
+
+def _linear(points: Sequence[tuple[_Launch, float]], x_of: Callable[[_Launch], float], x: float) -> float | None:
+    """The least-squares line through (x_of(launch), value) at `x`; None with fewer than
+    two distinct x values."""
+    xs = [x_of(launch) for launch, _ in points]
+    if len(set(xs)) < 2:
+        return None
+    slope, intercept = np.polyfit(xs, [value for _, value in points], 1)
+    return float(intercept + slope * x)
+
+
+def _graph_units(flags: Mapping[str, Any]) -> float:
+    """How big a configuration's CUDA graphs are, relative to another's: sglang 0.5.16
+    captures, per batch size, a verify graph of `draft tokens` per request and a draft
+    decode graph of `top-k` per request (the capture lines say so), so their size grows
+    with draft tokens + top-k, and with the graph batch size. Scaling the whole capture,
+    prefill graphs included, overestimates the growth: the safe side."""
+    draft = _num(flags, DRAFT) or 1.0
+    topk = _num(flags, TOPK) or 1.0
+    batch = _num(flags, GRAPH_BS) or 1.0
+    return (draft + topk) * batch
 
 
 def _describe(flags: Mapping[str, Any]) -> str:

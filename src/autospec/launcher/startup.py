@@ -46,6 +46,12 @@ _PRE_LOAD_MEM = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
 _GRAPH_END_PHASED = re.compile(r"Capture [\w -]*CUDA graph end\. elapsed=([\d.]+) s")
 _GRAPH_END_OLD = re.compile(r"Capture (?:draft )?cuda graph end\. Time elapsed: ([\d.]+) s")
 _WEIGHTS_END = re.compile(r"Load weight end\. elapsed=([\d.]+) s")
+# "Capture target verify CUDA graph end. elapsed=2.76 s, mem usage=0.10 GB, avail mem=40.73 GB."
+# (0.5.16, one line per phase) and "Capture cuda graph end. Time elapsed: 3.10 s. mem usage=1.20
+# GB. avail mem=..." (older): the memory each capture took, summed over target and draft.
+_GRAPH_MEM = re.compile(r"[Cc]apture [\w -]*(?:CUDA|cuda) graph end\..*?mem usage=([\d.]+) GB")
+# "Capture ... graph begin ... avail mem=41.46 GB": free memory after the static pool, before graphs.
+_GRAPH_BEGIN_FREE = re.compile(r"[Cc]apture [\w -]*(?:CUDA|cuda) graph begin\..*?avail mem=([\d.]+) GB")
 _READY = "The server is fired up and ready to roll!"
 
 
@@ -65,6 +71,8 @@ class StartupFacts:
     weight_load_seconds: float | None = None
     gpu_mem_before_load_gb: float | None = None  # per GPU, before the target's weights
     kv_cache_gb: float | None = None  # per GPU, K + V of the target model's pool
+    cuda_graph_gb: float | None = None  # per GPU, memory the CUDA-graph captures took (target + draft)
+    free_after_pool_gb: float | None = None  # per GPU, free after the static pool, before the graphs
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -114,6 +122,10 @@ def parse_startup(log_text: str) -> StartupFacts:
             fields["gpu_mem_before_load_gb"] = float(match.group(1))
             break
     graph = [float(m.group(1)) for _, line in lines for m in [_GRAPH_END_PHASED.search(line) or _GRAPH_END_OLD.search(line)] if m]
+    fields["cuda_graph_gb"] = _sum_or_none([float(m.group(1)) for _, line in lines if (m := _GRAPH_MEM.search(line))])
+    first_capture = next((m for _, line in lines if (m := _GRAPH_BEGIN_FREE.search(line))), None)
+    if first_capture is not None:
+        fields["free_after_pool_gb"] = float(first_capture.group(1))
     weights = [float(m.group(1)) for _, line in lines for m in [_WEIGHTS_END.search(line)] if m]
     fields["cuda_graph_seconds"] = _sum_or_none(graph)
     fields["weight_load_seconds"] = _sum_or_none(weights)

@@ -54,16 +54,23 @@ class Answered:
 @dataclass
 class Proposal:
     """Optuna parameters of a launchable configuration (None when the proposer gave up),
-    its candidate and distributions, and the proposals answered on the way."""
+    its candidate, the scratch trial that proposed it (kept RUNNING until the real trial's
+    result is known), and the proposals answered on the way."""
 
     params: dict[str, Any] | None
     answered: list[Answered] = field(default_factory=list)
     candidate: dict[str, Any] = field(default_factory=dict)
-    distributions: dict[str, Any] = field(default_factory=dict)
+    trial: optuna.Trial | None = None
 
 
 class Proposer:
-    """Asks `sampler` for launchable configurations of `space` (see the module docstring)."""
+    """Asks `sampler` for launchable configurations of `space` (see the module docstring).
+
+    A proposal's scratch trial stays RUNNING; once the study has asked the real trial for
+    it, `bind` ties the two, and the real result is told to that very scratch trial (so a
+    sampler that keeps state on its own trials, like NSGA-II's generations, sees its
+    proposal come back). Real trials the proposer did not propose (baseline, calibration,
+    pushes, retries) are copied in."""
 
     def __init__(self, compiled: CompiledSpace, sampler: optuna.samplers.BaseSampler, gate: FeasibilityGate,
                  maximize: Sequence[bool], constraint_names: Sequence[str], max_asks: int = 100) -> None:
@@ -77,19 +84,42 @@ class Proposer:
                                            directions=directions)
         self.store = TrialStore(self.scratch, maximize, constraint_names)
         self._mirrored: set[int] = set()
+        self._bound: dict[int, optuna.Trial] = {}
+        self._queued: Proposal | None = None  # returned, not yet bound to a real trial
+
+    def expect(self, proposal: Proposal) -> None:
+        """`proposal` is queued in the real study; the next trial asked should be it."""
+        self._queued = proposal
+
+    def bind(self, number: int, params: Mapping[str, Any]) -> None:
+        """Real trial `number` was asked with `params`: if they are the expected proposal's,
+        its result goes to that proposal's scratch trial."""
+        queued, self._queued = self._queued, None
+        if queued is not None and queued.trial is not None and queued.params == dict(params):
+            self._bound[number] = queued.trial
 
     def mirror(self, trials: Sequence[StoredTrial], frozen: Callable[[StoredTrial], optuna.trial.FrozenTrial]) -> None:
-        """Copy the real study's finished trials the scratch study does not have yet."""
+        """Bring the real study's finished trials into the scratch study."""
         for t in trials:
             if t.number in self._mirrored or t.state not in _FINISHED:
                 continue
-            self.scratch.add_trial(frozen(t))
+            bound = self._bound.get(t.number)
+            if bound is None:
+                self.scratch.add_trial(frozen(t))
+            elif t.state == optuna.trial.TrialState.COMPLETE and t.record is not None:
+                self.store.tell(bound, t.record)
+            else:
+                self.scratch.tell(bound, state=optuna.trial.TrialState.FAIL)
             self._mirrored.add(t.number)
 
     def provisional(self, number: int, params: Mapping[str, Any], distributions: Mapping[str, Any],
                     record: TrialRecord) -> None:
-        """Add real trial `number`'s result before it is stored (it is not mirrored again)."""
-        self.store.add_measured(params, distributions, record, Markers())
+        """Tell real trial `number`'s result before it is stored (it is not mirrored again)."""
+        bound = self._bound.get(number)
+        if bound is not None:
+            self.store.tell(bound, record)
+        else:
+            self.store.add_measured(params, distributions, record, Markers())
         self._mirrored.add(number)
 
     def propose(self, verdict_of: Callable[[Mapping[str, Any]], Verdict] | None = None) -> Proposal:
@@ -103,9 +133,7 @@ class Proposer:
             candidate = self.compiled.candidate(suggest(trial, self.space))
             verdict = verdict_of({**fixed, **candidate})
             if verdict.ok:
-                proposal.params, proposal.candidate = dict(trial.params), candidate
-                proposal.distributions = dict(trial.distributions)
-                self.scratch.tell(trial, state=optuna.trial.TrialState.FAIL)
+                proposal.params, proposal.candidate, proposal.trial = dict(trial.params), candidate, trial
                 return proposal
             self.store.tell(trial, self._record(candidate, verdict))
             proposal.answered.append(Answered(candidate, verdict))
@@ -114,13 +142,12 @@ class Proposer:
     def confirm(self, proposal: Proposal) -> Proposal:
         """`proposal` if the whole gate lets it launch now; else it is answered in the
         scratch study and a new proposal is made."""
-        if proposal.params is None:
+        if proposal.params is None or proposal.trial is None:
             return proposal
         verdict = self.gate.verdict({**self.space.server.flags, **proposal.candidate})
         if verdict.ok:
             return proposal
-        record = self._record(proposal.candidate, verdict)
-        self.store.add_measured(proposal.params, proposal.distributions, record, Markers())
+        self.store.tell(proposal.trial, self._record(proposal.candidate, verdict))
         fresh = self.propose()
         fresh.answered[:0] = [*proposal.answered, Answered(proposal.candidate, verdict)]
         return fresh

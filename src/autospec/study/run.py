@@ -43,7 +43,7 @@ from autospec.config import SearchSpace
 from autospec.errors import RuntimeFailure, UsageError
 from autospec.feasibility import PreflightOracle
 from autospec.feasibility.gate import PREFETCH_LIMIT, FeasibilityGate
-from autospec.launcher import Launcher
+from autospec.launcher import LAUNCH_FAILURE_KINDS, Launcher
 from autospec.records import (
     INTERRUPTED,
     OK,
@@ -468,6 +468,8 @@ class StudyRun:
             self.current = _Current(trial, {}, launch_id, time.monotonic())
             self.store.record_worker(trial, this_worker(launch_id))
             self.current.candidate = self.compiled.candidate(suggest(trial, self.space))
+            if self.proposer is not None:
+                self.proposer.bind(trial.number, trial.params)
         return self.current
 
     def _propose(self) -> bool:
@@ -486,6 +488,7 @@ class StudyRun:
             self.events.write(f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} "
                               f"candidate={answer.candidate}")
         if proposal.params is not None:
+            self.proposer.expect(proposal)
             self.store.enqueue(proposal.params)
             return True
         return self._enqueue_random_remaining()
@@ -584,10 +587,12 @@ class StudyRun:
 
     def _enqueue_mem_push(self, budget: int) -> str:
         """Queue the next mem-fraction push (`autospec.study.mem_push`), unless other trials
-        are already queued or `budget` pushes were proposed. Returns a line saying what was
-        queued and why, or "" when nothing was."""
+        are already queued, `budget` pushes were proposed, or a push already failed at init
+        (pushes go where the memory model is least sure; one failed launch is what that
+        search may cost). Returns a line saying what was queued and why, or "" when nothing was."""
         trials = self.store.read()
-        if sum(1 for t in trials if t.markers.mem_push is not None) >= budget:
+        pushes = [t for t in trials if t.markers.mem_push is not None]
+        if len(pushes) >= budget or any(t.outcome in LAUNCH_FAILURE_KINDS for t in pushes):
             return ""
         if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
             return ""
