@@ -85,6 +85,10 @@ def test_the_four_fronts_agree_on_a_simulator_study(tmp_path, capsys):
     assert main(["optimize", "--space", str(space), *args, "--trials", "6", "--seed", "4", "--sim",
                  "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]) == 0
     capsys.readouterr()
+    import optuna
+
+    study = optuna.load_study(study_name="agree", storage=f"sqlite:///{studies / 'agree.db'}")
+    assert all(t.user_attrs["launched"] for t in study.trials)  # no rejected proposal became a trial
     _check_agreement(args, f"sqlite:///{studies / 'agree.db'}", "agree", tmp_path, capsys)
 
 

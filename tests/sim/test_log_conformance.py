@@ -232,6 +232,8 @@ REGEX_SCENARIOS = {
     "_PRE_LOAD_MEM": BOTH,
     "_GRAPH_END_PHASED": {"ready_0.5.16"},
     "_GRAPH_END_OLD": {"ready_0.5.10"},
+    "_GRAPH_MEM": BOTH,
+    "_GRAPH_BEGIN_FREE": BOTH,
     "_WEIGHTS_END": BOTH,
     "_READY": BOTH,
 }

@@ -77,42 +77,56 @@ class Startup:
         self.memory.write(self.gpus, mib(gb), self.setup.cmdline)
 
     async def run(self) -> None:
+        """The phases in SGLang's order; each returns False after calling `die`."""
+        load = self.setup.load_seconds * self.setup.time_scale
+        if self.setup.outcome.status == "too_few_gpus":
+            await self._fail_without_a_gpu(load)
+            return
+        weights = await self._load_weights(load)
+        if weights is None:
+            return
+        avail, draft = weights
+        free_after_pool = await self._allocate_kv_pool(load, avail, draft)
+        if free_after_pool is None or not await self._capture_graphs(load, free_after_pool):
+            return
+        await self._serve()
+
+    async def _fail_without_a_gpu(self, load: float) -> None:
+        """A rank with no GPU of its own: before Load weight begin (ModelRunner sets its
+        device first)."""
+        profile, cfg = self.setup.profile, self.setup.cfg
+        await asyncio.sleep(0.1 * load)
+        pp = max(cfg.pp_size, 1)
+        gpu_id, tp_rank, pp_rank = logs.failing_rank(profile.gpu_count, cfg.tp_size, pp)
+        prefix = logs.rank_prefix(tp_rank, cfg.tp_size, pp_rank, pp)
+        if logs.uses_resolve_once(profile.sglang_version):  # the Context line as 0.5.23 words it
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            self.log.rank(logs.set_device_context(gpu_id, tp_rank, cfg.tp_size, visible), prefix)
+        self.die(logs.SCHEDULER_DEVICE_FRAMES, self.setup.outcome.message, prefix)
+
+    async def _load_weights(self, load: float) -> tuple[float, float] | None:
+        """Target, then draft weights; (free memory left, draft weights) or None on a failure."""
         setup = self.setup
         profile, cfg, outcome, faults = setup.profile, setup.cfg, setup.outcome, setup.faults
-        load = setup.load_seconds * setup.time_scale
         total = profile.gpu_mem_gb
         overhead = getattr(profile, "runtime_overhead_gb", 1.0)
         avail = max(total - overhead, 0.0)
-        speculative = cfg.speculative_algorithm is not None
-
-        # 0. a rank without a GPU (before Load weight begin: ModelRunner sets its device first)
-        if outcome.status == "too_few_gpus":
-            await asyncio.sleep(0.1 * load)
-            pp = max(cfg.pp_size, 1)
-            gpu_id, tp_rank, pp_rank = logs.failing_rank(profile.gpu_count, cfg.tp_size, pp)
-            prefix = logs.rank_prefix(tp_rank, cfg.tp_size, pp_rank, pp)
-            if logs.uses_resolve_once(profile.sglang_version):  # the Context line as 0.5.23 words it
-                visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-                self.log.rank(logs.set_device_context(gpu_id, tp_rank, cfg.tp_size, visible), prefix)
-            self.die(logs.SCHEDULER_DEVICE_FRAMES, outcome.message, prefix)
-            return
-
-        # 1. weights
         self.log.rank(logs.load_weight_begin(avail))
         if faults.hang_at_start:
             await asyncio.Event().wait()
         if faults.crash_at_start:
             await asyncio.sleep(0.5 * load)
             self.die(logs.SCHEDULER_INIT_FRAMES, CRASH_AT_START_ERROR)
-            return
+            return None
         await asyncio.sleep(0.7 * load)
         if outcome.status == "weights_oom":
             self._hold(total)
             self.die(logs.SCHEDULER_WEIGHTS_FRAMES, outcome.message)
-            return
+            return None
         # Target first, then the draft model (its own load and KV lines, as in 0.5.16's log).
         weights = outcome.weights_gb
         shards = cfg.tp_size * max(cfg.pp_size, 1)
+        speculative = cfg.speculative_algorithm is not None
         draft = profile.draft_weights_gb / shards if speculative and cfg.speculative_algorithm != "NGRAM" else 0.0
         draft = min(draft, weights)
         avail = max(avail - (weights - draft), 0.0)
@@ -126,13 +140,16 @@ class Startup:
         if faults.zombie_child:
             self.zombie_pid = spawn_zombie_child(setup.state_dir, self.gpus, mib(weights + overhead),
                                                  setup.cmdline + " [scheduler]")
+        return avail, draft
 
-        # 2. KV pool
+    async def _allocate_kv_pool(self, load: float, avail: float, draft: float) -> float | None:
+        """The KV pool (target, then draft); free memory after it, or None on a failure."""
+        outcome = self.setup.outcome
         await asyncio.sleep(0.05 * load)
         if outcome.status == "kv_pool_too_small":
             self.die(logs.SCHEDULER_INIT_FRAMES, outcome.message)
-            return
-        kv = outcome.kv_cache_gb
+            return None
+        kv, weights = outcome.kv_cache_gb, outcome.weights_gb
         draft_kv = kv * draft / weights if draft and weights else 0.0
         # Free after the static pool: what the model leaves (its reserves count with the target's pool).
         avail_kv = max(avail - kv, 0.0) if outcome.status != "ok" else outcome.available_gpu_mem_gb + outcome.cuda_graph_gb
@@ -141,21 +158,25 @@ class Startup:
         if draft_kv:
             self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, draft_kv / 2, draft_kv / 2))
             self.log.rank(logs.memory_pool_end(avail_kv))
-        self._hold(max(total - avail_kv, 0.0))
+        self._hold(max(self.setup.profile.gpu_mem_gb - avail_kv, 0.0))
+        return avail_kv
 
-        # 3. CUDA graphs
-        version = profile.sglang_version
-        graph = dict(speculative=speculative, num_tokens_per_req=cfg.speculative_num_draft_tokens or 1,
-                     max_bs=cfg.cuda_graph_max_bs)
+    async def _capture_graphs(self, load: float, avail_kv: float) -> bool:
+        """CUDA-graph capture; False after a failure."""
+        setup = self.setup
+        cfg, outcome = setup.cfg, setup.outcome
+        version = setup.profile.sglang_version
+        graph = dict(speculative=cfg.speculative_algorithm is not None,
+                     num_tokens_per_req=cfg.speculative_num_draft_tokens or 1, max_bs=cfg.cuda_graph_max_bs)
         if outcome.status in ("cuda_graph_oom", "invalid_draft_tree"):
             for line in logs.graph_capture_begin_only(version, avail_gb=avail_kv, **graph):
                 self.log.rank(line)
             await asyncio.sleep(0.1 * load)
             self.die(logs.SCHEDULER_GRAPH_FRAMES, outcome.message.rstrip("\n"))
-            return
+            return False
         if outcome.status != "ok":
             self.die(logs.SCHEDULER_INIT_FRAMES, outcome.message)
-            return
+            return False
         capture_s = 0.25 * load
         if setup.disable_cuda_graph:
             await asyncio.sleep(capture_s)
@@ -169,8 +190,12 @@ class Startup:
             for line in end:
                 self.log.rank(line)
         self._hold(outcome.gpu_mem_used_gb)
+        return True
 
-        # 4. serving, then warmup
+    async def _serve(self) -> None:
+        """The start-up summary, uvicorn's lines, the warmup request, then ready."""
+        setup = self.setup
+        outcome = setup.outcome
         self.log.rank(logs.startup_summary(
             max_total_num_tokens=outcome.max_total_num_tokens,
             chunked_prefill_size=setup.server_args.get("chunked_prefill_size") or 8192,
@@ -180,7 +205,7 @@ class Startup:
         ))
         for line in logs.uvicorn_startup(os.getpid(), setup.host, setup.port):
             self.log.info(line)
-        await asyncio.sleep(setup.warmup_seconds * setup.time_scale + faults.slow_start_s)
+        await asyncio.sleep(setup.warmup_seconds * setup.time_scale + setup.faults.slow_start_s)
         self.log.rank(logs.prefill_batch(new_seq=1, new_token=WARMUP_PROMPT_TOKENS, token_usage=0.0, running=0,
                                          queued=0, cuda_graph=True, input_throughput=WARMUP_PROMPT_TOKENS / 0.1))
         self.log.info(logs.access_line(f"127.0.0.1:{setup.port + 1}", "POST", "/generate", 200))
