@@ -343,7 +343,7 @@ class _OpenGate:
     """A feasibility gate that lets every candidate through and learns nothing: the
     baselines launch what they pick."""
 
-    def verdict(self, flags: Mapping[str, Any]) -> Any:
+    def verdict(self, flags: Mapping[str, Any], reuse: bool = True) -> Any:
         from autospec.feasibility.verdict import Verdict
 
         return Verdict(status="ok", reason="", source="static", rule=None, resolved={})

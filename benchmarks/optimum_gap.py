@@ -1,97 +1,119 @@
-"""How close does a 20-trial study get to the best configuration there is? (issue 3)
+"""How close does a 20-trial study get to the best configuration there is? (issues 3, 15)
 
-For each seed, runs `autospec optimize --trials 20 --sim` on the default search space
-and default simulator profile, then compares the best configuration *on the study's
-Pareto front* for each objective with the exhaustive optimum of that objective over
-the whole space, both computed with the simulator's noiseless `predict()` (so noise in
-the measurement does not flatter or punish a seed). Also prints the best *measured*
-value, scaled back by the time scale.
+For each simulator profile (with the search space the efficiency harness pairs it with),
+each seed and each way of measuring, runs `autospec optimize --trials 20 --sim` (noise
+on: the profile's own), then compares the best configuration *on the study's Pareto
+front* for each objective with the exhaustive optimum of that objective over the grid,
+both valued with the simulator's noiseless `predict()` (aggregate objectives in steady
+state: a 40-wave level), so noise in the measurement neither flatters nor punishes a
+seed. Ways of measuring:
 
-    python benchmarks/optimum_gap.py --seeds 1 2 3 4 5 [--time-scale 0.5] [--output-len 256]
+    precise  the study's default: the precision loop, racing (issue 15)
+    fixed    `[bench] precision = false`: the fixed request counts of before, the baseline
+
+    python benchmarks/optimum_gap.py                       # every profile, 5 seeds, both ways
+    python benchmarks/optimum_gap.py --profiles seed-qwen35-122b-4x-rtxpro6000 --seeds 1 2 --modes precise
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _studies import full_flags, run_study
+from _studies import run_study
 
-from autospec.cli.common import load_space
+sys.path.insert(0, str(Path(__file__).parent))
+from efficiency import CASES, load_case
+
 from autospec.report import snapshot
-from autospec.sim import load_profile, predict
+from autospec.sim import predict
 from autospec.space import grid
 
+STEADY_WAVES = 40
+MODES = ("precise", "fixed")
 
-def workload_for(space) -> dict:
-    w = space.workload
-    return {"input_len": w.input_len, "output_len": w.output_len, "temperature": w.temperature}
+
+def space_file(case_space: str, mode: str, folder: Path) -> str:
+    """The case's space file, with `[bench] precision = false` for the fixed mode."""
+    from autospec.cli.common import load_space
+
+    path = Path(load_space(case_space).source)
+    if mode == "precise":
+        return str(path)
+    text = path.read_text()
+    if "\n[bench]\n" in text:
+        text = text.replace("\n[bench]\n", "\n[bench]\nprecision = false\n", 1)
+    else:
+        text += "\n[bench]\nprecision = false\n"
+    out = folder / f"{path.stem}-fixed.toml"
+    out.write_text(text)
+    return str(out)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profiles", nargs="+", default=list(CASES), choices=list(CASES), metavar="PROFILE")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--trials", type=int, default=20)
-    ap.add_argument("--sampler", default="tpe")
     ap.add_argument("--time-scale", type=float, default=0.5)
-    ap.add_argument("--space", default="default")
-    ap.add_argument("--output-len", type=int, default=None, help="override the space's [workload] output_len")
+    ap.add_argument("--jobs", type=int, default=1, help="studies run at once")
     args = ap.parse_args()
 
-    space = load_space(args.space)
-    extra: list[str] = []
-    if args.output_len:
-        space = space.with_overrides(output_len=args.output_len)
-        extra = ["--output-len", str(args.output_len)]
-    profile = load_profile()
-    wl = workload_for(space)
-    objectives = space.objectives
-    metric_of = {"output_tok_s": "per_request_tok_s", "agg_output_tok_s": "aggregate_tok_s", "decode_tok_s": "decode_tok_s"}
-
-    def true_value(flags, obj):
-        n = space.bench.num_requests(obj.concurrency)
-        p = predict(profile, flags, obj.concurrency, "synthetic", num_requests=n, **wl)
-        return getattr(p, metric_of[obj.metric]) if p.ok else 0.0
-
-    t0 = time.monotonic()
-    optimum = []
-    points = list(grid(space))
-    for obj in objectives:
-        best = max(points, key=lambda c: true_value(full_flags(args.space, c), obj))
-        optimum.append((best, true_value(full_flags(args.space, best), obj)))
-    print(f"exhaustive optimum over {len(points)} configurations ({time.monotonic() - t0:.1f}s):")
-    for obj, (cfg, value) in zip(objectives, optimum):
-        print(f"  {obj.name}: {value:.1f} at {cfg}")
-
-    rows = []
+    results: dict[tuple[str, str], list[tuple[int, list[float], float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:
-            study, wall = run_study(Path(tmp), f"gap-{seed}", trials=args.trials, seed=seed, sampler=args.sampler,
-                                    space=args.space, time_scale=args.time_scale, extra=extra)
-            rows_front = snapshot(study).front
-            ratios, measured = [], []
-            for i, obj in enumerate(objectives):
-                best_true = max((true_value(full_flags(args.space, r.flags), obj) for r in rows_front), default=0.0)
-                ratios.append(best_true / optimum[i][1])
-                measured.append(max((r.values[i] for r in rows_front), default=0.0) * args.time_scale)
-            launched = sum(1 for t in study.trials if t.user_attrs.get("launched"))
-            rows.append((seed, ratios, measured, len(rows_front), launched, len(study.trials), wall))
-            print(f"seed {seed}: front {len(rows_front)} configs; best/optimum = "
-                  + ", ".join(f"{o.name} {r:.3f}" for o, r in zip(objectives, ratios))
-                  + "; measured best = " + ", ".join(f"{m:.1f}" for m in measured)
-                  + f"; {launched} launched of {len(study.trials)} trials; {wall:.0f}s", flush=True)
+        folder = Path(tmp)
+        for name in args.profiles:
+            space, profile = load_case(CASES[name])
+            wl = space.workload
+            kw = {"input_len": wl.input_len, "output_len": wl.output_len, "temperature": wl.temperature}
+
+            def truth(flags, objective, space=space, profile=profile, kw=kw):
+                waves = STEADY_WAVES if objective.metric == "agg_output_tok_s" else 2
+                p = predict(profile, {**space.server.flags, **flags}, objective.concurrency, "synthetic",
+                            num_requests=max(space.bench.num_requests(objective.concurrency),
+                                             waves * objective.concurrency), **kw)
+                value = {"output_tok_s": p.per_request_tok_s, "agg_output_tok_s": p.aggregate_tok_s,
+                         "decode_tok_s": p.decode_tok_s}[objective.metric]
+                return value if p.ok else 0.0
+
+            optimum = [max(truth(c, o) for c in grid(space)) for o in space.objectives]
+
+            def one(job, name=name, truth=truth, optimum=optimum, space=space):
+                mode, seed = job
+                study_name = f"gap-{name}-{mode}-{seed}"
+                study, wall = run_study(
+                    folder, study_name, trials=args.trials, seed=seed, space=space_file(CASES[name].space, mode, folder),
+                    time_scale=args.time_scale, extra=["--sim-profile", name])
+                front = snapshot(study).front
+                ratios = [max((truth(t.flags, o) for t in front), default=0.0) / optimum[i]
+                          for i, o in enumerate(space.objectives)]
+                print(f"{name} {mode} seed {seed}: " + ", ".join(f"{o.name} {r:.3f}" for o, r in
+                      zip(space.objectives, ratios)) + f"; {wall:.0f} s", flush=True)
+                return mode, seed, ratios, wall
+
+            jobs = [(mode, seed) for mode in args.modes for seed in args.seeds]
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                for mode, seed, ratios, wall in pool.map(one, jobs):
+                    results.setdefault((name, mode), []).append((seed, ratios, wall))
 
     print()
-    print("| objective | optimum (predicted) | median best/optimum | worst best/optimum | seeds within 5% |")
-    print("|---|---|---|---|---|")
-    for i, obj in enumerate(objectives):
-        r = [row[1][i] for row in rows]
-        print(f"| {obj.name} | {optimum[i][1]:.1f} | {statistics.median(r):.3f} | {min(r):.3f} | "
-              f"{sum(x >= 0.95 for x in r)}/{len(r)} |")
+    print("| profile | measuring | objective | median best/optimum | worst | median study wall s |")
+    print("|---|---|---|---|---|---|")
+    for (name, mode), rows in results.items():
+        space, _ = load_case(CASES[name])
+        for i, o in enumerate(space.objectives):
+            r = [row[1][i] for row in rows]
+            print(f"| {name} | {mode} | {o.name} | {statistics.median(r):.3f} | {min(r):.3f} | "
+                  f"{statistics.median(row[2] for row in rows):.0f} |")
 
 
 if __name__ == "__main__":
+    t0 = time.monotonic()
     main()
+    print(f"\n({time.monotonic() - t0:.0f} s)")

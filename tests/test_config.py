@@ -182,6 +182,7 @@ BUNDLED_FINGERPRINTS = {
     "mtp": "a2307e33ec206f34",
     "ngram": "52a913dbd01b24a0",
     "real-tiny-eagle": "63ae46fedfa6d2f3",
+    "real-tiny-ngram": "e555e66bf0b17269",
 }
 
 
@@ -427,3 +428,74 @@ def test_fixed_values_sglang_parses_are_accepted(flags):
     data = with_(params__mem_fraction_static=None)
     data["server"]["flags"].update(flags)
     assert parse_search_space(data).server.flags.items() >= flags.items()
+
+
+# ------------------------------------------------- the precision loop's keys (issue 15)
+
+
+def test_precision_keys_default_and_parse():
+    bench = parse_search_space(MINIMAL).bench
+    assert bench.precision is True and bench.target_rel_ci == 0.02 and bench.max_share_of_launch == 0.3
+    assert bench.max_requests is None and bench.max_requests_at(1) == 128 and bench.max_requests_at(32) == 4096
+    space = parse_search_space(with_(
+        bench={"concurrency": [1, 32], "precision": False, "target_rel_ci": 0.01, "max_share_of_launch": 0.5,
+               "max_requests": {"1": 200, "32": 2048}},
+        objectives=[{"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 0.05, "share_of_launch": 1.0},
+                    {"metric": "agg_output_tok_s", "concurrency": 32}],
+    ))
+    assert space.bench.precision is False and space.bench.target_rel_ci == 0.01
+    assert space.bench.max_requests_at(1) == 200 and space.bench.max_requests_at(32) == 2048
+    assert space.objectives[0].target_rel_ci == 0.05 and space.objectives[0].share_of_launch == 1.0
+    assert space.objectives[1].target_rel_ci is None and space.objectives[1].share_of_launch is None
+    one = parse_search_space(with_(bench={"concurrency": [1, 32], "max_requests": 3000}))
+    assert one.bench.max_requests_at(1) == one.bench.max_requests_at(32) == 3000
+
+
+def test_precision_keys_leave_the_fingerprint_alone():
+    plain = parse_search_space(MINIMAL)
+    tuned = parse_search_space(with_(
+        bench={"concurrency": [1, 32], "target_rel_ci": 0.01, "max_share_of_launch": 0.5, "max_requests": 999,
+               "precision": True},
+        objectives=[{"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 0.05},
+                    {"metric": "agg_output_tok_s", "concurrency": 32, "share_of_launch": 0.2}],
+    ))
+    assert plain.fingerprint() == tuned.fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("changes", "start"),
+    [
+        ({"bench__target_rel_ci": 0}, "space.toml: [bench] target_rel_ci must be in (0, 1), got 0"),
+        ({"bench__target_rel_ci": 1.5}, "space.toml: [bench] target_rel_ci must be in (0, 1), got 1.5"),
+        ({"bench__max_share_of_launch": -0.1}, "space.toml: [bench] max_share_of_launch must be >= 0, got -0.1"),
+        ({"bench__precision": "yes"}, "space.toml: [bench] precision must be"),
+        ({"bench__max_requests": 0}, "space.toml: [bench] max_requests must be a positive integer or a table"),
+        ({"bench__max_requests": {"x": 5}}, "space.toml: [bench] max_requests has the key 'x'"),
+        ({"bench__max_requests": {"4": 50}}, "space.toml: [bench] max_requests names level 4, which concurrency"),
+        ({"bench__max_requests": 10}, "space.toml: [bench] max_requests 10 at concurrency 32 is below the 64"),
+        ({"objectives": [{"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 2}]},
+         "space.toml: objectives #1 target_rel_ci must be in (0, 1), got 2"),
+        ({"objectives": [{"metric": "output_tok_s", "concurrency": 1, "share_of_launch": -1}]},
+         "space.toml: objectives #1 share_of_launch must be >= 0, got -1"),
+        ({"objectives": [{"metric": "output_tok_s", "concurrency": 1, "max_share_of_launch": 1}]},
+         "space.toml: objectives #1 unknown key 'max_share_of_launch'; allowed keys are concurrency, direction, "
+         "metric, share_of_launch, target_rel_ci"),
+    ],
+)
+def test_precision_keys_are_validated_in_one_line(changes, start):
+    data = with_(bench={"concurrency": [1, 32]})
+    for path, value in changes.items():
+        node = data
+        keys = path.split("__")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    with pytest.raises(ConfigError) as exc:
+        parse_search_space(data, source="space.toml")
+    assert str(exc.value).startswith(start), str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_the_whole_run_aggregate_is_a_metric_to_maximise():
+    space = parse_search_space(with_(objectives=[{"metric": "agg_output_tok_s_whole", "concurrency": 32}]))
+    assert space.objectives[0].direction == "maximize"

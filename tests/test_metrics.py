@@ -12,10 +12,13 @@ from autospec.metrics import (
     metric_direction,
     metric_uncertainty,
     metric_value,
+    steady_window,
     summarize,
     summarize_repeats,
+    with_accept_length,
 )
-from autospec.metrics.stats import bootstrap_mean_ci, half_width, t_interval, t_quantile
+from autospec.metrics.stats import bootstrap_ratio_ci, half_width, quantile_interval, t_interval, t_quantile
+from autospec.metrics.steady import tokens_between
 
 
 def ok(t_sent, chunks, *, verify=None, warmup=False, prompt_tokens=10, counts=True) -> RequestRecord:
@@ -50,7 +53,12 @@ def test_definitions_on_hand_computed_records() -> None:
     assert s.output_tok_s == pytest.approx((6 / 0.3 + 2 / 0.4) / 2)  # queueing + TTFT included
     assert s.decode_tok_s == pytest.approx((5 / 0.2 + 1 / 0.2) / 2)  # first chunk left out
     assert s.wall_s == pytest.approx(1.0)  # first sent .. last end, the failed request included
-    assert s.agg_output_tok_s == pytest.approx(8 / 1.0)  # failed request: time yes, tokens no
+    assert s.agg_output_tok_s_whole == pytest.approx(8 / 1.0)  # failed request: time yes, tokens no
+    # Steady window: both first requests streaming (0.25) .. first end after the last send
+    # (A at 0.3). Pro rata: half of A's last chunk (2 tokens over 0.2..0.3) and a quarter
+    # of B's second (1 token over 0.25..0.45).
+    assert s.agg_output_tok_s == pytest.approx((1 + 0.25) / 0.05)
+    assert s.steady_window_s == pytest.approx(0.05) and s.steady_share == pytest.approx(0.05) and s.steady_short
     assert s.completion_tokens == 8
     assert s.ttft_ms_p50 == pytest.approx(150) and s.ttft_ms_mean == pytest.approx(150)
     assert s.tpot_ms_mean == pytest.approx((40 + 200) / 2)  # (done - first) / (tokens - 1)
@@ -81,7 +89,8 @@ def test_identical_requests_give_zero_width_intervals() -> None:
     recs = [ok(0.0, [(0.1, 1), (0.3, 9)]) for _ in range(6)]
     s = summarize(level(*recs))
     assert s.output_tok_s_ci == pytest.approx((s.output_tok_s, s.output_tok_s))
-    assert s.agg_output_tok_s_ci == pytest.approx((s.agg_output_tok_s, s.agg_output_tok_s))
+    # one wave: too short for batch means over time, so the aggregate has no interval yet
+    assert all(math.isnan(v) for v in s.agg_output_tok_s_ci)
     assert metric_uncertainty(s, "output_tok_s") == pytest.approx(0.0)
     assert metric_uncertainty(s, "tpot_ms_p50") == pytest.approx(0.0)
 
@@ -92,9 +101,6 @@ def test_noisy_requests_give_intervals_around_the_estimate_deterministically() -
     assert s1.as_dict() == s2.as_dict()
     lo, hi = s1.output_tok_s_ci
     assert lo < s1.output_tok_s < hi
-    lo, hi = s1.agg_output_tok_s_ci
-    assert lo < s1.agg_output_tok_s < hi
-    assert 0 < metric_uncertainty(s1, "agg_output_tok_s") < s1.agg_output_tok_s
     assert s1.output_tok_s_std > 0
     assert metric_uncertainty(s1, "itl_ms_p50") is None  # no interval for pooled ITL
 
@@ -112,10 +118,14 @@ def run_with_speed(tokens: int) -> LevelResult:
 def test_repeats_use_a_t_interval_across_runs() -> None:
     s = summarize_repeats([run_with_speed(100), run_with_speed(110), run_with_speed(90)])
     assert s.n_repeats == 3 and s.n_requests == 3
-    assert s.agg_output_tok_s == pytest.approx(100) and s.output_tok_s == pytest.approx(100)
+    assert s.output_tok_s == pytest.approx(100)
     half = t_quantile(2) * 10 / math.sqrt(3)
-    assert metric_uncertainty(s, "agg_output_tok_s") == pytest.approx(half)
-    assert s.agg_output_tok_s_ci == pytest.approx((100 - half, 100 + half))
+    assert metric_uncertainty(s, "output_tok_s") == pytest.approx(half)
+    # Steady window of one request at C=1: first token (0.5 s) .. done (1.0 s), so the
+    # runs' aggregates are 2 x (tokens - 1) = 198, 218, 178.
+    assert s.agg_output_tok_s == pytest.approx(198)
+    assert s.agg_output_tok_s_ci == pytest.approx((198 - 2 * half, 198 + 2 * half))
+    assert s.agg_output_tok_s_whole == pytest.approx(300 / 3.0)  # all tokens / all runs' time
     assert summarize_repeats([run_with_speed(100)]).as_dict() == summarize(run_with_speed(100)).as_dict()
     with pytest.raises(ValueError, match="share one concurrency"):
         summarize_repeats([run_with_speed(100), level(A, concurrency=4)])
@@ -128,13 +138,14 @@ def test_t_quantile_and_intervals() -> None:
     assert t_quantile(30) == pytest.approx(2.042, abs=1e-3)
     assert all(math.isnan(v) for v in t_interval([1.0]))
     assert half_width((1.0, 3.0)) == 1.0 and half_width((math.nan, 1.0)) is None
-    lo, hi = bootstrap_mean_ci([1.0, 2.0, 3.0, 4.0])
+    lo, hi = bootstrap_ratio_ci([1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0, 1.0])
     assert 1.0 <= lo < 2.5 < hi <= 4.0
 
 
 def test_metric_lookup_by_name() -> None:
     s = summarize(level(A, B, C), max_error_rate=0.5)
-    assert metric_value(s, "agg_output_tok_s") == pytest.approx(8.0)
+    assert metric_value(s, "agg_output_tok_s_whole") == pytest.approx(8.0)
+    assert metric_value(s, "agg_output_tok_s") == pytest.approx(25.0)
     assert metric_value(s, "error_rate") == pytest.approx(1 / 3)
     assert math.isnan(metric_value(summarize(level(B)), "accept_length"))
     for name in METRICS:
@@ -167,3 +178,146 @@ def test_summary_and_result_are_json_ready() -> None:
 def test_record_invariants(kwargs: dict, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         RequestRecord(t_sent=0.0, t_first=None, t_done=None, **kwargs)
+
+
+# ------------------------------------------------------------------ steady state
+
+
+def spread(t_sent: float, t_first: float, t_done: float, tokens: int, *, events: int = 0) -> RequestRecord:
+    """A successful request; without `events` no per-event counts (tokens spread evenly
+    after the first), with `events` > 0 that many evenly spaced events after the first."""
+    if not events:
+        return RequestRecord(ok=True, error_kind=None, t_sent=t_sent, t_first=t_first, t_done=t_done,
+                             chunk_times=(t_first, t_done), completion_tokens=tokens)
+    step = (t_done - t_first) / events
+    times = (t_first, *(t_first + step * (i + 1) for i in range(events)))
+    per = (tokens - 1) // events
+    counts = (1, *([per] * (events - 1)), tokens - 1 - per * (events - 1))
+    return RequestRecord(ok=True, error_kind=None, t_sent=t_sent, t_first=t_first, t_done=t_done,
+                         chunk_times=times, chunk_tokens=counts, completion_tokens=tokens)
+
+
+def closed_loop(events: int = 0) -> list[RequestRecord]:
+    """C=2, two waves of 11-token requests: 1 s to the first token, 2 s for the other 10.
+    The second request of each wave starts streaming 0.5 s after the first (ramp-up),
+    and the last wave ends one after the other (drain). In steady state a cycle of 3 s
+    serves 2 x 11 tokens: 22 / 3 tok/s."""
+    return [
+        spread(0.0, 1.0, 3.0, 11, events=events),
+        spread(0.0, 1.5, 3.5, 11, events=events),
+        spread(3.0, 4.0, 6.0, 11, events=events),
+        spread(3.5, 4.5, 6.5, 11, events=events),
+    ]
+
+
+@pytest.mark.parametrize("events", [0, 5, 10])
+def test_steady_window_leaves_out_ramp_up_and_drain_exactly(events: int) -> None:
+    records = closed_loop(events)
+    window = steady_window(records, 2)
+    assert window is not None
+    # From the moment both first-wave requests stream (1.5 s) to the moment both
+    # last-wave requests stream again (4.5 s): one whole cycle of prefill and decode.
+    assert (window.start, window.end) == (1.5, 4.5)
+    assert window.tokens == pytest.approx(22.0) and window.rate == pytest.approx(22 / 3)
+    assert window.share == pytest.approx(3 / 6.5) and window.short
+    s = summarize(level(*records, concurrency=2))
+    assert s.agg_output_tok_s == pytest.approx(22 / 3)
+    assert s.agg_output_tok_s_whole == pytest.approx(44 / 6.5)  # ramp-up and drain included: lower
+    assert s.steady_window_s == pytest.approx(3.0) and s.steady_short
+    assert all(math.isnan(v) for v in s.agg_output_tok_s_ci)  # one cycle: no interval over time yet
+
+
+def test_tokens_straddling_the_window_count_pro_rata() -> None:
+    r = spread(0.0, 1.0, 3.0, 11)  # 1 token at 1.0, then 10 evenly over (1, 3]
+    assert tokens_between(r, 0.0, 1.0) == pytest.approx(1.0)
+    assert tokens_between(r, 1.0, 1.5) == pytest.approx(2.5)
+    assert tokens_between(r, 2.5, 9.0) == pytest.approx(2.5)
+    assert tokens_between(r, 0.0, 9.0) == pytest.approx(11.0)
+    chunks = ok(0.0, [(1.0, 1), (2.0, 4), (3.0, 2)])  # each event's tokens spread since the last
+    assert tokens_between(chunks, 1.5, 2.5) == pytest.approx(2.0 + 1.0)
+    assert tokens_between(failed(0.0, 2.0), 0.0, 9.0) == 0.0
+
+
+def test_a_long_run_is_mostly_steady_and_failed_requests_hold_slots_without_tokens() -> None:
+    # C=2, ten cycles of 3 s; one request of the fourth cycle fails after 3 s.
+    records = []
+    for cycle in range(10):
+        t = 3.0 * cycle
+        records.append(spread(t, t + 1.0, t + 3.0, 11))
+        if cycle == 3:
+            records.append(failed(t + 0.5, t + 3.5))
+        else:
+            records.append(spread(t + 0.5, t + 1.5, t + 3.5, 11))
+    window = steady_window(records, 2)
+    assert window is not None and (window.start, window.end) == (1.5, 28.5)
+    assert window.tokens == pytest.approx(9 * 22 - 11)  # nine cycles, one request without tokens
+    assert window.share == pytest.approx(27 / 30.5) and not window.short
+
+
+def waves(cycles: int, slow_every: int = 0) -> list[RequestRecord]:
+    """C=2 in lockstep: each cycle both requests get their first token after 1 s and 10
+    more over 2 s (3 s cycles); with `slow_every`, every that many cycles wait 4 s for
+    their first token (a stall: the requests stream as fast as ever once they start)."""
+    records, t = [], 0.0
+    for cycle in range(cycles):
+        wait = 4.0 if slow_every and cycle % slow_every == 0 else 1.0
+        records += [spread(t, t + wait, t + wait + 2.0, 11), spread(t, t + wait, t + wait + 2.0, 11)]
+        t += wait + 2.0
+    return records
+
+
+def test_the_aggregate_interval_is_over_slices_of_time_when_waves_are_correlated() -> None:
+    steady = summarize(level(*waves(12), concurrency=2))
+    lo, hi = steady.agg_output_tok_s_ci
+    assert lo <= steady.agg_output_tok_s <= hi and hi - lo < 0.03 * steady.agg_output_tok_s  # identical waves
+    # Every third wave stalls before its first token, both requests together. Each request
+    # streams as fast as ever, so the per-request bootstrap sees no spread; the batch means
+    # over time see the stalls, and widen the interval.
+    uneven = summarize(level(*waves(12, slow_every=3), concurrency=2))
+    lo, hi = uneven.agg_output_tok_s_ci
+    assert lo < uneven.agg_output_tok_s < hi
+    window = steady_window(waves(12, slow_every=3), 2)
+    tokens, streamed = [], []
+    for r in waves(12, slow_every=3):
+        inside = max(0.0, min(r.t_done, window.end) - max(r.t_first, window.start))
+        if inside > 0:
+            tokens.append(tokens_between(r, window.start, window.end))
+            streamed.append(inside)
+    from autospec.metrics.stats import bootstrap_ratio_ci
+
+    b_lo, b_hi = bootstrap_ratio_ci(tokens, streamed)
+    ratio = sum(tokens) / sum(streamed)
+    assert (hi - lo) / uneven.agg_output_tok_s > (b_hi - b_lo) / ratio
+
+
+def test_no_steady_window_falls_back_to_the_whole_run_and_says_so() -> None:
+    s = summarize(level(ok(0.0, [(0.1, 1), (0.3, 9)]), concurrency=4))  # C=4 never reached
+    assert s.steady_share == 0.0 and s.steady_short and s.steady_window_s == 0.0
+    assert s.agg_output_tok_s == s.agg_output_tok_s_whole == pytest.approx(10 / 0.3)
+    assert steady_window([], 1) is None
+
+
+def test_quantile_intervals_are_order_statistics_and_unknown_where_too_few() -> None:
+    values = list(range(1, 101))  # 1..100
+    lo, hi = quantile_interval(values, 50)
+    assert (lo, hi) == (40.0, 61.0)  # binomial(100, 0.5): the 40th and 61st values, the textbook pair
+    lo, hi = quantile_interval(values[:64], 99)  # the p99 of 64 values has a lower bound, no upper one
+    assert lo == 61.0 and math.isnan(hi) and half_width((lo, hi)) is None
+    assert all(math.isnan(v) for v in quantile_interval([1.0, 2.0, 3.0, 4.0], 50))  # 4 values: none at 95%
+
+
+def test_intervals_can_be_limited_to_the_figures_asked_for() -> None:
+    recs = [ok(0.0, [(0.05, 1), (0.2 + 0.03 * (i % 5), 20)]) for i in range(20)]
+    s = summarize(level(*recs), intervals=("output_tok_s",))
+    assert set(s.cis) == {"output_tok_s"}
+    assert s.as_dict()["output_tok_s"] == summarize(level(*recs)).as_dict()["output_tok_s"]
+
+
+def test_accept_length_from_the_server_fills_in_only_where_responses_had_none() -> None:
+    with_verify = summarize(level(A, B))
+    assert with_verify.accept_length_source == "response"
+    assert with_accept_length(with_verify, 9.0, "log") is with_verify
+    without = summarize(level(B))
+    filled = with_accept_length(without, 3.5, "server_info")
+    assert filled.accept_length == 3.5 and filled.accept_length_source == "server_info"
+    assert filled.as_dict()["accept_length_source"] == "server_info"

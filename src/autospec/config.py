@@ -17,8 +17,9 @@ A search-space file is TOML (docs/search-spaces.md has the full reference)::
     high = 8
 
     [workload]    kind = "synthetic", output_len = 1000, ...
-    [bench]       concurrency = [1, 32], ...
+    [bench]       concurrency = [1, 32], target_rel_ci = 0.02, max_share_of_launch = 0.3, ...
     [[objectives]]  metric = "output_tok_s", concurrency = 1, direction = "maximize"
+                    (optional: target_rel_ci, share_of_launch override [bench]'s for it)
     [[constraints]] metric = "ttft_ms_p99", concurrency = 32, max = 2000
     [baseline]    the user's current deployment (flags), enqueued by --baseline
 
@@ -234,13 +235,33 @@ _PARAM_TYPES = ("int", "float", "categorical", "draft_tokens")
 # ---------------------------------------------------------- objectives, constraints
 
 
+def _relative_target(value: float) -> float:
+    if not 0 < value < 1:
+        raise invalid(f"must be in (0, 1), got {value}; e.g. 0.02 keeps measuring until the 95% interval is within +-2%")
+    return value
+
+
+def _share(value: float) -> float:
+    if value < 0:
+        raise invalid(f"must be >= 0, got {value}; e.g. 0.3 lets measuring take up to 30% of the launch time")
+    return value
+
+
+_RelativeTarget = Annotated[Number, AfterValidator(_relative_target)]
+_Share = Annotated[Number, AfterValidator(_share)]
+
+
 @dataclass(frozen=True, config=_TABLE)
 class ObjectiveSpec(KnownKeys):
-    """One objective: a metric at one concurrency, maximised or minimised."""
+    """One objective: a metric at one concurrency, maximised or minimised. `target_rel_ci`
+    and `share_of_launch`, when set, replace [bench]'s `target_rel_ci` and
+    `max_share_of_launch` for this objective's level (the precision loop)."""
 
     metric: StrictStr
     concurrency: _PositiveInt
     direction: Annotated[str, one_of(("maximize", "minimize"))] = "maximize"
+    target_rel_ci: _RelativeTarget | None = None
+    share_of_launch: _Share | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -303,9 +324,47 @@ def _error_rate(value: float) -> float:
     return value
 
 
+#: default ceiling of the precision loop: this many waves of C requests per level
+DEFAULT_MAX_WAVES = 128
+
+
+def _request_ceiling(raw: Any) -> int | tuple[tuple[int, int], ...] | None:
+    """`max_requests = 2000` (every level) or `max_requests = { 1 = 200, 32 = 4096 }`
+    (per level) -> an int or ((level, count), ...)."""
+    def count(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise invalid(f"must be a positive integer or a table of them per level, got {short(raw)}; "
+                          "e.g. max_requests = 2000 or max_requests = { 1 = 200, 32 = 4096 }")
+        return value
+
+    if raw is None:
+        return None
+    if isinstance(raw, tuple):
+        return raw
+    if isinstance(raw, dict):
+        pairs = []
+        for key, value in raw.items():
+            if isinstance(key, int) and not isinstance(key, bool):
+                level = key
+            elif isinstance(key, str) and key.isdigit():
+                level = int(key)
+            else:
+                raise invalid(f"has the key {short(key)}, which is not a concurrency level; "
+                              "key the table by level, e.g. max_requests = { 1 = 200, 32 = 4096 }")
+            pairs.append((level, count(value)))
+        return tuple(sorted(pairs))
+    return count(raw)
+
+
 @dataclass(frozen=True, config=_TABLE)
 class BenchSpec(KnownKeys):
-    """How each trial is measured: closed-loop concurrency levels and request counts."""
+    """How each trial is measured: closed-loop concurrency levels and request counts.
+
+    A level sends `num_requests(C)` requests (the floor). With `precision` on (the
+    default), a level that feeds an objective or a constraint then keeps measuring until
+    the 95% interval of each of its figures is within `target_rel_ci` of the value, or
+    until the trial's measuring took `max_share_of_launch` of its launch time, or until
+    it sent `max_requests_at(C)` requests (the ceiling); see docs/benchmarking.md."""
 
     concurrency: Annotated[tuple[int, ...], PlainValidator(_levels)] = (1, 32)
     requests_multiplier: _PositiveInt = 2
@@ -313,10 +372,20 @@ class BenchSpec(KnownKeys):
     warmup_requests: Annotated[int, Strict(), Field(ge=0)] = 1
     max_error_rate: Annotated[Number, AfterValidator(_error_rate)] = 0.1
     request_timeout_s: Annotated[Number, AfterValidator(_positive)] = 600.0
+    precision: StrictBool = True
+    target_rel_ci: _RelativeTarget = 0.02
+    max_share_of_launch: _Share = 0.3
+    max_requests: Annotated[int | tuple[tuple[int, int], ...] | None, PlainValidator(_request_ceiling)] = None
 
     def num_requests(self, concurrency: int) -> int:
         """Measured requests at one level: `multiplier` waves, at least `min_requests`."""
         return max(self.min_requests, self.requests_multiplier * concurrency)
+
+    def max_requests_at(self, concurrency: int) -> int:
+        """The precision loop's ceiling at one level: `max_requests` (for that level, where
+        it is a table), else DEFAULT_MAX_WAVES waves; never below the floor."""
+        explicit = dict(self.max_requests).get(concurrency) if isinstance(self.max_requests, tuple) else self.max_requests
+        return explicit if explicit is not None else max(DEFAULT_MAX_WAVES * concurrency, self.num_requests(concurrency))
 
 
 def _command(raw: Any) -> tuple[str, ...]:
@@ -664,6 +733,27 @@ def _validate_space(space: SearchSpace) -> None:
         if problem:
             raise ConfigError(f"{src}: [server.flags] {problem}")
     _check_measures(space)
+    _check_bench(space)
+
+
+def _check_bench(space: SearchSpace) -> None:
+    """[bench] max_requests: levels that exist, and never below a level's floor."""
+    bench, src = space.bench, space.source
+    if isinstance(bench.max_requests, tuple):
+        unknown = [level for level, _ in bench.max_requests if level not in bench.concurrency]
+        if unknown:
+            raise ConfigError(
+                f"{src}: [bench] max_requests names level {unknown[0]}, which concurrency {list(bench.concurrency)} "
+                "does not include; key it by a measured level"
+            )
+    for level in bench.concurrency:
+        floor = bench.num_requests(level)
+        if bench.max_requests_at(level) < floor:
+            raise ConfigError(
+                f"{src}: [bench] max_requests {bench.max_requests_at(level)} at concurrency {level} is below the "
+                f"{floor} requests every level sends (max(min_requests, requests_multiplier x C)); raise it to at "
+                f"least {floor}"
+            )
 
 
 def _check_param(p: ParamSpec, known: set[str], src: str) -> None:

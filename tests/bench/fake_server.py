@@ -2,7 +2,9 @@
 
 It speaks HTTP/1.1 with chunked transfer encoding and keep-alive (like uvicorn),
 answers `/generate`, `/v1/completions`, `/v1/chat/completions` and `/v1/models`
-with SGLang's streaming event shapes (sglang 0.5.23), and misbehaves on request:
+with SGLang's streaming event shapes (sglang 0.5.23), `/server_info` (and the older
+`/get_server_info`) with `FakeServer.info()` where set (404 otherwise), and misbehaves
+on request:
 `FakeServer.script(n, body) -> Reply` decides per request (n counts from 0).
 It records every request body and counts open and closed streams, so tests can
 check what the client sent and that cancelled streams were closed.
@@ -38,6 +40,8 @@ class Reply:
 class FakeServer:
     def __init__(self, script: Callable[[int, dict], Reply] | None = None) -> None:
         self.script = script or (lambda n, body: Reply())
+        self.info: Callable[[], dict] | None = None
+        self.info_paths: list[str] = []
         self.bodies: list[dict] = []
         self.paths: list[str] = []
         self.model_lookups = 0
@@ -94,6 +98,14 @@ class FakeServer:
                     headers[key.strip().lower()] = value.strip()
                 body_bytes = await reader.readexactly(int(headers.get("content-length", "0")))
                 body = json.loads(body_bytes) if body_bytes else {}
+                if path in ("/server_info", "/get_server_info"):
+                    with self._lock:
+                        self.info_paths.append(path)
+                    if self.info is None:
+                        await self._send_json(writer, 404, {"detail": "Not Found"})
+                    else:
+                        await self._send_json(writer, 200, self.info())
+                    continue
                 if path == "/v1/models":
                     with self._lock:
                         self.model_lookups += 1

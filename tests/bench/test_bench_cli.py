@@ -82,3 +82,48 @@ def test_bench_launches_the_simulator(tmp_path: Path, capsys) -> None:
     summary = payload["levels"][0]["summary"]
     assert summary["n_ok"] == 4 and summary["accept_length"] > 1
     assert (tmp_path / "server.log").read_text()
+
+
+def test_precise_levels_record_why_they_stopped(fake_server, tmp_path: Path, capsys) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=6, per_event=2))
+    out_json = tmp_path / "bench.json"
+    rc = main(["bench", "--url", server.url, "--concurrency", "1,2", "--output-len", "6", "--precise",
+               "--target-ci", "0.000001", "--max-seconds", "0", "--json", str(out_json), "--quiet"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "steady" in printed and "whole tok/s" in printed and "ok, cap" in printed
+    payload = json.loads(out_json.read_text())
+    for level in payload["levels"]:
+        summary = level["summary"]
+        assert summary["stop_reason"] == "cap" and summary["precision"]["stop"] == "cap"
+        assert summary["n_requests"] == 4  # the default counts (4 at C=1, 2 x C) are the floor
+        assert level["precision"].startswith("cap: ")
+        assert {"agg_output_tok_s_whole", "steady_share", "steady_short", "accept_length_source"} <= set(summary)
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--precise", "--adaptive"], "drop --adaptive and --duration"),
+        (["--precise", "--duration", "5"], "drop --adaptive and --duration"),
+        (["--precise", "--target-ci", "0"], "--target-ci 0.0 must be within (0, 1)"),
+        (["--precise", "--max-requests", "2", "--concurrency", "4"], "--max-requests 2 is below the level's 8"),
+    ],
+)
+def test_bad_precise_options(fake_server, argv: list[str], fragment: str, capsys) -> None:
+    server = fake_server()
+    assert main(["bench", "--url", server.url, *argv, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("autospec: error: ") and fragment in err
+
+
+def test_bench_takes_accept_length_from_the_simulator_on_the_openai_api(tmp_path: Path, capsys) -> None:
+    out_json = tmp_path / "sim.json"
+    rc = main(["bench", "--sim", "--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2",
+               "--flag", "speculative_algorithm=NEXTN", "--flag", "speculative_num_steps=2",
+               "--flag", "speculative_eagle_topk=1", "--flag", "speculative_num_draft_tokens=3",
+               "--concurrency", "1", "--output-len", "16", "--api", "completions",
+               "--json", str(out_json), "--quiet"])
+    assert rc == 0, capsys.readouterr()
+    summary = json.loads(out_json.read_text())["levels"][0]["summary"]
+    assert summary["accept_length"] > 1 and summary["accept_length_source"] == "server_info"

@@ -80,3 +80,33 @@ def test_study_runs_records_every_trial_and_resumes_to_the_target(tmp_path, fast
     assert run("pareto", "--study", "e2e", "--studies-dir", studies) == 0
     table = capsys.readouterr().out
     assert "output_tok_s@c1" in table and "max_running_requests" in table
+
+
+def test_confirm_relaunches_front_configurations_once_and_pools_them(tmp_path, fast_space, capsys):
+    studies = str(tmp_path / "studies")
+    args = ["optimize", "--space", str(fast_space), "--study", "conf", "--studies-dir", studies, "--seed", "5",
+            *SIM_ARGS, "--trials", "3", "--confirm", "2"]
+    assert run(*args) == 0
+    trials = load(tmp_path, "conf").trials
+    relaunches = [t for t in trials if "confirm_of" in t.user_attrs]
+    explored = [t for t in trials if t.user_attrs.get("launched") and "confirm_of" not in t.user_attrs]
+    assert len(explored) == 3 and len(relaunches) == 2  # --trials counts exploration only
+    roots = {t.user_attrs["confirm_of"] for t in relaunches}
+    by_number = {t.number: t for t in trials}
+    for t in relaunches:
+        root = by_number[t.user_attrs["confirm_of"]]
+        assert t.user_attrs["launched"] and t.user_attrs["outcome"] == "ok"
+        assert t.user_attrs["resolved"] == root.user_attrs["resolved"]  # the same server, launched again
+        assert t.number > max(e.number for e in explored)  # after the exploration budget
+    capsys.readouterr()
+    assert run("pareto", "--study", "conf", "--studies-dir", studies, "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["relaunch"] == 2 and out["counts"]["launched"] == 3
+    front = {row["number"] for row in out["front"]}
+    assert not front & {t.number for t in relaunches}  # a relaunch is pooled, never a front point of its own
+    pooled = [row for row in out["table"] if row["number"] in roots]
+    assert pooled and all(any(m.startswith("mean of ") for m in row["marks"]) for row in pooled if row["on_front"])
+    assert any(note.startswith("between-launch spread, from relaunches of") for note in out["notes"])
+
+    assert run(*args) == 0  # resumed with the same command: the relaunches are not repeated
+    assert len(load(tmp_path, "conf").trials) == len(trials)

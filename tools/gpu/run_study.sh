@@ -19,6 +19,8 @@
 #   FINAL=0             1: after the study, start the exported best command for real, send it
 #                       a request, stop it; then benchmarks/gpu_teardown.py if time is left
 #   STUDY_DIR=/tmp/autospec-study
+#   EXTRA_ARGS=""       more `autospec optimize` arguments, e.g. "--confirm 2"
+#   AUTOSPEC_SRC=""     a checkout's src/ to import autospec from instead of the archive's wheel
 set -u
 t0=$SECONDS
 left() { echo $((DEADLINE - (SECONDS - t0))); }
@@ -42,6 +44,7 @@ say() { echo "[run_study +$((SECONDS - t0))s] $*"; }
 sed -n '/<<ENV$/,/^ENV$/{/<<ENV$/d;/^ENV$/d;p}' "$dir/serve.sh" | sed "s#\$dir#$dir#g" >"$dir/env.sh"
 grep -q SGLANG_BASE_ARGS "$dir/env.sh" || { say "no env.sh block found in $dir/serve.sh"; exit 3; }
 source "$dir/env.sh"
+[[ -n ${AUTOSPEC_SRC:-} ]] && export PYTHONPATH=$AUTOSPEC_SRC:$PYTHONPATH
 say "unpacked; $(cat "$dir/BUILT_FROM" 2>/dev/null)"
 python3 - "$SPACE" <<'PY' || exit 3
 import sys, os, importlib.metadata as md
@@ -72,7 +75,7 @@ reserve=45; [[ $FINAL == 1 ]] && reserve=150
 budget=$(( $(left) - reserve ))
 cmd=(python3 -m autospec.cli.main optimize --space "$SPACE" --study "$STUDY" --storage "$storage"
      --studies-dir "$STUDY_DIR" --trials "$TRIALS" --seed "$SEED" --timeout "${STUDY_TIMEOUT}s"
-     --server-command "python3 -m sglang.launch_server" --preflight auto)
+     --server-command "python3 -m sglang.launch_server" --preflight auto ${EXTRA_ARGS:-})
 say "autospec optimize (killed after ${budget}s at the latest): ${cmd[*]}"
 timeout -k 20 -s TERM "$budget" "${cmd[@]}"
 say "optimize exit $?"

@@ -1,7 +1,34 @@
-"""Adaptive measurement: repeat a level until its 95% intervals are narrow enough.
+"""Measuring a level until its figures are precise enough.
 
-Each repeat is one closed-loop run of the level's plan (warmup only before the
-first). After every repeat from `min_repeats` on, the runs are summarised together
+Two ways, one rule of thumb (stop when the 95% intervals are narrow enough, or when a
+cap says measuring more is not worth it):
+
+**The precision loop** (`run_level_precise_with`, what a study does for every level
+that feeds an objective or a constraint): one closed-loop run that keeps sending past
+its floor (the plan's request count) while `stop_rule` says continue. `stop_rule` is a
+pure function of the summary of the records so far, the goal (figures with their
+target relative half-widths, floor and ceiling in requests, a time cap) and the
+elapsed time; it answers None (continue) or a `Stop` with one of the reasons
+
+    target    every figure's interval is within its target (a constraint's figure
+              also counts once its interval lies wholly on one side of the bound)
+    cap       measuring one more slice (`check_every_s`) would pass the time cap
+    ceiling   the level sent `max_requests`
+    failed    the level failed its error threshold
+    external  the caller's hook (`should_stop(summary) -> str | None`) said stop,
+              e.g. a study racing configurations; its text is kept as the detail
+
+One continuous run has one ramp-up and one drain however long it goes, so the
+steady-state aggregate (`autospec.metrics.steady`) gains from every request. The rule
+is consulted before each send beyond the floor, at most once per `check_every_s`
+(each look summarises every record so far on the client's event loop, so it is
+rate-limited; a slice is never started past the cap, so with less than a slice of
+budget left a level stops at its floor). The result's summary carries `stop_reason`
+and `precision` (targets, relative half-widths, cap, elapsed, the hook's text).
+
+**Repeat runs** (`run_level_adaptive_with`, `autospec bench --adaptive`): each repeat
+is one closed-loop run of the level's plan (warmup only before the first). After
+every repeat from `min_repeats` on, the runs are summarised together
 (`autospec.metrics.summarize_repeats`: Student-t intervals across runs) and the
 loop stops when, for every metric in `metrics`, the interval's half-width is at
 most `target_rel_half_width` of the value, or when `max_repeats` runs were made,
@@ -12,12 +39,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from autospec.bench.client import BenchClient
-from autospec.bench.records import LevelResult
+from autospec.bench.records import LevelResult, RequestRecord
 from autospec.bench.runner import LevelPlan, ProgressCallback, run_level_with
 from autospec.bench.workloads import Workload
 from autospec.errors import ConfigError
@@ -27,8 +57,250 @@ from autospec.metrics import (
     LevelSummary,
     metric_uncertainty,
     metric_value,
+    stats,
+    summarize,
     summarize_repeats,
 )
+
+#: figures without an interval (pooled ITL, error share): the rule cannot target them
+NO_INTERVAL = frozenset({"itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "error_rate"})
+STOP_REASONS = ("target", "cap", "ceiling", "failed", "external")
+DEFAULT_TARGET_REL_CI = 0.02
+DEFAULT_CHECK_EVERY_S = 1.0
+
+StopHook = Callable[[LevelSummary], "str | None"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure a level must measure precisely: its metric, the target half-width
+    of its 95% interval relative to its value, and for a constraint its bounds (the
+    figure is also settled once its interval lies wholly on one side of them)."""
+
+    metric: str
+    target_rel_ci: float = DEFAULT_TARGET_REL_CI
+    low: float | None = None
+    high: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ConfigError(f"unknown metric {self.metric!r}; use names from METRICS")
+        if not 0 < self.target_rel_ci < 1:
+            raise ConfigError(f"target_rel_ci must be in (0, 1), got {self.target_rel_ci}; e.g. 0.02 for +-2%")
+
+
+@dataclass(frozen=True)
+class PrecisionGoal:
+    """When a level may stop: its figures, the floor and ceiling in requests sent,
+    and the time cap (seconds on the caller's clock, see `run_level_precise_with`)."""
+
+    figures: tuple[Figure, ...]
+    min_requests: int
+    max_requests: int
+    cap_s: float
+    check_every_s: float = DEFAULT_CHECK_EVERY_S
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_requests <= self.max_requests:
+            raise ConfigError(
+                f"need 1 <= min_requests ({self.min_requests}) <= max_requests ({self.max_requests}); fix the bounds"
+            )
+        if self.cap_s < 0 or self.check_every_s <= 0:
+            raise ConfigError("cap_s must be >= 0 and check_every_s > 0")
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(f.metric for f in self.figures))
+
+
+@dataclass(frozen=True)
+class Stop:
+    reason: str  # one of STOP_REASONS
+    detail: str
+
+
+def figure_state(summary: LevelSummary, figure: Figure) -> tuple[str, float | None]:
+    """(state, relative half-width) of one figure in `summary`. States: "precise"
+    (within target), "settled" (a constraint's interval lies on one side of a bound),
+    "wide", "unknown" (no interval yet), "steady-short" (the aggregate's steady window
+    is under half the run), "unmeasurable" (no value: measuring more cannot help, or a
+    figure without intervals)."""
+    value = metric_value(summary, figure.metric)
+    if figure.metric in NO_INTERVAL or math.isnan(value):
+        return "unmeasurable", None
+    interval = summary.cis.get(figure.metric)
+    half = metric_uncertainty(summary, figure.metric)
+    relative = None if half is None or value == 0 else half / abs(value)
+    if interval is not None and _settled(interval, figure):
+        return "settled", relative
+    if figure.metric == "agg_output_tok_s" and summary.steady_short:
+        return "steady-short", relative
+    if relative is None:
+        return "unknown", None
+    return ("precise" if relative <= figure.target_rel_ci else "wide"), relative
+
+
+def _settled(interval: tuple[float, float], figure: Figure) -> bool:
+    """A constraint's figure whose interval lies wholly outside its bounds (surely
+    violated) or wholly inside them (surely met)."""
+    if figure.low is None and figure.high is None:
+        return False
+    lo, hi = (-math.inf if math.isnan(interval[0]) else interval[0], math.inf if math.isnan(interval[1]) else interval[1])
+    violated = (figure.high is not None and lo > figure.high) or (figure.low is not None and hi < figure.low)
+    met = (figure.high is None or hi <= figure.high) and (figure.low is None or lo >= figure.low)
+    return violated or met
+
+
+def _describe(summary: LevelSummary, goal: PrecisionGoal) -> str:
+    parts = []
+    for figure in goal.figures:
+        state, relative = figure_state(summary, figure)
+        shown = f"+-{relative:.2%}" if relative is not None else "+-?"
+        parts.append(f"{figure.metric} {shown} ({state}, target +-{figure.target_rel_ci:.2%})")
+    return ", ".join(parts) or "no figure"
+
+
+def stop_rule(
+    summary: LevelSummary,
+    goal: PrecisionGoal,
+    elapsed_s: float,
+    sent: int,
+    should_stop: StopHook | None = None,
+) -> Stop | None:
+    """Continue (None) or stop, with the reason (module docstring), for a level whose
+    records so far give `summary`, after `sent` requests and `elapsed_s` seconds on the
+    clock of `goal.cap_s`. Pure, apart from calling `should_stop`."""
+    if sent < goal.min_requests:
+        return None
+    if summary.failed_reason:
+        return Stop("failed", summary.failed_reason)
+    if should_stop is not None:
+        why = should_stop(summary)
+        if why:
+            return Stop("external", str(why))
+    states = [figure_state(summary, f)[0] for f in goal.figures]
+    if all(state in ("precise", "settled", "unmeasurable") for state in states):
+        return Stop("target", _describe(summary, goal))
+    if sent >= goal.max_requests:
+        return Stop("ceiling", f"{sent} requests sent (ceiling {goal.max_requests}): {_describe(summary, goal)}")
+    if elapsed_s + goal.check_every_s > goal.cap_s:
+        return Stop("cap", f"{elapsed_s:.1f} s of {goal.cap_s:.1f} s measured: {_describe(summary, goal)}")
+    return None
+
+
+@dataclass
+class _Controller:
+    """The runner's `extend` callback: consults `stop_rule`, at most every check_every_s."""
+
+    goal: PrecisionGoal
+    concurrency: int
+    origin: float
+    should_stop: StopHook | None = None
+    stop: Stop | None = None
+    checks: int = 0
+    last_check: float | None = None
+    elapsed_s: float = 0.0
+
+    def __call__(self, sent: int, records: Sequence[RequestRecord]) -> bool:
+        if self.stop is not None:
+            return False
+        now = time.monotonic()
+        if self.last_check is not None and now - self.last_check < self.goal.check_every_s:
+            return True
+        self.last_check = now
+        self.checks += 1
+        self.elapsed_s = now - self.origin
+        measured = tuple(r for r in records if not r.warmup)
+        summary = summarize(LevelResult(measured, 0.0, self.concurrency), max_error_rate=self.goal.max_error_rate,
+                            intervals=self.goal.metrics)
+        self.stop = stop_rule(summary, self.goal, self.elapsed_s, sent, self.should_stop)
+        return self.stop is None
+
+
+@dataclass(frozen=True)
+class PreciseResult:
+    result: LevelResult
+    summary: LevelSummary  # of the whole run, with stop_reason and precision filled in
+    stop: Stop
+
+
+def precision_info(summary: LevelSummary, goal: PrecisionGoal, stop: Stop, *, elapsed_s: float,
+                   checks: int, sent: int) -> dict[str, Any]:
+    """What `LevelSummary.precision` holds for a level the loop measured."""
+    rel: dict[str, float | None] = {}
+    states: dict[str, str] = {}
+    for figure in goal.figures:
+        states[figure.metric], rel[figure.metric] = figure_state(summary, figure)
+    return {
+        "stop": stop.reason,
+        "detail": stop.detail,
+        "targets": {f.metric: f.target_rel_ci for f in goal.figures},
+        "rel_ci": rel,
+        "states": states,
+        "min_requests": goal.min_requests,
+        "max_requests": goal.max_requests,
+        "sent": sent,
+        "cap_s": round(goal.cap_s, 3),
+        "elapsed_s": round(elapsed_s, 3),
+        "checks": checks,
+    }
+
+
+async def run_level_precise_with(
+    client: BenchClient,
+    plan: LevelPlan,
+    goal: PrecisionGoal,
+    *,
+    origin: float | None = None,
+    should_stop: StopHook | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> PreciseResult:
+    """Run `plan` through an open client as one open-ended level (the precision loop,
+    module docstring). `goal.min_requests` replaces the plan's request count as the
+    floor; `origin` is the `time.monotonic()` reading the cap counts from (default: now,
+    so the cap is this level's own time)."""
+    origin = time.monotonic() if origin is None else origin
+    stats.preload()
+    floor_plan = dataclasses.replace(plan, num_requests=goal.min_requests, duration_s=None)
+    controller = _Controller(goal, plan.concurrency, origin, should_stop)
+    result = await run_level_with(client, floor_plan, on_progress=on_progress, extend=controller,
+                                  max_requests=goal.max_requests)
+    summary = summarize(result, max_error_rate=goal.max_error_rate)
+    sent = int(result.metadata.get("sent", len(result.measured)))
+    stop = controller.stop
+    if stop is None:
+        if summary.failed_reason:
+            stop = Stop("failed", summary.failed_reason)
+        elif sent >= goal.max_requests:
+            stop = Stop("ceiling", f"{sent} requests sent (ceiling {goal.max_requests}): {_describe(summary, goal)}")
+        else:
+            stop = Stop("failed", "the level stopped sending after consecutive failed requests")
+    elapsed = time.monotonic() - origin
+    info = precision_info(summary, goal, stop, elapsed_s=elapsed, checks=controller.checks, sent=sent)
+    summary = dataclasses.replace(summary, stop_reason=stop.reason, precision=info)
+    return PreciseResult(result, summary, stop)
+
+
+async def run_level_precise(
+    base_url: str,
+    workload: Workload,
+    plan: LevelPlan,
+    goal: PrecisionGoal,
+    *,
+    model: str | None = None,
+    timeout_s: float = 600,
+    transport: httpx.AsyncBaseTransport | None = None,
+    should_stop: StopHook | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> PreciseResult:
+    """`run_level`, open-ended until `goal` says stop (the cap counts from now)."""
+    async with BenchClient(base_url, workload, model=model, timeout_s=timeout_s, transport=transport) as client:
+        await client.resolve_model()
+        return await run_level_precise_with(client, plan, goal, should_stop=should_stop, on_progress=on_progress)
+
+
+# ------------------------------------------------------------------ repeat runs
 
 
 @dataclass(frozen=True)

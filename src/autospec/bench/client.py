@@ -38,6 +38,10 @@ from autospec.bench.records import RequestRecord
 from autospec.bench.workloads import Prompt, Workload
 
 _ERROR_BODY_LIMIT = 300
+#: where SGLang reports its state (`internal_states[0].avg_spec_accept_length`): the
+#: current path first, then the older one (sglang 0.5.x answers both, the old one with a
+#: deprecation warning in its log)
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 
 
 class BenchClient:
@@ -72,7 +76,10 @@ class BenchClient:
         self._entered = False
         self._connected = 0
         self._ssl: ssl.SSLContext | None = None
-        self._urls = {path: httpx.URL(self.base_url + path) for path in (*ENDPOINTS.values(), "/v1/models")}
+        self._urls = {
+            path: httpx.URL(self.base_url + path)
+            for path in (*ENDPOINTS.values(), "/v1/models", *SERVER_INFO_PATHS)
+        }
         self._timeouts = {
             "timeout": {
                 "connect": connect_timeout_s, "read": self.timeout_s, "write": self.timeout_s, "pool": self.timeout_s,
@@ -150,6 +157,25 @@ class BenchClient:
         except (httpx.HTTPError, OSError, ValueError, asyncio.TimeoutError):
             pass
         return self.model
+
+    async def server_info(self) -> dict | None:
+        """The server's `GET /server_info` (older SGLang: `/get_server_info`) as a dict,
+        through lane 0 (between levels, when no request is in flight); None when neither
+        answers with a JSON object."""
+        for path in SERVER_INFO_PATHS:
+            request = httpx.Request("GET", self._urls[path], extensions=self._timeouts)
+            try:
+                response = await asyncio.wait_for(self.lane(0).handle_async_request(request), self._connect_timeout_s)
+                try:
+                    body = await response.aread()
+                finally:
+                    await response.aclose()
+                if response.status_code == 200:
+                    payload = json.loads(body)
+                    return payload if isinstance(payload, dict) else None
+            except (httpx.HTTPError, OSError, ValueError, asyncio.TimeoutError):
+                return None
+        return None
 
     async def send(self, prompt: Prompt, *, warmup: bool = False, lane: int = 0) -> RequestRecord:
         """Stream one request on `lane`; returns its record (never raises except on

@@ -14,6 +14,11 @@ list at every level (so levels and other clients can be fed identical prompts).
 Before anything is sent, every worker's connection is opened (`BenchClient.connect_lanes`:
 a `GET /v1/models` per new connection), so no measured request pays for connecting.
 
+A level may also be *open-ended* (`extend`, used by the precision loop in
+`autospec.bench.adaptive`): after the plan's request count was sent, every further send
+asks `extend(sent, records)` first, and the level stops sending at the first "no" (or
+at `max_requests`); requests in flight then finish and count, as at a deadline.
+
 If `max_consecutive_errors` requests in a row fail (a dead server), the level stops
 sending; the records say why. Cancelling the task running a level (or Ctrl-C in
 `run_levels`) closes every in-flight stream before the cancellation propagates.
@@ -107,18 +112,24 @@ async def _closed_loop(
     warmup: bool,
     max_consecutive_errors: int,
     on_record: Callable[[RequestRecord, int], None],
-) -> None:
+    extend_after: int | None = None,
+    extend: Callable[[int], bool] | None = None,
+) -> int:
     sent = 0
     completed = 0
     consecutive_errors = 0
+    closed = False
 
     def next_index() -> int | None:
-        nonlocal sent
-        if limit is not None and sent >= limit:
+        nonlocal sent, closed
+        if closed or (limit is not None and sent >= limit):
             return None
         if deadline is not None and time.perf_counter() >= deadline:
             return None
         if consecutive_errors >= max_consecutive_errors:
+            return None
+        if extend is not None and extend_after is not None and sent >= extend_after and not extend(sent):
+            closed = True
             return None
         sent += 1
         return sent - 1
@@ -138,6 +149,13 @@ async def _closed_loop(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    return sent
+
+
+ExtendCallback = Callable[[int, Sequence[RequestRecord]], bool]
+#: output tokens of a warmup request at most: enough to run every decode kernel at the
+#: level's batch size, short enough that warming a level up costs about one prefill
+WARMUP_OUTPUT_LEN = 32
 
 
 async def run_level_with(
@@ -146,11 +164,24 @@ async def run_level_with(
     *,
     on_progress: ProgressCallback | None = None,
     max_consecutive_errors: int | None = None,
+    extend: ExtendCallback | None = None,
+    max_requests: int | None = None,
 ) -> LevelResult:
-    """Run one level through an open `BenchClient` (see `run_level`)."""
+    """Run one level through an open `BenchClient` (see `run_level`).
+
+    With `extend`, the plan's request count is a floor: each send beyond it first asks
+    `extend(sent so far, records so far)` (warmup records included, in completion
+    order), and none is sent after the first False or beyond `max_requests`."""
     workload = client.workload
     records: list[RequestRecord] = []
     limit = plan.request_limit
+    floor = limit
+    if extend is not None:
+        if plan.duration_s is not None or floor is None:
+            raise ConfigError("an open-ended level needs a request count, not a duration; drop duration_s")
+        if max_requests is None or max_requests < floor:
+            raise ConfigError(f"max_requests ({max_requests}) must be at least the level's {floor} requests")
+        limit = max_requests
     stop_after = max_consecutive_errors or max(8, 2 * plan.concurrency)
     start = time.perf_counter()
     await client.connect_lanes(plan.concurrency)
@@ -164,7 +195,8 @@ async def run_level_with(
         return on_record
 
     if plan.warmup_requests:
-        warm_workload = dataclasses.replace(workload, seed=workload.seed + 1)
+        warm_workload = dataclasses.replace(workload, seed=workload.seed + 1,
+                                            output_len=min(workload.output_len, WARMUP_OUTPUT_LEN))
         await _closed_loop(
             client,
             _PromptFeed(warm_workload, plan.warmup_requests),
@@ -176,15 +208,17 @@ async def run_level_with(
             on_record=observer("warmup", plan.warmup_requests),
         )
     deadline = None if plan.duration_s is None else time.perf_counter() + plan.duration_s
-    await _closed_loop(
+    sent = await _closed_loop(
         client,
-        _PromptFeed(workload, limit or 4 * plan.concurrency),
+        _PromptFeed(workload, floor or 4 * plan.concurrency),
         workers=plan.concurrency if limit is None else min(plan.concurrency, limit),
         limit=limit,
         deadline=deadline,
         warmup=False,
         max_consecutive_errors=stop_after,
-        on_record=observer("measure", limit),
+        on_record=observer("measure", floor if extend is None else None),
+        extend_after=floor if extend is not None else None,
+        extend=(lambda n: extend(n, records)) if extend is not None else None,
     )
     return LevelResult(
         records=tuple(records),
@@ -196,6 +230,7 @@ async def run_level_with(
             "plan": dataclasses.asdict(plan),
             "model": client.model,
             "base_url": client.base_url,
+            "sent": sent,
         },
     )
 

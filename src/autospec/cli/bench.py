@@ -4,6 +4,7 @@
     autospec bench --sim --flag speculative_algorithm=NEXTN --flag speculative_num_steps=3
     autospec bench --server-command "python -m sglang.launch_server" --model-path M --tp-size 4 \
         --flag speculative_algorithm=NEXTN --prompt-set chat --api chat --json out.json
+    autospec bench --url http://127.0.0.1:30000 --precise --target-ci 0.02 --max-seconds 30
 
 Parse -> workload and level plans -> (launch) -> measure -> table (and JSON). The
 figures and their definitions are those of `autospec.metrics` (docs/benchmarking.md).
@@ -83,6 +84,14 @@ def register(subparsers: Any) -> None:
     levels.add_argument("--target-ci", type=float, default=0.02,
                         help="adaptive: interval half-width as a share of the value (default 0.02)")
     levels.add_argument("--max-repeats", type=int, default=6, help="adaptive: most runs per level (default 6)")
+    levels.add_argument("--precise", action="store_true",
+                        help="keep each level running past its request count until the 95%% intervals of per-request "
+                        "and aggregate tok/s are within --target-ci, or --max-seconds or --max-requests is reached "
+                        "(one run per level: one ramp-up, one drain)")
+    levels.add_argument("--max-seconds", type=float, default=30.0,
+                        help="precise: most seconds one level may measure (default 30)")
+    levels.add_argument("--max-requests", type=int,
+                        help="precise: most requests one level may send (default 128 x C)")
 
     out = p.add_argument_group("output")
     out.add_argument("--json", metavar="PATH", help="write summaries (and the setup) as JSON; '-' for stdout")
@@ -114,6 +123,12 @@ def plans_from_args(args: argparse.Namespace):
         raise UsageError(f"--max-error-rate {args.max_error_rate} must be within 0..1; e.g. 0.05")
     if args.timeout <= 0:
         raise UsageError(f"--timeout {args.timeout} must be positive; pass seconds per request")
+    if args.precise and (args.adaptive or args.duration is not None):
+        raise UsageError("--precise runs each level open-ended from its request count; drop --adaptive and --duration")
+    if args.precise and not 0 < args.target_ci < 1:
+        raise UsageError(f"--target-ci {args.target_ci} must be within (0, 1); e.g. 0.02 for +-2%")
+    if args.precise and args.max_seconds < 0:
+        raise UsageError(f"--max-seconds {args.max_seconds} must be >= 0")
     return [
         LevelPlan(c, num_requests=args.num_requests, duration_s=args.duration, warmup_requests=args.warmup)
         for c in parse_concurrency(args.concurrency)
@@ -148,9 +163,32 @@ def launch_request_from_args(args: argparse.Namespace, log_path: Path):
 
 # ---------------------------------------------------------------- measuring
 
-async def _measure(url: str, workload, plans, args: argparse.Namespace, out: TextIO) -> list[dict[str, Any]]:
-    from autospec.bench import AdaptiveSettings, BenchClient, run_level_adaptive_with, run_level_with
-    from autospec.metrics import summarize
+def precision_goal(plan, args: argparse.Namespace):
+    """--precise: per-request and aggregate tok/s to --target-ci, from the plan's request
+    count (the floor) up to --max-requests or --max-seconds of this level."""
+    from autospec.bench import Figure, PrecisionGoal
+    from autospec.config import DEFAULT_MAX_WAVES
+
+    floor = plan.request_limit
+    ceiling = args.max_requests or DEFAULT_MAX_WAVES * plan.concurrency
+    if ceiling < floor:
+        raise UsageError(f"--max-requests {ceiling} is below the level's {floor} requests; raise it")
+    figures = (Figure("output_tok_s", args.target_ci), Figure("agg_output_tok_s", args.target_ci))
+    return PrecisionGoal(figures, min_requests=floor, max_requests=ceiling, cap_s=args.max_seconds,
+                         max_error_rate=args.max_error_rate)
+
+
+async def _measure(url: str, workload, plans, args: argparse.Namespace, out: TextIO,
+                   log_path: str | None = None) -> list[dict[str, Any]]:
+    from autospec.bench import (
+        AcceptTracker,
+        AdaptiveSettings,
+        BenchClient,
+        run_level_adaptive_with,
+        run_level_precise_with,
+        run_level_with,
+    )
+    from autospec.metrics import summarize, with_accept_length
 
     levels: list[dict[str, Any]] = []
     settings = None
@@ -159,13 +197,22 @@ async def _measure(url: str, workload, plans, args: argparse.Namespace, out: Tex
                                     min_repeats=min(2, args.max_repeats), max_error_rate=args.max_error_rate)
     async with BenchClient(url, workload, model=args.model, timeout_s=args.timeout) as client:
         await client.resolve_model()
+        tracker = AcceptTracker(client, log_path)
         for plan in plans:
+            await tracker.begin()
             if settings is not None:
                 adaptive = await run_level_adaptive_with(client, plan, settings)
                 results, summary, note = list(adaptive.results), adaptive.summary, adaptive.reason
+            elif args.precise:
+                precise = await run_level_precise_with(client, plan, precision_goal(plan, args))
+                results, summary = [precise.result], precise.summary
+                note = f"{precise.stop.reason}: {precise.stop.detail}"
             else:
                 result = await run_level_with(client, plan)
                 results, summary, note = [result], summarize(result, max_error_rate=args.max_error_rate), None
+            estimate = await tracker.end(results)
+            if estimate is not None:
+                summary = with_accept_length(summary, estimate.value, estimate.source)
             levels.append({"plan": plan, "results": results, "summary": summary, "note": note})
             if not args.quiet:
                 print(f"autospec: C={plan.concurrency} done: {summary.n_ok} ok, {summary.n_errors} failed"
@@ -191,21 +238,32 @@ def _pm(value: float, interval: tuple[float, float]) -> str:
 def render_table(levels: list[dict[str, Any]]) -> str:
     from autospec.cli.render import table
 
-    headers = ["C", "n", "ok", "err", "per-req tok/s", "decode tok/s", "agg tok/s", "TTFT p50/p99 ms",
-               "TPOT p50 ms", "ITL p50 ms", "accept", "status"]
+    headers = ["C", "n", "ok", "err", "per-req tok/s", "decode tok/s", "agg tok/s", "steady", "whole tok/s",
+               "TTFT p50/p99 ms", "TPOT p50 ms", "ITL p50 ms", "accept", "status"]
     rows = []
     for level in levels:
         s = level["summary"]
+        accept = _fmt(s.accept_length, 2)
+        if s.accept_length is not None and s.accept_length_source not in (None, "response"):
+            accept += f" ({s.accept_length_source})"
+        status = "FAILED" if s.failed else "ok"
+        if s.stop_reason and not s.failed:
+            status += f", {s.stop_reason}"
         rows.append([
             s.concurrency, s.n_requests, s.n_ok, s.n_errors,
             _pm(s.output_tok_s, s.output_tok_s_ci), _fmt(s.decode_tok_s),
             _pm(s.agg_output_tok_s, s.agg_output_tok_s_ci),
+            "-" if math.isnan(s.steady_share) else f"{s.steady_share:.0%}" + (" short" if s.steady_short else ""),
+            _fmt(s.agg_output_tok_s_whole),
             f"{_fmt(s.ttft_ms_p50)}/{_fmt(s.ttft_ms_p99)}", _fmt(s.tpot_ms_p50, 2), _fmt(s.itl_ms_p50, 2),
-            _fmt(s.accept_length, 2), "FAILED" if s.failed else "ok",
+            accept, status,
         ])
-    legend = ("per-req = completion tokens / (done - sent), mean over requests; agg = all tokens / level wall "
-              "time; ± = half-width of the 95% interval (bootstrap over requests, or t over repeat runs)")
-    return table(headers, rows, align_right=[True] * 11 + [False]) + "\n" + legend
+    legend = ("per-req = completion tokens / (done - sent), mean over requests; agg = tokens per second while C "
+              "requests were in flight, ramp-up and drain left out (steady = that window's share of the level; "
+              "whole = all tokens / level wall time); ± = half-width of the 95% interval (t over requests, "
+              "bootstrap over the steady window's requests, or t over repeat runs); accept in () came from the "
+              "server, not the responses")
+    return table(headers, rows, align_right=[True] * 13 + [False]) + "\n" + legend
 
 
 def report_json(levels: list[dict[str, Any]], workload, server: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +274,8 @@ def report_json(levels: list[dict[str, Any]], workload, server: dict[str, Any]) 
         "server": server,
         "levels": [
             {"plan": dataclasses.asdict(level["plan"]), "summary": level["summary"].as_dict(),
-             "repeats": len(level["results"]), "adaptive": level["note"]}
+             "repeats": len(level["results"]), "adaptive": level["note"] if not level["summary"].stop_reason else None,
+             "precision": level["note"] if level["summary"].stop_reason else None}
             for level in levels
         ],
     }
@@ -248,7 +307,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         server_info = {"url": running.url, "argv": list(running.argv), "log_path": str(log_path),
                        "startup": running.startup.as_dict()}
     try:
-        levels = asyncio.run(_measure(server_info["url"], workload, plans, args, out))
+        levels = asyncio.run(_measure(server_info["url"], workload, plans, args, out, server_info.get("log_path")))
     finally:
         if running is not None:
             running.stop()

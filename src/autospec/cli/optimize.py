@@ -50,6 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-learn", action="store_true", help="do not learn from launches: no calibration launches, no skipping of configurations "
                         "predicted to fail, no mem-fraction pushes of queue-bound configurations")
     p.add_argument("--remeasure", action="store_true", help="launch configurations that resolve to an already measured server again")
+    p.add_argument("--confirm", type=int, default=0, metavar="K",
+                   help="after the trials, relaunch front configurations K times in all (fewest launches first) to "
+                        "measure the between-launch spread; every interval then includes it (default 0)")
+    p.add_argument("--no-race", action="store_true",
+                   help="measure every level to its precision target even when the configuration clearly cannot "
+                        "reach the front")
     p.add_argument("--preflight", choices=("auto", "off"), default="auto",
                    help="check each configuration with the server's own argument resolver before launching (default auto)")
     p.add_argument("--storage-patience", type=float, default=120.0, metavar="SECONDS",
@@ -82,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1 (got {args.trials})")
+    if args.confirm < 0:
+        raise UsageError(f"--confirm must be 0 or more relaunches (got {args.confirm}); e.g. --confirm 3")
     if args.storage_patience < 0:
         raise UsageError(f"--storage-patience {args.storage_patience:g} must be >= 0 seconds; e.g. 120")
     if args.output_len is not None and args.output_len < 1:
@@ -118,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         sglang_version=target.sglang_version, baseline=args.baseline, timeout_s=timeout_s,
         learn=not args.no_learn, remeasure=args.remeasure, ready_timeout_s=args.ready_timeout,
         signals=getattr(args, "stop_signals", None), storage_patience_s=args.storage_patience,
-        allow_foreign_gpu_memory=args.allow_foreign_gpu_memory,
+        allow_foreign_gpu_memory=args.allow_foreign_gpu_memory, confirm=args.confirm, race=not args.no_race,
     )
     progress = Progress([(o.name, o.direction) for o in space.objectives], quiet=args.quiet)
     result = study_api.optimize(request, progress)

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     n = data.counts
     print(f"study {data.name}: {n.measured} measured, {len(data.front)} on the front, {n.infeasible} infeasible, "
-          f"{n.duplicate} duplicate, {n.failed + n.interrupted} failed or interrupted")
+          f"{n.duplicate} duplicate, {n.relaunch} relaunches, {n.failed + n.interrupted} failed or interrupted")
     if not table.rows:
         print("no feasible measured trial yet; run autospec optimize")
         return 0

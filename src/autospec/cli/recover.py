@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from autospec.study import recovery
     from autospec.study.gpu_guard import GpuGuard
     from autospec.study.layout import StudyLayout
-    from autospec.study.run import optuna_notes_silenced
+    from autospec.study.samplers import optuna_notes_silenced
     from autospec.study.sidefiles import Artifacts, EventLog
 
     with optuna_notes_silenced():

@@ -108,7 +108,9 @@ class FeasibilityGate:
                 self._answers[key] = None
         return self._answers[key]
 
-    def verdict(self, flags: Mapping[str, Any]) -> Verdict:
+    def verdict(self, flags: Mapping[str, Any], reuse: bool = True) -> Verdict:
+        """Launch `flags`, or why not. `reuse=False`: a server already measured is launched
+        again (a confirmation relaunch) instead of answered as a duplicate."""
         arguments = self.argument_verdict(flags)
         if not arguments.ok:
             return arguments
@@ -118,7 +120,7 @@ class FeasibilityGate:
             if explained is not None:
                 rule, reason = explained
                 return Verdict(status="skipped", reason=reason, source="learned", rule=rule, resolved=resolved)
-        if not self.remeasure and dedup_key(resolved) in self.measured:
+        if reuse and not self.remeasure and dedup_key(resolved) in self.measured:
             first = self.measured[dedup_key(resolved)]
             what = "its measurement is reused" if first.values is not None else "it failed, and would again"
             return Verdict(

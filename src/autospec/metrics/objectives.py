@@ -16,7 +16,10 @@ METRICS: dict[str, str] = {
     "output_tok_s": "mean per-request output speed, tok/s: completion tokens / (done - sent), "
     "queueing and TTFT included",
     "decode_tok_s": "mean per-request decode speed, tok/s: (completion tokens - first chunk) / (done - first token)",
-    "agg_output_tok_s": "aggregate output throughput, tok/s: all completion tokens / (last done - first sent)",
+    "agg_output_tok_s": "aggregate output throughput, tok/s, in the level's steady window: while C requests "
+    "were in flight, ramp-up and drain left out",
+    "agg_output_tok_s_whole": "aggregate output throughput over the whole level, tok/s: all completion tokens / "
+    "(last done - first sent), ramp-up and drain included",
     "ttft_ms_mean": "mean time to first token, ms",
     "ttft_ms_p50": "median time to first token, ms",
     "ttft_ms_p90": "90th percentile time to first token, ms",
@@ -31,12 +34,13 @@ METRICS: dict[str, str] = {
     "e2e_ms_p50": "median end-to-end request latency, ms",
     "e2e_ms_p90": "90th percentile end-to-end request latency, ms",
     "e2e_ms_p99": "99th percentile end-to-end request latency, ms",
-    "accept_length": "speculative accept length, tokens per verify step: completion tokens / spec_verify_ct",
+    "accept_length": "speculative accept length, tokens per verify step: completion tokens / spec_verify_ct "
+    "(from the responses, else from the server's /server_info or its decode log)",
     "error_rate": "share of measured requests that failed, 0..1",
 }
 
 METRIC_DIRECTIONS: dict[str, str] = {
-    name: ("maximize" if name.endswith("tok_s") or name == "accept_length" else "minimize") for name in METRICS
+    name: ("maximize" if "tok_s" in name or name == "accept_length" else "minimize") for name in METRICS
 }
 
 

@@ -1,7 +1,20 @@
-"""Small statistics helpers: percentiles, bootstrap and Student-t intervals (pure).
+"""Small statistics helpers: percentiles and 95% intervals (pure).
 
-Bootstrap resampling is seeded (`BOOTSTRAP_SEED`), so the same records always give
-the same intervals. Intervals are 95% two-sided throughout.
+Which interval for which figure (each the usual tool for its kind of statistic, all
+from scipy.stats, all deterministic for the same data):
+
+    mean of per-request values     Student-t (`t_interval`)
+    percentile (p50, p90, p99)     distribution-free order-statistic interval
+                                   (`quantile_interval`, binomial; no resampling, exact
+                                   coverage; unknown where too few values: the p99 of 64
+                                   requests has no upper bound)
+    ratio of sums (accept length)  paired percentile bootstrap (`bootstrap_ratio_ci`,
+                                   `scipy.stats.bootstrap`, seeded with BOOTSTRAP_SEED)
+    steady-state throughput        batch means: Student-t over sub-window rates
+    repeat runs                    Student-t over the runs' values
+
+Intervals are 95% two-sided throughout; (nan, nan) where unknown. scipy.stats is
+imported lazily (it costs about half a second), so importing autospec stays quick.
 """
 
 from __future__ import annotations
@@ -14,10 +27,17 @@ import numpy as np
 CONFIDENCE = 0.95
 BOOTSTRAP_SEED = 20240601
 BOOTSTRAP_RESAMPLES = 1000
-# Cap on resamples x sample size, so large duration-mode levels stay cheap.
+# Cap on resamples x sample size, so large levels stay cheap.
 _BOOTSTRAP_BUDGET = 2_000_000
 
 NAN_INTERVAL: tuple[float, float] = (math.nan, math.nan)
+
+
+def preload() -> None:
+    """Import scipy.stats now (about half a second the first time), so that it does not
+    happen inside a running level: the precision loop summarises records while requests
+    are in flight, and a stall there would delay the client's timestamps."""
+    import scipy.stats  # noqa: F401
 
 
 def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
@@ -34,70 +54,80 @@ def mean(values: Sequence[float] | np.ndarray) -> float:
     return float(arr.mean()) if arr.size else math.nan
 
 
-def _resample_indices(n: int) -> np.ndarray:
-    resamples = max(200, min(BOOTSTRAP_RESAMPLES, _BOOTSTRAP_BUDGET // max(n, 1)))
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    return rng.integers(0, n, size=(resamples, n))
-
-
-def _interval(stats: np.ndarray) -> tuple[float, float]:
-    alpha = (1 - CONFIDENCE) / 2 * 100
-    lo, hi = np.percentile(stats, [alpha, 100 - alpha])
-    return float(lo), float(hi)
-
-
-def bootstrap_ci(
-    values: Sequence[float] | np.ndarray, statistic: Callable[[np.ndarray], np.ndarray]
-) -> tuple[float, float]:
-    """Percentile-bootstrap interval of `statistic` over resamples of `values`.
-
-    `statistic` maps a (resamples, n) array to (resamples,) values, e.g.
-    `lambda a: a.mean(axis=1)`. Fewer than 2 values: (nan, nan).
-    """
-    arr = np.asarray(values, dtype=float)
-    if arr.size < 2:
-        return NAN_INTERVAL
-    return _interval(statistic(arr[_resample_indices(arr.size)]))
-
-
-def bootstrap_mean_ci(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    return bootstrap_ci(values, lambda a: a.mean(axis=1))
-
-
-def bootstrap_percentile_ci(values: Sequence[float] | np.ndarray, q: float) -> tuple[float, float]:
-    return bootstrap_ci(values, lambda a: np.percentile(a, q, axis=1))
-
-
-def bootstrap_ratio_ci(
-    numerators: Sequence[float] | np.ndarray, denominators: Sequence[float] | np.ndarray
-) -> tuple[float, float]:
-    """Interval of sum(num)/sum(den) under a paired bootstrap over items."""
-    num = np.asarray(numerators, dtype=float)
-    den = np.asarray(denominators, dtype=float)
-    if num.size < 2 or num.size != den.size:
-        return NAN_INTERVAL
-    idx = _resample_indices(num.size)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = num[idx].sum(axis=1) / den[idx].sum(axis=1)
-    ratios = ratios[np.isfinite(ratios)]
-    return _interval(ratios) if ratios.size else NAN_INTERVAL
-
-
 def t_quantile(df: int) -> float:
     """Two-sided 95% Student-t quantile for `df` degrees of freedom."""
-    from scipy.special import stdtrit  # lazy: scipy.special costs ~0.3 s to import
+    from scipy.stats import t
 
-    return float(stdtrit(df, 1 - (1 - CONFIDENCE) / 2))
+    return float(t.ppf(1 - (1 - CONFIDENCE) / 2, df))
 
 
 def t_interval(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    """Student-t interval of the mean (for a few repeat runs); (nan, nan) below 2."""
+    """Student-t interval of the mean; (nan, nan) below 2 values."""
     arr = np.asarray(values, dtype=float)
     if arr.size < 2:
         return NAN_INTERVAL
     centre = float(arr.mean())
     half = t_quantile(arr.size - 1) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
     return centre - half, centre + half
+
+
+def quantile_interval(values: Sequence[float] | np.ndarray, q: float) -> tuple[float, float]:
+    """Distribution-free 95% interval of the q-th percentile: the order statistics
+    x_(l) and x_(u) (1-based) with l = binom.ppf(0.025; n, q/100) and u =
+    binom.ppf(0.975; n, q/100) + 1, so that P(x_(l) <= quantile <= x_(u)) >= 95% for
+    any continuous distribution. A side whose order statistic does not exist (too few
+    values for that tail) is NaN, and then the interval is unknown."""
+    arr = np.sort(np.asarray(values, dtype=float))
+    n = arr.size
+    if n < 2:
+        return NAN_INTERVAL
+    from scipy.stats import binom
+
+    p = min(max(q / 100.0, 0.0), 1.0)
+    alpha = 1 - CONFIDENCE
+    lower = int(binom.ppf(alpha / 2, n, p))  # 1-based rank of the lower bound
+    upper = int(binom.ppf(1 - alpha / 2, n, p)) + 1
+    lo = float(arr[lower - 1]) if lower >= 1 else math.nan
+    hi = float(arr[upper - 1]) if upper <= n else math.nan
+    return lo, hi
+
+
+def _resamples(n: int) -> int:
+    return max(200, min(BOOTSTRAP_RESAMPLES, _BOOTSTRAP_BUDGET // max(n, 1)))
+
+
+def bootstrap_ci(
+    samples: Sequence[Sequence[float] | np.ndarray],
+    statistic: Callable[..., np.ndarray],
+) -> tuple[float, float]:
+    """Paired percentile-bootstrap interval (`scipy.stats.bootstrap`, seeded) of
+    `statistic(*arrays, axis=-1)` over items: every array in `samples` is resampled with
+    the same indices. Fewer than 2 items, or a degenerate resample: (nan, nan)."""
+    arrays = tuple(np.asarray(s, dtype=float) for s in samples)
+    n = arrays[0].size
+    if n < 2 or any(a.size != n for a in arrays):
+        return NAN_INTERVAL
+    from scipy.stats import bootstrap
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = bootstrap(
+            arrays, statistic, paired=True, vectorized=True, method="percentile",
+            n_resamples=_resamples(n), confidence_level=CONFIDENCE,
+            random_state=np.random.default_rng(BOOTSTRAP_SEED),
+        )
+    lo, hi = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else NAN_INTERVAL
+
+
+def _ratio_of_sums(num: np.ndarray, den: np.ndarray, axis: int = -1) -> np.ndarray:
+    return num.sum(axis=axis) / den.sum(axis=axis)
+
+
+def bootstrap_ratio_ci(
+    numerators: Sequence[float] | np.ndarray, denominators: Sequence[float] | np.ndarray
+) -> tuple[float, float]:
+    """Interval of sum(num) / sum(den) under a paired bootstrap over items."""
+    return bootstrap_ci((numerators, denominators), _ratio_of_sums)
 
 
 def half_width(interval: tuple[float, float]) -> float | None:

@@ -8,7 +8,12 @@ unless stated:
                       the speed one user saw, queueing and TTFT included
     decode_tok_s      mean of (completion_tokens - tokens of the first chunk) /
                       (t_done - t_first): the speed once tokens flow
-    agg_output_tok_s  sum of completion_tokens / (last t_done - first t_sent), the
+    agg_output_tok_s  output tokens per second in the level's steady window, while C
+                      requests were in flight, ramp-up and drain left out
+                      (`autospec.metrics.steady`); the whole-run figure where the run
+                      never reached steady state
+    agg_output_tok_s_whole
+                      sum of completion_tokens / (last t_done - first t_sent), the
                       window spanning every measured request, failed ones included
     ttft_ms           t_first - t_sent
     tpot_ms           (t_done - t_first) / (completion_tokens - 1), as SGLang's
@@ -18,28 +23,35 @@ unless stated:
                       raw gap when the server gave no per-event counts
     e2e_ms            t_done - t_sent
     accept_length     sum completion_tokens / sum spec_verify_ct over requests that
-                      report spec_verify_ct (SGLang's own per-request definition)
+                      report spec_verify_ct (SGLang's own per-request definition);
+                      `accept_length_source` = "response". Other APIs: filled in from
+                      the server (`with_accept_length`, source "server_info" or "log")
     error_rate        failed / measured requests
 
-Uncertainty: 95% intervals. One run: a seeded bootstrap over requests (for the
-aggregate, the ratio sum(tokens) / sum(latency) is resampled and its relative spread
-applied to the measured aggregate, since in a closed loop aggregate = concurrency x
-tokens / latency). Several repeat runs (`summarize_repeats`): a Student-t interval
-over the runs' values for output_tok_s and agg_output_tok_s, which also captures
-run-to-run noise.
+Uncertainty: 95% intervals (`autospec.metrics.stats` says which method for which
+figure). One run: Student-t over requests for means, order statistics for
+percentiles, batch means over the steady window for the aggregate, a seeded paired
+bootstrap for ratios (accept length, the whole-run aggregate). Several repeat runs
+(`summarize_repeats`): a Student-t interval over the runs' values for output_tok_s and
+agg_output_tok_s, which also captures run-to-run noise.
+
+`intervals` (a set of metric names) limits the intervals computed to those figures:
+the precision loop summarises the records so far while a level runs, and needs only
+its own figures' intervals.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from autospec.metrics import stats
+from autospec.metrics.steady import MIN_SHARE, SteadyWindow, steady_window
 
 if TYPE_CHECKING:  # bench sits above metrics; only its record types are read here
     from autospec.bench.records import LevelResult, RequestRecord
@@ -58,6 +70,14 @@ class LevelSummary:
     (no successful request, no second token). `failed_reason` is set when the level
     must not be trusted (error share above the threshold, or nothing succeeded).
     `cis` holds 95% intervals by metric name where they are known.
+
+    Steady state (`autospec.metrics.steady`): `steady_window_s` is the window behind
+    `agg_output_tok_s`, `steady_share` its share of the run, `steady_short` is True
+    when that share is below half (the figure is then mostly ramp-up and drain, or the
+    whole-run figure where there was no window). Precision (set by the precision loop,
+    None for a fixed request count): `stop_reason` is why the level stopped measuring
+    ("target", "cap", "ceiling", "failed" or "external"), `precision` the details
+    (targets, relative half-widths, cap and elapsed seconds, the hook's reason).
     """
 
     concurrency: int
@@ -93,6 +113,13 @@ class LevelSummary:
     prompt_tokens_mean: float
     n_repeats: int = 1
     cis: dict[str, tuple[float, float]] = field(default_factory=dict)
+    agg_output_tok_s_whole: float = _NAN
+    steady_window_s: float = _NAN
+    steady_share: float = _NAN
+    steady_short: bool = True
+    accept_length_source: str | None = None
+    stop_reason: str | None = None
+    precision: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -209,12 +236,18 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
+def _wanted(intervals: Collection[str] | None, name: str) -> bool:
+    return intervals is None or name in intervals
+
+
 def _summarize_records(
     concurrency: int,
     measured: Sequence[RequestRecord],
     windows: Sequence[float],
+    steady: Sequence[SteadyWindow],
     max_error_rate: float,
     n_repeats: int,
+    intervals: Collection[str] | None = None,
 ) -> LevelSummary:
     ok = [r for r in measured if r.ok]
     errors = Counter(r.error_kind or "unknown" for r in measured if not r.ok)
@@ -226,27 +259,39 @@ def _summarize_records(
 
     wall = float(sum(windows)) if windows else _NAN
     total_tokens = int(req.tokens.sum()) if ok else 0
-    agg = total_tokens / wall if wall and wall > 0 else _NAN
+    whole = total_tokens / wall if wall and wall > 0 else _NAN
     has_verify = np.isfinite(req.verify)
     accept = float(req.tokens[has_verify].sum() / req.verify[has_verify].sum()) if has_verify.any() else None
 
-    cis: dict[str, tuple[float, float]] = {
-        "output_tok_s": stats.bootstrap_mean_ci(per_request_f),
-        "decode_tok_s": stats.bootstrap_mean_ci(decode_f),
-        "ttft_ms_mean": _scaled(stats.bootstrap_mean_ci(ttft_f)),
-        "tpot_ms_mean": _scaled(stats.bootstrap_mean_ci(tpot_f)),
-    }
+    cis: dict[str, tuple[float, float]] = {}
+    for name, values in (("output_tok_s", per_request_f), ("decode_tok_s", decode_f)):
+        if _wanted(intervals, name):
+            cis[name] = stats.t_interval(values)
+    for name, values in (("ttft_ms_mean", ttft_f), ("tpot_ms_mean", tpot_f)):
+        if _wanted(intervals, name):
+            cis[name] = _scaled(stats.t_interval(values))
     for q in (50, 90, 99):
-        cis[f"ttft_ms_p{q}"] = _scaled(stats.bootstrap_percentile_ci(ttft_f, q))
-        cis[f"tpot_ms_p{q}"] = _scaled(stats.bootstrap_percentile_ci(tpot_f, q))
-        cis[f"e2e_ms_p{q}"] = _scaled(stats.bootstrap_percentile_ci(latency_f, q))
-    ratio_ci = stats.bootstrap_ratio_ci(req.tokens, req.latency)
-    ratio = req.tokens.sum() / req.latency.sum() if ok and req.latency.sum() > 0 else _NAN
-    cis["agg_output_tok_s"] = (
-        (agg * ratio_ci[0] / ratio, agg * ratio_ci[1] / ratio) if ratio and not math.isnan(ratio) else _NAN2
-    )
-    if has_verify.sum() >= 2:
+        for prefix, values in (("ttft", ttft_f), ("tpot", tpot_f), ("e2e", latency_f)):
+            name = f"{prefix}_ms_p{q}"
+            if _wanted(intervals, name):
+                cis[name] = _scaled(stats.quantile_interval(values, q))
+    if _wanted(intervals, "agg_output_tok_s_whole") or _wanted(intervals, "agg_output_tok_s"):
+        cis["agg_output_tok_s_whole"] = _whole_run_interval(req, whole)
+    if has_verify.sum() >= 2 and _wanted(intervals, "accept_length"):
         cis["accept_length"] = stats.bootstrap_ratio_ci(req.tokens[has_verify], req.verify[has_verify])
+
+    steady_s = float(sum(w.seconds for w in steady))
+    run_s = float(sum(w.run_seconds for w in steady))
+    steady_tokens = float(sum(w.tokens for w in steady))
+    share = steady_s / run_s if run_s > 0 else 0.0
+    if steady_s > 0 and ok:
+        agg = steady_tokens / steady_s
+        if _wanted(intervals, "agg_output_tok_s"):
+            cis["agg_output_tok_s"] = steady[0].interval if len(steady) == 1 else _NAN2
+    else:
+        agg = whole
+        if _wanted(intervals, "agg_output_tok_s"):
+            cis["agg_output_tok_s"] = cis.get("agg_output_tok_s_whole", _NAN2)
 
     n_total = len(measured)
     return LevelSummary(
@@ -258,11 +303,11 @@ def _summarize_records(
         error_rate=(n_total - len(ok)) / n_total if n_total else _NAN,
         failed_reason=_failed_reason(len(ok), n_total, errors, max_error_rate),
         output_tok_s=stats.mean(per_request_f),
-        output_tok_s_ci=cis["output_tok_s"],
+        output_tok_s_ci=cis.get("output_tok_s", _NAN2),
         output_tok_s_std=float(per_request_f.std(ddof=1)) if per_request_f.size > 1 else _NAN,
         decode_tok_s=stats.mean(decode_f),
         agg_output_tok_s=agg,
-        agg_output_tok_s_ci=cis["agg_output_tok_s"],
+        agg_output_tok_s_ci=cis.get("agg_output_tok_s", _NAN2),
         ttft_ms_mean=_ms(stats.mean(ttft_f)),
         ttft_ms_p50=_ms(stats.percentile(ttft_f, 50)),
         ttft_ms_p90=_ms(stats.percentile(ttft_f, 90)),
@@ -283,28 +328,60 @@ def _summarize_records(
         prompt_tokens_mean=stats.mean(_finite(req.prompt_tokens)),
         n_repeats=n_repeats,
         cis=cis,
+        agg_output_tok_s_whole=whole,
+        steady_window_s=steady_s,
+        steady_share=share,
+        steady_short=share < MIN_SHARE,
+        accept_length_source="response" if accept is not None else None,
     )
+
+
+def _whole_run_interval(req: _Requests, whole: float) -> tuple[float, float]:
+    """The whole-run aggregate's interval: in a closed loop aggregate = C x tokens /
+    latency, so the paired bootstrap of sum(tokens) / sum(latency) gives its relative
+    spread, applied to the measured aggregate."""
+    if not req.tokens.size or req.latency.sum() <= 0 or math.isnan(whole):
+        return _NAN2
+    ratio = req.tokens.sum() / req.latency.sum()
+    lo, hi = stats.bootstrap_ratio_ci(req.tokens, req.latency)
+    return (whole * lo / ratio, whole * hi / ratio) if ratio > 0 else _NAN2
 
 
 def _scaled(interval: tuple[float, float]) -> tuple[float, float]:
     return (_ms(interval[0]), _ms(interval[1]))
 
 
-def summarize(result: LevelResult, *, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> LevelSummary:
-    """Summary of one level run (warmup records excluded)."""
-    measured = [r for r in result.records if not r.warmup]
-    return _summarize_records(result.concurrency, measured, [_window(measured)], max_error_rate, 1)
+def _measured(result: LevelResult) -> list[RequestRecord]:
+    return [r for r in result.records if not r.warmup]
+
+
+def summarize(
+    result: LevelResult,
+    *,
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    intervals: Collection[str] | None = None,
+) -> LevelSummary:
+    """Summary of one level run (warmup records excluded); `intervals` limits the
+    intervals computed to the named figures (None: all)."""
+    measured = _measured(result)
+    window = steady_window(measured, result.concurrency)
+    return _summarize_records(result.concurrency, measured, [_window(measured)], [window] if window else [],
+                              max_error_rate, 1, intervals)
 
 
 def summarize_repeats(
-    results: Iterable[LevelResult], *, max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    results: Iterable[LevelResult],
+    *,
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    intervals: Collection[str] | None = None,
 ) -> LevelSummary:
     """One summary of several runs of the same level.
 
     Percentiles pool every run's requests; `output_tok_s` and `agg_output_tok_s`
     are the means of the runs' values with Student-t intervals across runs (one
-    run: identical to `summarize`). The aggregate's window is the sum of the runs'
-    windows (tokens over time actually spent measuring).
+    run: identical to `summarize`). The whole-run aggregate's window is the sum of the
+    runs' windows (tokens over time actually spent measuring); the steady share is
+    the runs' steady windows over their runs.
     """
     runs = list(results)
     if not runs:
@@ -313,11 +390,12 @@ def summarize_repeats(
     if len(concurrencies) != 1:
         raise ValueError(f"repeat runs must share one concurrency, got {sorted(concurrencies)}")
     if len(runs) == 1:
-        return summarize(runs[0], max_error_rate=max_error_rate)
-    per_run = [summarize(r, max_error_rate=max_error_rate) for r in runs]
-    measured = [rec for r in runs for rec in r.records if not rec.warmup]
-    windows = [_window([rec for rec in r.records if not rec.warmup]) for r in runs]
-    pooled = _summarize_records(runs[0].concurrency, measured, windows, max_error_rate, len(runs))
+        return summarize(runs[0], max_error_rate=max_error_rate, intervals=intervals)
+    per_run = [summarize(r, max_error_rate=max_error_rate, intervals=()) for r in runs]
+    measured = [rec for r in runs for rec in _measured(r)]
+    windows = [_window(_measured(r)) for r in runs]
+    steady = [w for w in (steady_window(_measured(r), r.concurrency) for r in runs) if w is not None]
+    pooled = _summarize_records(runs[0].concurrency, measured, windows, steady, max_error_rate, len(runs), intervals)
     run_speeds = [s.output_tok_s for s in per_run if not math.isnan(s.output_tok_s)]
     run_aggs = [s.agg_output_tok_s for s in per_run if not math.isnan(s.agg_output_tok_s)]
     cis = dict(pooled.cis)
@@ -334,3 +412,10 @@ def summarize_repeats(
         cis=cis,
     )
 
+
+def with_accept_length(summary: LevelSummary, value: float | None, source: str | None) -> LevelSummary:
+    """`summary` with accept length taken from the server (`autospec.metrics.accept`)
+    where the responses gave none; unchanged otherwise."""
+    if summary.accept_length is not None or value is None or source is None:
+        return summary
+    return replace(summary, accept_length=float(value), accept_length_source=source)

@@ -4,13 +4,13 @@ stored trials are read back and classified. The only code that knows attribute k
     schema   TrialRecord (typed, versioned, round-tripping to user attributes), Markers,
              outcome names
     stored   StoredTrial, TrialClass, classify, read_trials (the one reader)
-    front    pareto_front (the one Pareto front)
+    front    pareto_front (the one Pareto front), launch_groups (relaunches pooled in)
     store    TrialStore (the one writer: records, constraints, the dashboard's mirror,
              worker/server identities, queued trials)
     retry    StorageRetry (riding out a storage that is briefly away)
 """
 
-from autospec.records.front import dominates, pareto_front
+from autospec.records.front import dominates, launch_groups, pareto_front, pooled_values
 from autospec.records.retry import STORAGE_AWAY_ERRORS, StorageRetry, StorageUnavailable
 from autospec.records.schema import (
     BENCH_FAILED,
@@ -36,7 +36,7 @@ __all__ = [
     "OK", "REJECTED", "SKIPPED", "DUPLICATE", "BENCH_FAILED", "CONSTRAINT_VIOLATED", "INTERRUPTED", "STALE",
     "ORPHANED", "NOT_LAUNCHED_OUTCOMES", "MEASURED_OUTCOMES",
     "StoredTrial", "TrialClass", "classify", "read_trial", "read_trials", "WORKER_KEY", "SERVER_KEY",
-    "dominates", "pareto_front",
+    "dominates", "pareto_front", "launch_groups", "pooled_values",
     "TrialStore", "FEASIBLE_KEY", "DASHBOARD_CONSTRAINTS_KEY", "worst_values",
     "StorageRetry", "StorageUnavailable", "STORAGE_AWAY_ERRORS",
 ]

@@ -1,17 +1,20 @@
 """The Pareto front of a study: computed here and nowhere else.
 
-Only `TrialClass.MEASURED` trials can be on the front. A trial is on it when no other
-measured trial is at least as good on every objective and better on one; ties (equal
-values) stay on it together.
+Only `TrialClass.MEASURED` trials can be on the front. A configuration launched again to
+confirm it (`TrialClass.RELAUNCH` trials, `Markers.confirm_of`) stays one point: its
+first trial, with the mean of every measured launch (`launch_groups`, `pooled_values`).
+A trial is on the front when no other measured trial is at least as good on every
+objective and better on one; ties (equal values) stay on it together.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from autospec.records.stored import StoredTrial, TrialClass
 
-__all__ = ["dominates", "pareto_front"]
+__all__ = ["dominates", "pareto_front", "launch_groups", "pooled_values"]
 
 
 def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool]) -> bool:
@@ -21,7 +24,29 @@ def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool]) 
     return no_worse and better
 
 
+def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]:
+    """Measured trial number -> that trial and its measured relaunches, in number order."""
+    groups = {t.number: [t] for t in trials if t.trial_class == TrialClass.MEASURED and t.values is not None}
+    for t in trials:
+        root = t.markers.confirm_of
+        if t.trial_class == TrialClass.RELAUNCH and root in groups and t.has_measurement:
+            groups[root].append(t)
+    return groups
+
+
+def _measured(t: StoredTrial) -> Sequence[float] | None:
+    if t.has_measurement and t.record is not None and t.record.values is not None:
+        return t.record.values
+    return t.values
+
+
+def pooled_values(group: Sequence[StoredTrial]) -> tuple[float, ...]:
+    """Per objective, the mean of the group's measured values (one launch: its values)."""
+    rows = [v for v in map(_measured, group) if v is not None]
+    return tuple(statistics.fmean(column) for column in zip(*rows))
+
+
 def pareto_front(trials: Sequence[StoredTrial], maximize: Sequence[bool]) -> list[StoredTrial]:
-    """The measured trials no other measured trial dominates, in number order."""
-    measured = [(t, t.values) for t in trials if t.trial_class == TrialClass.MEASURED and t.values is not None]
-    return [t for t, v in measured if not any(o is not t and dominates(ov, v, maximize) for o, ov in measured)]
+    """The measured trials (relaunches pooled in) that no other one dominates, in number order."""
+    points = [(group[0], pooled_values(group)) for group in launch_groups(trials).values()]
+    return [t for t, v in points if not any(o is not t and dominates(ov, v, maximize) for o, ov in points)]

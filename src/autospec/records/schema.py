@@ -30,8 +30,9 @@ values        the measured objective values (schema 2), also for a trial that
 ============= ================================================================
 
 Markers, set when a trial is queued (`Markers`): ``baseline``, ``calibration``,
-``mem_push`` (the trial it raises), ``retry_of`` (the trial it repeats), ``imported``
-(source and key of an imported measurement).
+``mem_push`` (the trial it raises), ``retry_of`` (the trial it repeats), ``confirm_of``
+(the trial whose configuration it launches again to confirm it), ``imported`` (source and
+key of an imported measurement).
 """
 
 from __future__ import annotations
@@ -169,6 +170,7 @@ class Markers:
     calibration: bool = False
     mem_push: int | None = None  # the front trial whose configuration it raises
     retry_of: int | None = None  # the trial whose parameters it repeats
+    confirm_of: int | None = None  # the trial whose configuration it relaunches (--confirm)
     imported: Mapping[str, Any] | None = None  # {"source", "key", ...} of an imported measurement
 
     def to_attrs(self) -> dict[str, Any]:
@@ -192,5 +194,6 @@ class Markers:
             calibration=bool(attrs.get("calibration")),
             mem_push=number("mem_push"),
             retry_of=number("retry_of"),
+            confirm_of=number("confirm_of"),
             imported=dict(imported) if isinstance(imported, Mapping) else None,
         )

@@ -9,6 +9,8 @@ Classes (`TrialClass`), decided only by `classify`:
     infeasible   COMPLETE with a violated constraint (rejected, skipped, failed at init,
                  bench failed, SLO violated), or COMPLETE with nothing measured
     duplicate    COMPLETE, reusing an earlier trial's measurement
+    relaunch     COMPLETE, feasible, measured by launching a measured trial's configuration
+                 again (`Markers.confirm_of`); pooled with it, never on a front by itself
     failed       FAIL / PRUNED: the tuner died, or a transient host failure; retried
     interrupted  FAIL after a stop signal; retried
     running      RUNNING, or WAITING in the queue
@@ -39,12 +41,14 @@ class TrialClass(str, enum.Enum):
     MEASURED = "measured"
     INFEASIBLE = "infeasible"
     DUPLICATE = "duplicate"
+    RELAUNCH = "relaunch"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     RUNNING = "running"
 
 
-def classify(state: _State, record: TrialRecord | None, constraints: Mapping[str, float], imported: bool) -> TrialClass:
+def classify(state: _State, record: TrialRecord | None, constraints: Mapping[str, float], imported: bool,
+             relaunch: bool = False) -> TrialClass:
     """The one decision of what a stored trial is (see the module docstring)."""
     if state in (_State.RUNNING, _State.WAITING):
         return TrialClass.RUNNING
@@ -55,7 +59,7 @@ def classify(state: _State, record: TrialRecord | None, constraints: Mapping[str
     if record is not None and record.outcome == DUPLICATE:
         return TrialClass.DUPLICATE
     if record is not None and record.outcome in MEASURED_OUTCOMES and (record.launched or imported):
-        return TrialClass.MEASURED
+        return TrialClass.RELAUNCH if relaunch else TrialClass.MEASURED
     return TrialClass.INFEASIBLE
 
 
@@ -89,8 +93,10 @@ class StoredTrial:
 
     @property
     def counts_as_launch(self) -> bool:
-        """Counts towards ``--trials``: COMPLETE and a server was started."""
-        return self.state == _State.COMPLETE and self.record is not None and self.record.launched
+        """Counts towards ``--trials``: COMPLETE, a server was started, and not a
+        confirmation relaunch (those are counted by ``--confirm``)."""
+        return (self.state == _State.COMPLETE and self.record is not None and self.record.launched
+                and self.markers.confirm_of is None)
 
     @property
     def has_measurement(self) -> bool:
@@ -130,7 +136,8 @@ def read_trial(t: optuna.trial.FrozenTrial) -> StoredTrial:
         number=t.number,
         trial_id=t._trial_id,  # Optuna 5.0 exposes the storage id only privately
         state=t.state,
-        trial_class=classify(t.state, record, constraints, markers.imported is not None),
+        trial_class=classify(t.state, record, constraints, markers.imported is not None,
+                             markers.confirm_of is not None),
         params=dict(t.params),
         values=values,
         constraints=constraints,

@@ -6,6 +6,8 @@ few samples and high spread rather than hiding them.
 
     S  few-samples    fewer than MIN_SAMPLES successful requests behind an objective
     V  high-variance  an objective's 95% interval is wider than +-MAX_RELATIVE_HALF_WIDTH
+    W  short-steady   an aggregate objective's steady window (C requests in flight) was
+                      under half of its level's run: the figure leans on ramp-up/drain
     E  errors         some requests failed at a measured level (below the failure threshold)
     R  kv-retraction  the server ran out of KV cache and retracted requests while measured
     I  imported       numbers come from an import, not from an autospec measurement
@@ -19,6 +21,9 @@ from autospec.report.data import StudyData, TrialView
 
 __all__ = ["TrialWarning", "WARNING_KINDS", "trial_warnings", "study_warnings", "MIN_SAMPLES", "MAX_RELATIVE_HALF_WIDTH"]
 
+#: objectives whose figure is the steady-state aggregate (autospec.metrics.steady)
+_STEADY_METRICS = ("agg_output_tok_s",)
+
 MIN_SAMPLES = 10
 MAX_RELATIVE_HALF_WIDTH = 0.05
 
@@ -28,6 +33,9 @@ WARNING_KINDS: dict[str, tuple[str, str]] = {
                          "its interval is rough (raise [bench] min_requests)"),
     "high-variance": ("V", f"an objective's 95% interval is wider than +-{MAX_RELATIVE_HALF_WIDTH:.0%} of its value; "
                            "differences smaller than that are noise"),
+    "short-steady": ("W", "an aggregate objective's steady window (C requests in flight, ramp-up and drain left out) "
+                          "was under half of its level's run; the figure is rough (raise [bench] min_requests or "
+                          "max_share_of_launch)"),
     "errors": ("E", "some requests failed while measuring (below the failure threshold); the figures exclude them"),
     "kv-retraction": ("R", "the KV cache filled up and SGLang retracted requests during the benchmark"),
     "imported": ("I", "imported from earlier measurements (autospec import); not measured by this study"),
@@ -50,7 +58,7 @@ def trial_warnings(data: StudyData, trial: TrialView) -> list[TrialWarning]:
     if trial.imported:
         source = trial.imported.get("source", "an import") if isinstance(trial.imported, dict) else "an import"
         out.append(TrialWarning("imported", f"from {source}"))
-    few, wide = [], []
+    few, wide, short = [], [], []
     for i, objective in enumerate(data.objectives):
         m = trial.objective_measure(objective, i)
         if m is None:
@@ -59,10 +67,17 @@ def trial_warnings(data: StudyData, trial: TrialView) -> list[TrialWarning]:
             few.append(f"{objective.name}: n={m.n}")
         if m.relative is not None and m.relative > MAX_RELATIVE_HALF_WIDTH:
             wide.append(f"{objective.name}: +-{m.relative:.1%}")
+        level = trial.level(objective.concurrency) if objective.concurrency is not None else None
+        if objective.metric in _STEADY_METRICS and level and level.get("steady_short") is True:
+            share = level.get("steady_share")
+            shown = f"{share:.0%} of the run" if isinstance(share, (int, float)) else "no window"
+            short.append(f"{objective.name}: steady {shown}")
     if few:
         out.append(TrialWarning("few-samples", "; ".join(few)))
     if wide:
         out.append(TrialWarning("high-variance", "; ".join(wide)))
+    if short:
+        out.append(TrialWarning("short-steady", "; ".join(short)))
     errors = [f"C={c}: {lvl.get('n_errors')} of {lvl.get('n_requests')}" for c, lvl in sorted(trial.bench.items())
               if (lvl.get("n_errors") or 0) > 0]
     if errors:
@@ -89,4 +104,26 @@ def study_warnings(data: StudyData, baseline: TrialView | None) -> list[str]:
     running = data.of_kind("running")
     if running:
         notes.append(f"{len(running)} trial(s) still running or queued; the front can still change")
+    notes.extend(launch_notes(data))
+    return notes
+
+
+def launch_notes(data: StudyData) -> list[str]:
+    """What is known about the scatter between launches of the same flags."""
+    if not data.front:
+        return []
+    if not data.spread:
+        return ["intervals are those of one launch; the same flags also vary from launch to launch (graph "
+                "capture, memory layout, clocks): autospec optimize --confirm K relaunches front configurations "
+                "to measure that and include it"]
+    parts = [f"+-{s.cv:.1%} (1 sd) on {name}" for name, s in data.spread.items()]
+    relaunched = max(s.configurations for s in data.spread.values())
+    notes = [f"between-launch spread, from relaunches of {relaunched} configuration(s): {', '.join(parts)}; "
+             "included in every interval shown"]
+    dominated = [t for t in data.front if t.between_dominates]
+    if dominated:
+        names = sorted({name for t in dominated for name in t.between_dominates})
+        notes.append(f"on {len(dominated)} front configuration(s) the launch-to-launch spread exceeds the measuring "
+                     f"error ({', '.join(names)}): relaunching them (--confirm K), not measuring longer, narrows "
+                     "their intervals")
     return notes

@@ -6,8 +6,13 @@ everything else (table, recommendations, exports, plots, documents) works on the
 
 Trial kinds (`TrialView.kind`) refine the one classification of `autospec.records`:
 a measured trial is ``front`` or ``dominated`` (`autospec.records.pareto_front` decides);
-the other classes keep their names: ``infeasible``, ``duplicate``, ``failed``,
-``interrupted``, ``running``.
+the other classes keep their names: ``infeasible``, ``duplicate``, ``relaunch``,
+``failed``, ``interrupted``, ``running``.
+
+Relaunches (`autospec optimize --confirm K`) are pooled into the trial they confirm: its
+view holds the mean over its launches (`values`, `launches`) and, per objective, an
+interval that includes the study's between-launch spread once one is measured
+(`autospec.metrics.relaunch`; `StudyData.spread`), also for configurations launched once.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from autospec.records import StoredTrial, TrialClass, pareto_front, read_trials
+from autospec.metrics.relaunch import Pooled, Spread
+from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, pooled_values, read_trials
 from autospec.records import dominates as _dominates
+from autospec.records.launches import ObjectiveRef, level_interval, pool_study
 
 __all__ = ["Objective", "Measure", "TrialView", "TrialCounts", "StudyData", "snapshot", "parse_objective", "unit_of", "dominates",
            "front_json"]
@@ -126,6 +133,10 @@ class TrialView:
     server_args: list[str] | None = None
     resolved: dict[str, Any] = field(default_factory=dict)
     duplicate_of: int | None = None
+    confirm_of: int | None = None  # a relaunch: the trial it confirms
+    launches: int = 1  # measured launches pooled into `values` (relaunches included)
+    pooled: tuple[Measure | None, ...] = ()  # per objective, over every launch (see the module docstring)
+    between_dominates: tuple[str, ...] = ()  # objectives whose launch-to-launch spread exceeds the measuring error
 
     @property
     def levels(self) -> list[int]:
@@ -142,12 +153,8 @@ class TrialView:
         value = _num(level.get(metric))
         if value is None:
             return None
-        interval = (level.get("cis") or {}).get(metric)
-        if interval is None and metric in ("output_tok_s", "agg_output_tok_s"):
-            interval = level.get(f"{metric}_ci")
-        half = None
-        if interval and len(interval) == 2 and _num(interval[0]) is not None and _num(interval[1]) is not None:
-            half = (float(interval[1]) - float(interval[0])) / 2.0
+        interval = level_interval(level, metric)
+        half = None if interval is None else (interval[1] - interval[0]) / 2.0
         n = level.get("n_ok")
         return Measure(value, half, int(n) if isinstance(n, (int, float)) else None)
 
@@ -156,8 +163,11 @@ class TrialView:
         return float(self.values[index]) if self.values is not None and index < len(self.values) else math.nan
 
     def objective_measure(self, objective: Objective, index: int) -> Measure | None:
-        """The objective's value with its uncertainty; falls back to the stored value
-        (without uncertainty) when the bench summary lacks the level."""
+        """The objective's value with its uncertainty: pooled over launches where known,
+        else this launch's; falls back to the stored value (without uncertainty) when the
+        bench summary lacks the level."""
+        if index < len(self.pooled) and self.pooled[index] is not None:
+            return self.pooled[index]
         if objective.concurrency is not None:
             m = self.measure(objective.metric, objective.concurrency)
             if m is not None:
@@ -175,6 +185,7 @@ class TrialCounts:
     measured: int = 0
     infeasible: int = 0
     duplicate: int = 0
+    relaunch: int = 0
     failed: int = 0
     interrupted: int = 0
     running: int = 0
@@ -190,6 +201,7 @@ class StudyData:
     objectives: list[Objective]
     trials: list[TrialView]
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    spread: dict[str, Spread] = field(default_factory=dict)  # objective name -> between-launch spread
 
     @property
     def counts(self) -> TrialCounts:
@@ -197,9 +209,9 @@ class StudyData:
         kinds = [t.kind for t in self.trials]
         return TrialCounts(
             measured=kinds.count("front") + kinds.count("dominated"), infeasible=kinds.count("infeasible"),
-            duplicate=kinds.count("duplicate"), failed=kinds.count("failed"), interrupted=kinds.count("interrupted"),
+            duplicate=kinds.count("duplicate"), relaunch=kinds.count("relaunch"), failed=kinds.count("failed"), interrupted=kinds.count("interrupted"),
             running=kinds.count("running"),
-            launched=sum(1 for t in self.trials if t.state == "complete" and t.launched),
+            launched=sum(1 for t in self.trials if t.state == "complete" and t.launched and t.confirm_of is None),
         )
 
     def trial(self, number: int) -> TrialView | None:
@@ -256,7 +268,7 @@ def _view(t: StoredTrial, on_front: set[int]) -> TrialView:
     kind = t.trial_class.value
     if t.trial_class == TrialClass.MEASURED:
         kind = "front" if t.number in on_front else "dominated"
-    return TrialView(
+    return TrialView(confirm_of=t.markers.confirm_of,
         number=t.number, state=t.state.name.lower(), kind=kind, flags=t.candidate,
         values=_values_of(t), measured=t.has_measurement, outcome=t.outcome,
         reason=r.reason if r else "", launched=t.launched, imported=t.markers.imported, baseline=t.markers.baseline,
@@ -272,7 +284,27 @@ def snapshot(study: Any) -> StudyData:
     objectives = [parse_objective(n, d.name.lower()) for n, d in zip(names, study.directions)]
     trials = read_trials(study)
     on_front = {t.number for t in pareto_front(trials, [o.maximize for o in objectives])}
-    return StudyData(study.study_name, objectives, [_view(t, on_front) for t in trials], dict(study.user_attrs))
+    views = {t.number: _view(t, on_front) for t in trials}
+    refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
+    pooled = pool_study(trials, refs)
+    for number, group in launch_groups(trials).items():
+        views[number] = _pooled(views[number], [views[t.number] for t in group], objectives,
+                                pooled.configurations[number], pooled_values(group))
+    spread = {objectives[i].name: s for i, s in pooled.spread.items()}
+    return StudyData(study.study_name, objectives, list(views.values()), dict(study.user_attrs), spread)
+
+
+def _pooled(root: TrialView, group: Sequence[TrialView], objectives: Sequence[Objective],
+            pooled: Sequence[Pooled | None], values: Sequence[float]) -> TrialView:
+    """`root` with its launches pooled: mean values, and per objective the pooled interval
+    with the successful requests of every launch behind it."""
+    measures: list[Measure | None] = []
+    for i, (o, p) in enumerate(zip(objectives, pooled)):
+        counts = [m.n for m in (v.objective_measure(o, i) for v in group) if m is not None and m.n is not None]
+        measures.append(None if p is None else Measure(p.value, p.half, sum(counts) if counts else None))
+    between = tuple(o.name for o, p in zip(objectives, pooled) if p is not None and p.between_dominates)
+    return replace(root, values=list(values) if len(group) > 1 else root.values, launches=len(group),
+                   pooled=tuple(measures), between_dominates=between)
 
 
 def front_json(data: StudyData) -> dict[str, Any]:

@@ -57,7 +57,7 @@ def _counts_line(data: StudyData) -> str:
     n = data.counts
     return (f"{len(data.trials)} trials: {n.launched} launched, {n.measured} measured "
             f"configurations ({len(data.front)} on the Pareto front), {n.infeasible} infeasible, "
-            f"{n.duplicate} duplicates, {n.failed + n.interrupted} failed or interrupted.")
+            f"{n.duplicate} duplicates, {n.relaunch} relaunches, {n.failed + n.interrupted} failed or interrupted.")
 
 
 def _blocks(data: StudyData, table: ParetoTable, picks: dict[str, Pick], baseline: TrialView | None,

@@ -7,9 +7,11 @@
   Without a baseline, the best low-concurrency configuration.
 - throughput: the best high-concurrency objective.
 
-  For both, configurations within TIE_MARGIN (1%) of the best value count as equal, and
-  the other objective decides among them (point estimates): a 0.1% edge at C=1 does not
-  outweigh a clear gain at C=32.
+  For both, configurations tied with the best value count as equal (their difference
+  is within the combined half-widths of the two 95% intervals, which include the
+  between-launch spread once relaunches measured it, or within TIE_MARGIN, 1%), and the
+  other objective decides among them (point estimates); the pick names the trials it
+  chose between. A 0.1% edge at C=1 does not outweigh a clear gain at C=32.
 - knee: the balanced choice: the configuration whose worst objective, as a share of the
   best value on the front, is highest (max-min of normalised objectives).
 
@@ -64,28 +66,34 @@ def _score(t: TrialView, data: StudyData, i: int) -> float:
     return v if data.objectives[i].maximize else -v
 
 
-def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = None) -> tuple[TrialView, int]:
-    """The best trial on objective `i`; among those within TIE_MARGIN of it, the best on
-    objective `then`. Also returns how many were tied."""
-    top = max(_score(t, data, i) for t in trials)
-    tied = [t for t in trials if _score(t, data, i) >= top - abs(top) * TIE_MARGIN]
+def _tied(a: Measure, b: Measure) -> bool:
+    """`a` and `b` are equal as far as can be told: within TIE_MARGIN of each other, or
+    their difference within the combined half-widths of their 95% intervals."""
+    slack = max(abs(b.value) * TIE_MARGIN, math.hypot(a.half_width or 0.0, b.half_width or 0.0))
+    return abs(a.value - b.value) <= slack
+
+
+def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = None) -> tuple[TrialView, list[TrialView]]:
+    """The best trial on objective `i`; among those tied with it (`_tied`), the best on
+    objective `then`. Also returns the tied trials (the chosen one included)."""
+    top = max(trials, key=lambda t: (_score(t, data, i), -t.number))
     if then is None or then == i:
-        tied = [t for t in tied if _score(t, data, i) == top]
-    key = (lambda t: (_score(t, data, then), _score(t, data, i), -t.number)) if then not in (None, i) else (
-        lambda t: (_score(t, data, i), -t.number))
-    return max(tied, key=key), len(tied)
+        return top, [top]
+    tied = [t for t in trials if _tied(_value(t, data, i), _value(top, data, i))]
+    return max(tied, key=lambda t: (_score(t, data, then), _score(t, data, i), -t.number)), tied
 
 
-def _lead(n: int, data: StudyData, i: int, superlative: str) -> str:
-    """'fastest at C=1', or 'practically fastest at C=1' when others are within TIE_MARGIN."""
-    return f"{'' if n < 2 else 'practically '}{superlative} at {_where(data.objectives[i])}"
+def _lead(tied: list[TrialView], data: StudyData, i: int, superlative: str) -> str:
+    """'fastest at C=1', or 'practically fastest at C=1' when others tie with it."""
+    return f"{'' if len(tied) < 2 else 'practically '}{superlative} at {_where(data.objectives[i])}"
 
 
-def _tie_note(n: int, data: StudyData, i: int, j: int) -> str:
-    if n < 2:
+def _tie_note(tied: list[TrialView], chosen: TrialView, data: StudyData, i: int, j: int) -> str:
+    if len(tied) < 2:
         return ""
-    return (f"; {n} configurations are within {TIE_MARGIN:.0%} of each other at {_where(data.objectives[i])}, "
-            f"and this one is the best of them at {_where(data.objectives[j])}")
+    others = ", ".join(str(t.number) for t in sorted(tied, key=lambda t: t.number) if t is not chosen)
+    return (f"; tied at {_where(data.objectives[i])} with trial(s) {others} (differences within their 95% "
+            f"intervals or {TIE_MARGIN:.0%}), it is the best of them at {_where(data.objectives[j])}")
 
 
 def share_of_best(data: StudyData, t: TrialView, front: list[TrialView]) -> list[float]:
@@ -129,28 +137,28 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     else:
         eligible = []
     if eligible and baseline is not None:
-        t, n = _best(eligible, data, lat, thr)
+        t, tied = _best(eligible, data, lat, thr)
         a_l, a_t = _value(t, data, lat), _value(t, data, thr)
         b_l = _value(baseline, data, lat)
-        why = (f"{_lead(n, data, lat, 'fastest')} ({_fmt(a_l, ol)}, {_ratio_text(a_l, b_l)}) among configurations "
-               f"not worse than the baseline at {_where(ot)} ({_fmt(a_t, ot)} vs {_fmt(base_t, ot)})"
-               f"{_tie_note(n, data, lat, thr)}.")
+        why = (f"{_lead(tied, data, lat, 'fastest')} ({_fmt(a_l, ol)}, {_ratio_text(a_l, b_l)}) among "
+               f"configurations not worse than the baseline at {_where(ot)} ({_fmt(a_t, ot)} vs {_fmt(base_t, ot)})"
+               f"{_tie_note(tied, t, data, lat, thr)}.")
     else:
-        t, n = _best(front, data, lat, thr)
+        t, tied = _best(front, data, lat, thr)
         a_l = _value(t, data, lat)
         if baseline is None or lat == thr:
-            why = f"{_lead(n, data, lat, 'fastest')}: {_fmt(a_l, ol)}{_tie_note(n, data, lat, thr)}."
+            why = f"{_lead(tied, data, lat, 'fastest')}: {_fmt(a_l, ol)}{_tie_note(tied, t, data, lat, thr)}."
         else:
-            why = (f"{_lead(n, data, lat, 'fastest')} ({_fmt(a_l, ol)}); no front configuration matches the baseline at "
+            why = (f"{_lead(tied, data, lat, 'fastest')} ({_fmt(a_l, ol)}); no front configuration matches the baseline at "
                    f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
                    f"{_fmt(_value(baseline, data, thr), ot)}).")
     picks["latency"] = Pick("latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}")
 
     # throughput
-    t, n = _best(front, data, thr, lat)
+    t, tied = _best(front, data, thr, lat)
     a_t, a_l = _value(t, data, thr), _value(t, data, lat)
-    lead = f"the {'' if n < 2 else 'practically '}highest {ot.what}"
-    extra = _tie_note(n, data, thr, lat)
+    lead = f"the {'' if len(tied) < 2 else 'practically '}highest {ot.what}"
+    extra = _tie_note(tied, t, data, thr, lat)
     extra += f"; at {_where(ol)} it gives {_fmt(a_l, ol)}" if lat != thr else ""
     if baseline is not None:
         extra += f"; at {_where(ot)} {_ratio_text(a_t, _value(baseline, data, thr))}"

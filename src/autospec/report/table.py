@@ -104,6 +104,9 @@ def build_table(data: StudyData, baseline: TrialView | None = None,
                 marks: dict[int, list[str]] | None = None) -> ParetoTable:
     """The table for `data`'s front; `marks` adds labels by trial number."""
     marks = {k: list(v) for k, v in (marks or {}).items()}
+    for t in data.front:
+        if t.launches > 1:
+            marks.setdefault(t.number, []).append(f"mean of {t.launches} launches")
     if baseline is not None:
         marks.setdefault(baseline.number, []).insert(0, "baseline")
     level = _lowest_level(data)

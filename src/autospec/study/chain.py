@@ -9,6 +9,8 @@ only KeyboardInterrupt (after teardown) and bugs propagate.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import math
 import time
@@ -17,11 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autospec.bench import LevelPlan, Workload, run_levels
+from autospec.bench import (
+    AcceptTracker,
+    BenchClient,
+    Figure,
+    LevelPlan,
+    PrecisionGoal,
+    Workload,
+    run_level_precise_with,
+    run_level_with,
+)
 from autospec.config import SearchSpace
 from autospec.feasibility.gate import FeasibilityGate
 from autospec.launcher import Launcher, LaunchError, LaunchRequest
-from autospec.metrics import metric_value, summarize
+from autospec.metrics import LevelSummary, metric_value, summarize, with_accept_length
 from autospec.records import DUPLICATE, OK, TrialRecord
 from autospec.study.layout import StudyLayout
 
@@ -33,11 +44,20 @@ class ChainHooks:
     """Observer callbacks; all optional. `phase` names: preflight, launch, bench c=N,
     teardown. `measured(record)` is called when the benchmark is over and before the
     server is torn down (the record holds the trial's values by then), so that work for
-    the next trial can overlap the teardown."""
+    the next trial can overlap the teardown.
+
+    `stop_level(concurrency, summary)` is asked while a level's precision loop runs
+    (after its floor, at most once per second, with the summary of the records so far):
+    a text stops that level early (stored as stop reason "external" with the text as
+    its detail), None lets it go on; e.g. for racing configurations that are clearly
+    dominated (`autospec.study.racing`). `level_done(concurrency, summary)` is called
+    with each level's final summary."""
 
     phase: Callable[[str], None] = lambda name: None
     spawned: Callable[[dict[str, Any]], None] = lambda info: None
     measured: Callable[[TrialRecord], None] = lambda record: None
+    stop_level: Callable[[int, LevelSummary], str | None] = lambda concurrency, summary: None
+    level_done: Callable[[int, LevelSummary], None] = lambda concurrency, summary: None
 
 
 @dataclass
@@ -54,18 +74,23 @@ class TrialChain:
         return self.space.workload
 
     def plans(self) -> list[LevelPlan]:
+        """One plan per level; each warms up with `warmup_requests` waves of C requests
+        (short ones, `autospec.bench.runner.WARMUP_OUTPUT_LEN`): the first requests at a new
+        batch size pay for kernel compilation (measured on SGLang 0.5.16 / H200: TTFT p99
+        2.5 s at C=32 on a configuration's first launch, 64-77 ms on its relaunches)."""
         b = self.space.bench
-        return [
-            LevelPlan(concurrency=c, num_requests=b.num_requests(c), warmup_requests=b.warmup_requests if i == 0 else 0)
-            for i, c in enumerate(b.concurrency)
-        ]
+        return [LevelPlan(concurrency=c, num_requests=b.num_requests(c), warmup_requests=b.warmup_requests * c)
+                for c in b.concurrency]
 
-    def run(self, number: int, candidate: Mapping[str, Any], hooks: ChainHooks | None = None) -> TrialRecord:
+    def run(self, number: int, candidate: Mapping[str, Any], hooks: ChainHooks | None = None,
+            relaunch: bool = False) -> TrialRecord:
+        """Run one trial. `relaunch`: launch it even though the same server was measured
+        before (a confirmation relaunch, `autospec optimize --confirm K`)."""
         hooks = hooks or ChainHooks()
         t0 = time.monotonic()
         flags = {**self.space.server.flags, **candidate}
         hooks.phase("preflight")
-        verdict = self.gate.verdict(flags)
+        verdict = self.gate.verdict(flags, reuse=not relaunch)
         seconds = {"preflight": time.monotonic() - t0}
         if not verdict.ok:
             record = TrialRecord(
@@ -131,24 +156,42 @@ class TrialChain:
             self.gate.learn_success(verdict.resolved, record.startup or {})
         return self._finish(record, t0)
 
+    def goals(self, launch_s: float) -> dict[int, PrecisionGoal]:
+        """The precision loop's goal per level that feeds an objective or a constraint
+        (none with `[bench] precision = false`). Figures: each objective's metric with
+        its target (`target_rel_ci`, else [bench]'s), each constraint's with its bounds.
+        Time cap: the trial may spend `share x launch_s` measuring (`share_of_launch` of
+        the level's objectives, else [bench] `max_share_of_launch`), split evenly over
+        the levels; a level's cap is cumulative (what earlier levels left unused passes
+        on), counted from the start of the trial's benchmark."""
+        b = self.space.bench
+        if not b.precision:
+            return {}
+        figures: dict[int, list[Figure]] = {}
+        shares: dict[int, float] = {}
+        for o in self.space.objectives:
+            figures.setdefault(o.concurrency, []).append(
+                Figure(o.metric, o.target_rel_ci if o.target_rel_ci is not None else b.target_rel_ci))
+            share = o.share_of_launch if o.share_of_launch is not None else b.max_share_of_launch
+            shares[o.concurrency] = max(shares.get(o.concurrency, 0.0), share)
+        for c in self.space.constraints:
+            figures.setdefault(c.concurrency, []).append(Figure(c.metric, b.target_rel_ci, low=c.min, high=c.max))
+            shares[c.concurrency] = max(shares.get(c.concurrency, 0.0), b.max_share_of_launch)
+        goals: dict[int, PrecisionGoal] = {}
+        cap = 0.0
+        for level in b.concurrency:
+            cap += shares.get(level, b.max_share_of_launch) * max(launch_s, 0.0) / len(b.concurrency)
+            if level in figures:
+                goals[level] = PrecisionGoal(
+                    figures=tuple(figures[level]), min_requests=b.num_requests(level),
+                    max_requests=b.max_requests_at(level), cap_s=cap, max_error_rate=b.max_error_rate,
+                )
+        return goals
+
     def _bench(self, server: Any, record: TrialRecord, hooks: ChainHooks) -> None:
         t_bench = time.monotonic()
-        summaries = {}
-        workload = self.workload()
-        for plan in self.plans():
-            hooks.phase(f"bench c={plan.concurrency}")
-            result = run_levels(server.url, workload, [plan], timeout_s=self.space.bench.request_timeout_s)[plan.concurrency]
-            summary = summarize(result, max_error_rate=self.space.bench.max_error_rate)
-            summaries[plan.concurrency] = summary
-            record.bench[plan.concurrency] = summary.as_dict()
-            try:
-                server.check_alive()
-            except LaunchError as err:
-                record.outcome, record.reason = err.kind, str(err)
-                break
-            if summary.failed_reason:
-                record.outcome, record.reason = "bench_failed", f"c={plan.concurrency}: {summary.failed_reason}"
-                break
+        goals = self.goals(float(record.seconds.get("launch") or 0.0))
+        summaries = asyncio.run(self._measure(server, record, hooks, goals, t_bench))
         record.seconds["bench"] = time.monotonic() - t_bench
         events = server.runtime_events()
         if events:
@@ -171,6 +214,46 @@ class TrialChain:
             record.outcome = "constraint_violated"
             broken = [k for k, v in record.constraints.items() if v > 0]
             record.reason = f"violates {', '.join(broken)}"
+
+    async def _measure(self, server: Any, record: TrialRecord, hooks: ChainHooks,
+                       goals: dict[int, PrecisionGoal], t_bench: float) -> dict[int, LevelSummary]:
+        """Every level through one client: the precision loop where a goal is set, the
+        fixed request count elsewhere; accept length from the server where the
+        responses carry none. Stops after a level that failed or killed the server."""
+        b = self.space.bench
+        summaries: dict[int, LevelSummary] = {}
+        async with BenchClient(server.url, self.workload(), timeout_s=b.request_timeout_s) as client:
+            await client.resolve_model()
+            tracker = AcceptTracker(client, getattr(server, "log_path", None))
+            for plan in self.plans():
+                c = plan.concurrency
+                hooks.phase(f"bench c={c}")
+                await tracker.begin()
+                goal = goals.get(c)
+                if goal is not None:
+                    precise = await run_level_precise_with(
+                        client, plan, goal, origin=t_bench,
+                        should_stop=functools.partial(hooks.stop_level, c),
+                    )
+                    result, summary = precise.result, precise.summary
+                else:
+                    result = await run_level_with(client, plan)
+                    summary = summarize(result, max_error_rate=b.max_error_rate)
+                estimate = await tracker.end(result)
+                if estimate is not None:
+                    summary = with_accept_length(summary, estimate.value, estimate.source)
+                summaries[c] = summary
+                record.bench[c] = summary.as_dict()
+                hooks.level_done(c, summary)
+                try:
+                    server.check_alive()
+                except LaunchError as err:
+                    record.outcome, record.reason = err.kind, str(err)
+                    break
+                if summary.failed_reason:
+                    record.outcome, record.reason = "bench_failed", f"c={c}: {summary.failed_reason}"
+                    break
+        return summaries
 
     def _finish(self, record: TrialRecord, t0: float) -> TrialRecord:
         record.seconds["total"] = time.monotonic() - t0

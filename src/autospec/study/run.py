@@ -16,6 +16,12 @@ Contract:
 - Infeasible trials (rejected, skipped, failed at init, too many request errors,
   violated SLO) are COMPLETE with worst-case values and a violated ``feasible``
   constraint (`autospec.records.TrialStore`).
+- ``--confirm K``: once N trials are launched, up to K relaunches of front configurations
+  (fewest launches first; marked ``confirm_of``; not counted in N; counted over the
+  study, so a resumed run does not repeat them). They measure the between-launch spread
+  that every interval then includes (`autospec.records.launches`).
+- Racing (on unless ``race`` is false): a level stops measuring once the configuration
+  clearly cannot change the front (`autospec.study.racing`).
 
 A `StudyRun` holds every collaborator explicitly (storage, study, launcher, gate, chain,
 layout, stop policy); nothing is process-wide, so several runs can exist in one process.
@@ -25,23 +31,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import importlib.util
 import itertools
 import random
-import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import optuna
 import psutil
 
-from autospec.config import SearchSpace
-from autospec.errors import RuntimeFailure, UsageError
-from autospec.feasibility import PreflightOracle
 from autospec.feasibility.gate import PREFETCH_LIMIT, FeasibilityGate
 from autospec.launcher import LAUNCH_FAILURE_KINDS, Launcher
 from autospec.records import (
@@ -55,37 +55,42 @@ from autospec.records import (
     TrialClass,
     TrialRecord,
     TrialStore,
+    launch_groups,
     pareto_front,
     read_trials,
 )
-from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.space import calibration_points, grid, suggest, to_distribution_params
 from autospec.study import recovery
 from autospec.study.chain import ChainHooks, TrialChain
 from autospec.study.compiled import CompiledSpace, compile_space
 from autospec.study.gpu_guard import GpuGuard
+from autospec.study.heartbeat import Heartbeat
 from autospec.study.identity import new_launch_id, server_record, this_worker
 from autospec.study.layout import StudyLayout
 from autospec.study.leftovers import stop_stragglers
 from autospec.study.mem_push import Measured, PushAnswer, push_candidate
+from autospec.study.observer import NullObserver, Observer
 from autospec.study.owners import owner_env
 from autospec.study.pending import PendingResults
 from autospec.study.proposer import Proposal, Proposer
+from autospec.study.racing import Race
+from autospec.study.request import (
+    OptimizeRequest,
+    OptimizeResult,
+    StudyInterrupted,
+    StudyStopped,
+)
+from autospec.study.samplers import make_sampler, optuna_notes_silenced
 from autospec.study.sidefiles import Artifacts, EventLog
 from autospec.study.signals import StopSignals
 from autospec.study.storage import StorageHandle, open_storage, open_study, storage_locator, study_exists
 from autospec.study.teach import teach_gate
 
-__all__ = [
-    "OptimizeRequest", "OptimizeResult", "Observer", "NullObserver", "StudyInterrupted", "StudyStopped", "StudyRun",
-    "optimize", "make_sampler", "count_launched", "SAMPLERS",
-]
+__all__ = ["StudyRun", "optimize", "count_launched"]
 
-SAMPLERS = ("tpe", "gp", "nsga2", "random")
 MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
 PUSH_SHARE = 3  # at most 1/PUSH_SHARE of the launch budget goes to mem-fraction pushes
 HEARTBEAT_S = 10.0
-STORAGE_PATIENCE_S = 120.0  # how long a storage that is away is waited for before the run stops
 SERVER_RECORD_PATIENCE_S = 10.0  # the server record only speeds up recovery; a launch does not wait longer
 # Launch failures caused by the host, not the configuration (another program took the
 # port between picking and binding it): retried, never recorded as infeasible.
@@ -94,131 +99,9 @@ _BASELINE_ENQUEUED = "autospec:baseline_enqueued"
 _CALIBRATION_ENQUEUED = "autospec:calibration_enqueued"
 
 
-class StudyInterrupted(RuntimeFailure):
-    """The user stopped the study; everything measured is stored."""
-
-    exit_code = 130
-
-
-class StudyStopped(RuntimeFailure):
-    """The run stopped because its storage stayed away; the current result is kept in a
-    pending file and stored by the next run."""
-
-
-class Observer(Protocol):
-    """Progress of a run (`autospec.cli.render.Progress` draws it)."""
-
-    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
-        """`measured`: objective values of the feasible trials already in the study."""
-    def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None: ...
-    def phase(self, name: str) -> None: ...
-    def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None: ...
-    def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
-        """A proposal answered without a launch (rejected, skipped or duplicate)."""
-    def message(self, text: str) -> None: ...
-    def finished(self) -> None:
-        """The run ended, whichever way."""
-
-
-class NullObserver:
-    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
-        pass
-
-    def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None:
-        pass
-
-    def phase(self, name: str) -> None:
-        pass
-
-    def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None:
-        pass
-
-    def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
-        pass
-
-    def message(self, text: str) -> None:
-        pass
-
-    def finished(self) -> None:
-        pass
-
-
-@dataclass
-class OptimizeRequest:
-    """Everything one run needs. `signals` is the stop policy a CLI signal handler feeds
-    (a fresh one when None); `launcher`, `preflight` and `to_argv` default to a plain
-    launcher, no preflight and no argv conversion."""
-
-    space: SearchSpace
-    study_name: str
-    n_trials: int
-    command: Sequence[str]
-    studies_dir: Path = Path("studies")
-    storage: str | None = None
-    sampler: str = "tpe"
-    seed: int | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    launcher: Launcher | None = None
-    preflight: PreflightOracle | None = None
-    to_argv: Callable[[Mapping[str, Any]], list[str]] | None = None
-    sglang_version: str = DEFAULT_SGLANG_VERSION
-    baseline: bool = False
-    timeout_s: float | None = None
-    learn: bool = True
-    remeasure: bool = False
-    ready_timeout_s: float | None = None
-    signals: StopSignals | None = None
-    storage_patience_s: float = STORAGE_PATIENCE_S
-    allow_foreign_gpu_memory: bool = False
-
-
-@dataclass
-class OptimizeResult:
-    study_name: str
-    storage: str
-    launched: int
-    target: int
-    stopped_because: str  # "target" | "timeout" | "exhausted"
-
-
-def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.samplers.BaseSampler:
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True)
-    if name == "gp":
-        if importlib.util.find_spec("torch") is None:  # Optuna 5.0's GPSampler runs on PyTorch
-            raise UsageError("--sampler gp needs PyTorch; pip install torch (the CPU build is enough), or use tpe")
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=8)
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    raise UsageError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
-
-
 def count_launched(study: optuna.Study) -> int:
     """Launched trials in `study`: what ``--trials`` counts."""
     return sum(1 for t in read_trials(study) if t.counts_as_launch)
-
-
-class _Heartbeat:
-    """Records a heartbeat for the running trial (RDB storages) from a daemon thread."""
-
-    def __init__(self, beat: Callable[[], None] | None, interval: float) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True)
-        if beat is not None:
-            beat()
-            self._thread.start()
-
-    def _run(self, beat: Callable[[], None], interval: float) -> None:
-        while not self._stop.wait(interval):
-            with contextlib.suppress(Exception):  # a transient DB error must not kill the trial
-                beat()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
 
 
 @dataclass
@@ -231,8 +114,9 @@ class _Current:
     started: float
     phase: str = "ask"
     log_path: Path | None = None
-    beat: _Heartbeat | None = None
+    beat: Heartbeat | None = None
     idle_before_launch: float | None = None  # seconds the GPU was free before this launch
+    confirm_of: int | None = None  # a confirmation relaunch of this trial's configuration
 
 
 class StudyRun:
@@ -386,7 +270,32 @@ class StudyRun:
                 return "exhausted"
             if not self._run_one():
                 return "exhausted"
+        while self._enqueue_confirmation():
+            if deadline is not None and time.monotonic() >= deadline:
+                return "timeout"
+            self._run_one()
         return "target"
+
+    def _enqueue_confirmation(self) -> bool:
+        """Queue the next confirmation relaunch (``--confirm``); False when K were made or
+        nothing is on the front."""
+        trials = self.store.read()
+        confirmations = [t for t in trials if t.markers.confirm_of is not None]
+        if any(t.state == optuna.trial.TrialState.WAITING for t in confirmations):
+            return True  # queued by an earlier run, or queued again after an interruption
+        made = [t for t in confirmations if t.state == optuna.trial.TrialState.COMPLETE]
+        if len(made) >= self.req.confirm:
+            return False
+        front = pareto_front(trials, self.store.maximize)
+        if not front:
+            return False
+        launches = {number: len(group) for number, group in launch_groups(trials).items()}
+        attempts = {t.number: sum(1 for m in made if m.markers.confirm_of == t.number) for t in front}
+        target = min(front, key=lambda t: (launches.get(t.number, 1) + attempts[t.number], t.number))
+        self.store.enqueue(target.retry_params, Markers(confirm_of=target.number))
+        self._log(f"confirmation relaunch {len(made) + 1} of {self.req.confirm}: trial {target.number}'s configuration "
+                  f"({launches.get(target.number, 1)} launch(es) so far)")
+        return True
 
     def _enqueue_random_remaining(self) -> bool:
         """Queue a random configuration the gate would launch; False when none is left."""
@@ -406,7 +315,7 @@ class StudyRun:
             return False
         trial = current.trial
         self.obs.trial_started(trial.number, self.index + 1, self.req.n_trials, current.candidate)
-        current.beat = _Heartbeat(
+        current.beat = Heartbeat(
             (lambda: self.store.heartbeat(trial)) if self.handle.heartbeat else None, interval=HEARTBEAT_S,
         )
         # Inherited by every server process: who launched it, for recovery, the guard and doctor.
@@ -415,7 +324,10 @@ class StudyRun:
             self._me["create_time"])}
         self.signals.live_servers.add(current.launch_id)
         hooks = ChainHooks(phase=self._phase, spawned=self._spawned, measured=self._measured)
-        record = self.chain.run(trial.number, current.candidate, hooks)
+        race = self._race() if current.confirm_of is None else None  # a relaunch is measured in full
+        if race is not None:
+            hooks.stop_level, hooks.level_done = race.verdict, race.level_done
+        record = self.chain.run(trial.number, current.candidate, hooks, relaunch=current.confirm_of is not None)
         if record.launched:
             self._gpu_free_since = time.monotonic()
             if current.idle_before_launch is not None:
@@ -439,13 +351,13 @@ class StudyRun:
             self.events.write(_event_line(trial.number, record))
             if straggler:
                 self.events.write(straggler)
-            if record.launched:
+            if record.launched and current.confirm_of is None:
                 self.done += 1
                 self.index += 1
                 self.idle = 0
-            else:
+            elif current.confirm_of is None:
                 self.idle += 1
-        if record.launched:  # failed launches too: an identical failing server is not relaunched
+        if record.launched and current.confirm_of is None:  # failed launches too: not relaunched
             self.gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
         self.obs.trial_finished(trial.number, record, self.done, self.req.n_trials)
         if record.launched and self.req.learn and self.done < self.req.n_trials:
@@ -465,7 +377,8 @@ class StudyRun:
                 return None
             trial = self.store.ask()
             launch_id = new_launch_id()
-            self.current = _Current(trial, {}, launch_id, time.monotonic())
+            self.current = _Current(trial, {}, launch_id, time.monotonic(),
+                                    confirm_of=Markers.from_attrs(trial.user_attrs).confirm_of)
             self.store.record_worker(trial, this_worker(launch_id))
             self.current.candidate = self.compiled.candidate(suggest(trial, self.space))
             if self.proposer is not None:
@@ -502,6 +415,15 @@ class StudyRun:
         try:
             return future.result()
         except Exception:
+            return None
+
+    def _race(self) -> Race | None:
+        """The front this trial races against (None: racing is off, or the storage is away)."""
+        if not self.req.race or not self.space.bench.precision:
+            return None
+        try:
+            return Race.against(self.space, self.store.read())
+        except StorageUnavailable:
             return None
 
     def _phase(self, name: str) -> None:
@@ -658,16 +580,6 @@ class StudyRun:
             return ""
         except Exception as exc:  # the storage may be what failed; the next run recovers the trial
             return f" (trial {trial.number} could not be recorded: {type(exc).__name__}; the next run retries it)"
-
-
-@contextlib.contextmanager
-def optuna_notes_silenced() -> Iterator[None]:
-    """Optuna 5.0 flags heartbeats, metric names and grouped TPE as experimental, and warns
-    that heartbeats are meant for Study.optimize; autospec drives them itself."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
-        yield
 
 
 def optimize(req: OptimizeRequest, observer: Observer | None = None) -> OptimizeResult:

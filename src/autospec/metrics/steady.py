@@ -1,0 +1,256 @@
+"""Steady-state aggregate throughput of a closed-loop level (pure).
+
+A level at concurrency C starts with C requests at once (ramp-up: they are all in
+prefill together, and on a fresh server the first batch of that size may also pay
+for kernel compilation) and ends with a drain (no request replaces those that
+finish). Neither happens in a server under steady load, and in a short level they
+weigh a lot: measured on SGLang 0.5.16, 64 requests at C=32 gave 10,063 tok/s where
+15-second levels gave 16,530-17,606. The steady window leaves both out:
+
+    start  C requests are in flight, and as many requests are receiving output at
+           once as ever before the drain (the server's batch has formed: min(C, what
+           it admits at once)); the first time that count rises to its peak
+    end    the last time that count rises to its peak before the drain begins (the
+           first request to end after the last one was sent: from then on fewer than C
+           are in flight)
+
+Starting and ending where the batch forms makes the window span whole cycles of
+prefill and decode: with identical requests the batches stay in lockstep (waves), and
+a window from the first wave's first tokens to the last wave's first tokens holds as
+many prefills as decodes, so it reads neither high nor low. With requests that drift
+apart (varied lengths) the count is at its peak most of the time and the window ends
+just before the drain. A run with a single wave has one rise; its window then ends at
+the drain (a decode without its prefill: it reads a little high, and its share is small).
+
+Tokens are counted where they arrived inside [start, end]: each output event's tokens
+spread evenly over the time since the request's previous event (the first event's at
+its arrival), or, where the records carry no per-event counts (`chunk_tokens`), one
+token at the first output and the rest spread evenly until the request ended; so a
+request straddling either edge counts pro rata. Failed requests hold a slot (they
+count as in flight) but bring no tokens.
+
+The interval is the wider of two. A paired bootstrap over the requests that received
+output inside the window, each with its tokens there and its time there since its first
+output: the window's rate is (mean number of requests receiving output) x sum(tokens) /
+sum(time), the first factor measured exactly, so the ratio's relative spread is applied
+to the rate. And batch means over time: the window cut into equal slices of at least one
+wave (the median request latency, a closed loop's period; 3 to 30 slices), a Student-t interval
+over the slices' rates. Requests of one wave share their batch, so they are not
+independent samples; slices are closer to it, and a window too short for 3 slices has no
+interval at all (the precision loop then keeps measuring). On SGLang 0.5.16 / H200 (NGRAM,
+16 draft tokens, C=32) the bootstrap alone said +-1% after windows of 1.3-3 s. It describes how fast requests were served (acceptance, step
+times), not where in its cycle of prefills the window happened to cut, nor the
+launch-to-launch noise of a server (docs/benchmarking.md, "Confidence"). `share` (the window's share
+of the level's run) says how much of the run was steady; a window below `MIN_SHARE` of
+the run is flagged (`short`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from autospec.metrics import stats
+
+if TYPE_CHECKING:
+    from autospec.bench.records import RequestRecord
+
+__all__ = ["MIN_SHARE", "SteadyWindow", "steady_window", "tokens_between"]
+
+MIN_SHARE = 0.5
+MIN_SLICES = 3  # batch means need this many slices of one wave each for an interval
+MAX_SLICES = 30
+
+
+@dataclass(frozen=True)
+class SteadyWindow:
+    """The full-concurrency window of one run, and the throughput inside it."""
+
+    start: float
+    end: float
+    run_start: float
+    run_end: float
+    tokens: float  # output tokens that arrived inside [start, end]
+    interval: tuple[float, float]  # 95% interval of `rate`
+    requests: int = 0  # requests that received output inside the window
+
+    @property
+    def seconds(self) -> float:
+        return max(self.end - self.start, 0.0)
+
+    @property
+    def run_seconds(self) -> float:
+        return max(self.run_end - self.run_start, 0.0)
+
+    @property
+    def share(self) -> float:
+        """The window's share of the level's run (0 when there is no window)."""
+        return self.seconds / self.run_seconds if self.run_seconds > 0 else 0.0
+
+    @property
+    def short(self) -> bool:
+        """Too little of the run was at full concurrency to trust the figure."""
+        return self.share < MIN_SHARE
+
+    @property
+    def rate(self) -> float:
+        """Output tokens per second inside the window (NaN without a window)."""
+        return self.tokens / self.seconds if self.seconds > 0 else math.nan
+
+
+def _end(record: RequestRecord) -> float:
+    return record.t_done if record.t_done is not None else record.t_sent
+
+
+class _TokenCurves:
+    """Every record's cumulative output-token curve, evaluated for all records at once.
+
+    A record's curve: the first event's tokens at its arrival, then each later event's
+    tokens spread evenly since the event before it (without per-event counts: the
+    remaining tokens spread evenly until done). Failed records have none."""
+
+    def __init__(self, records: Sequence[RequestRecord]) -> None:
+        self.n = len(records)
+        point_t: list[float] = []
+        point_n: list[float] = []
+        point_r: list[int] = []
+        seg_s: list[np.ndarray] = []
+        seg_e: list[np.ndarray] = []
+        seg_n: list[np.ndarray] = []
+        seg_r: list[np.ndarray] = []
+        for i, r in enumerate(records):
+            if not r.ok or r.t_first is None or r.completion_tokens <= 0:
+                continue
+            if r.chunk_tokens and r.chunk_times:
+                times = np.asarray(r.chunk_times, dtype=float)
+                tokens = np.asarray(r.chunk_tokens, dtype=float)
+            else:
+                times = np.array([r.t_first, max(_end(r), r.t_first)])
+                tokens = np.array([1.0, r.completion_tokens - 1.0])
+            point_t.append(float(times[0]))
+            point_n.append(float(tokens[0]))
+            point_r.append(i)
+            seg_s.append(times[:-1])
+            seg_e.append(times[1:])
+            seg_n.append(tokens[1:])
+            seg_r.append(np.full(times.size - 1, i))
+        start = np.concatenate(seg_s) if seg_s else np.empty(0)
+        end = np.concatenate(seg_e) if seg_e else np.empty(0)
+        count = np.concatenate(seg_n) if seg_n else np.empty(0)
+        owner = np.concatenate(seg_r) if seg_r else np.empty(0, dtype=int)
+        instant = end <= start  # an event at the same instant as the one before: a point
+        self._point_t = np.concatenate([np.asarray(point_t, dtype=float), end[instant]])
+        self._point_n = np.concatenate([np.asarray(point_n, dtype=float), count[instant]])
+        self._point_r = np.concatenate([np.asarray(point_r, dtype=int), owner[instant]]).astype(int)
+        keep = ~instant & (count != 0)
+        self._start, self._end, self._count, self._owner = start[keep], end[keep], count[keep], owner[keep]
+
+    def upto(self, t: float) -> np.ndarray:
+        """Per record: tokens that arrived at or before `t`."""
+        out = np.bincount(self._point_r, weights=self._point_n * (self._point_t <= t), minlength=self.n)
+        if self._count.size:
+            share = np.clip((t - self._start) / (self._end - self._start), 0.0, 1.0)
+            out = out + np.bincount(self._owner, weights=self._count * share, minlength=self.n)
+        return out
+
+    def between(self, a: float, b: float) -> np.ndarray:
+        """Per record: tokens that arrived in (a, b]."""
+        return self.upto(b) - self.upto(a) if b > a else np.zeros(self.n)
+
+
+def tokens_between(record: RequestRecord, a: float, b: float) -> float:
+    """Output tokens of a successful `record` that arrived in (a, b]: the first event's
+    tokens at its arrival, each later event's spread evenly since the one before it
+    (without per-event counts: one token at the first output, the others spread evenly
+    until done). Failed records bring none."""
+    return float(_TokenCurves([record]).between(a, b).sum())
+
+
+def _sweep(events: list[tuple[float, int]]) -> list[tuple[float, int, int]]:
+    """(time, step, count after it) for +1/-1 events, ends before starts at one instant."""
+    out: list[tuple[float, int, int]] = []
+    level = 0
+    for t, step in sorted(events, key=lambda e: (e[0], e[1])):
+        level += step
+        out.append((t, step, level))
+    return out
+
+
+def steady_window(records: Sequence[RequestRecord], concurrency: int) -> SteadyWindow | None:
+    """The steady window of one run's measured records (None without records).
+
+    A run that never had C requests in flight, or whose drain began before its ramp-up
+    ended, has an empty window (share 0, rate NaN)."""
+    if not records:
+        return None
+    run_start = min(r.t_sent for r in records)
+    run_end = max(_end(r) for r in records)
+    empty = SteadyWindow(run_start, run_start, run_start, run_end, 0.0, stats.NAN_INTERVAL)
+    in_flight = _sweep([(r.t_sent, 1) for r in records] + [(_end(r), -1) for r in records])
+    full = next((t for t, _, level in in_flight if level >= concurrency), None)
+    if full is None:
+        return empty
+    last_sent = max(r.t_sent for r in records)
+    drain = min((_end(r) for r in records if _end(r) > last_sent), default=run_end)
+    firsts = [(r.t_first, _end(r)) for r in records if r.t_first is not None and _end(r) >= r.t_first]
+    streaming = [(t, step, level) for t, step, level in
+                 _sweep([(first, 1) for first, _ in firsts] + [(done, -1) for _, done in firsts]) if t <= drain]
+    peak = max((level for t, _, level in streaming if t >= full), default=0)
+    rises = [t for t, step, level in streaming if step > 0 and level == peak and t >= full]
+    if not rises:
+        return empty
+    start = rises[0]
+    end = rises[-1] if rises[-1] > start else drain
+    if end <= start:
+        return empty
+    curves = _TokenCurves(records)
+    tokens = curves.between(start, end)
+    first = np.array([r.t_first if r.ok and r.t_first is not None else math.inf for r in records])
+    ends = np.array([_end(r) for r in records])
+    streamed = np.clip(np.minimum(ends, end) - np.maximum(first, start), 0.0, None)
+    inside = streamed > 0
+    rate = float(tokens.sum()) / (end - start)
+    interval = _wider(_relative_interval(tokens[inside], streamed[inside], rate),
+                      _batch_means_interval(curves, start, end, _cycle(records)))
+    return SteadyWindow(start, end, run_start, run_end, float(tokens.sum()), interval, int(inside.sum()))
+
+
+def _cycle(records: Sequence[RequestRecord]) -> float:
+    """The median latency of a successful request: in a closed loop, one wave's period."""
+    spans = [_end(r) - r.t_sent for r in records if r.ok and _end(r) > r.t_sent]
+    return float(np.median(spans)) if spans else math.inf
+
+
+def _batch_means_interval(curves: _TokenCurves, start: float, end: float, cycle: float) -> tuple[float, float]:
+    """Student-t interval of the rate over equal slices of [start, end], each at least one
+    `cycle` long (at most MAX_SLICES): requests of one wave share their batch, so slices,
+    not requests, are what vary independently. NaN with fewer than MIN_SLICES."""
+    count = min(int((end - start) // cycle), MAX_SLICES) if math.isfinite(cycle) and cycle > 0 else 0
+    if count < MIN_SLICES:
+        return stats.NAN_INTERVAL
+    edges = np.linspace(start, end, count + 1)
+    rates = [float(curves.between(a, b).sum()) / (b - a) for a, b in itertools.pairwise(edges)]
+    return stats.t_interval(rates)
+
+
+def _wider(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    """The wider of two intervals around the same figure; unknown if either is."""
+    if any(math.isnan(x) for x in (*a, *b)):
+        return stats.NAN_INTERVAL
+    return a if a[1] - a[0] >= b[1] - b[0] else b
+
+
+def _relative_interval(tokens: np.ndarray, streamed: np.ndarray, rate: float) -> tuple[float, float]:
+    """`rate` x the relative bootstrap interval of sum(tokens) / sum(streamed)."""
+    if tokens.size < 2 or streamed.sum() <= 0 or not math.isfinite(rate):
+        return stats.NAN_INTERVAL
+    ratio = float(tokens.sum() / streamed.sum())
+    if ratio <= 0:
+        return stats.NAN_INTERVAL
+    lo, hi = stats.bootstrap_ratio_ci(tokens, streamed)
+    return (rate * lo / ratio, rate * hi / ratio) if math.isfinite(lo) else stats.NAN_INTERVAL

@@ -1,0 +1,86 @@
+"""Objective figures of measured configurations, pooled over their launches (pure).
+
+The one place that turns stored trials into per-objective intervals: each launch's
+figure is its measured value with the 95% interval stored in its bench summary
+(`level_interval`); relaunches (`autospec optimize --confirm K`) are pooled into the
+trial they confirm, and the study's between-launch spread (`autospec.metrics.relaunch`)
+widens every configuration's interval once relaunches measured it. The report and the
+study's racing both read intervals from here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
+from autospec.records.front import launch_groups
+from autospec.records.stored import StoredTrial
+
+__all__ = ["ObjectiveRef", "PooledStudy", "level_interval", "launch_figure", "pool_study"]
+
+
+@dataclass(frozen=True)
+class ObjectiveRef:
+    """Where objective `index` of a study is stored: `metric` of the level at `concurrency`
+    (None: no level, e.g. an imported value without a bench summary)."""
+
+    index: int
+    metric: str
+    concurrency: int | None
+
+
+def level_interval(level: Mapping[str, object] | None, metric: str) -> tuple[float, float] | None:
+    """The 95% interval of `metric` in a stored level summary (`LevelSummary.as_dict`),
+    also from summaries written before `cis` existed; None when absent or not finite."""
+    if not level:
+        return None
+    cis = level.get("cis")
+    interval = cis.get(metric) if isinstance(cis, Mapping) else None
+    if interval is None and metric in ("output_tok_s", "agg_output_tok_s"):
+        interval = level.get(f"{metric}_ci")
+    if not isinstance(interval, (list, tuple)) or len(interval) != 2:
+        return None
+    try:
+        lo, hi = float(interval[0]), float(interval[1])
+    except (TypeError, ValueError):
+        return None
+    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else None
+
+
+def launch_figure(trial: StoredTrial, ref: ObjectiveRef) -> LaunchFigure | None:
+    """One launch's figure for an objective: its measured value and interval half-width."""
+    record = trial.record
+    values = record.values if record is not None and record.values is not None else trial.values
+    if values is None or ref.index >= len(values):
+        return None
+    level = record.bench.get(ref.concurrency) if record is not None and ref.concurrency is not None else None
+    interval = level_interval(level, ref.metric)
+    return LaunchFigure(float(values[ref.index]), None if interval is None else (interval[1] - interval[0]) / 2)
+
+
+@dataclass(frozen=True)
+class PooledStudy:
+    """`spread[i]`: objective i's between-launch spread (absent: not measured);
+    `configurations[n]`: per objective, measured trial n pooled with its relaunches."""
+
+    spread: dict[int, Spread]
+    configurations: dict[int, list[Pooled | None]]
+
+
+def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> PooledStudy:
+    """Pool every measured configuration of `trials` (see the module docstring)."""
+    groups = launch_groups(trials)
+    figures = {n: [[f for f in (launch_figure(t, ref) for t in group) if f is not None] for ref in refs]
+               for n, group in groups.items()}
+    spread: dict[int, Spread] = {}
+    for ref in refs:
+        found = between_launch_spread([per[ref.index] for n, per in figures.items() if len(groups[n]) > 1])
+        if found is not None:
+            spread[ref.index] = found
+    configurations = {
+        n: [pool_launches(per[ref.index], spread.get(ref.index)) if per[ref.index] else None for ref in refs]
+        for n, per in figures.items()
+    }
+    return PooledStudy(spread, configurations)

@@ -1,0 +1,145 @@
+"""Racing: stop measuring a configuration once more precision cannot change the front (pure).
+
+The precision loop (`autospec.bench.adaptive`) keeps a level measuring until its figures
+are within target; `Race.verdict` is its `should_stop` hook (through
+`ChainHooks.stop_level`, consulted at most once a second past the level's floor). It
+compares the 95% intervals of the running level, and of the trial's finished levels,
+with those of the front as it stood when the trial started (relaunches pooled, the
+between-launch spread included: `autospec.records.launches`). It answers a reason to
+stop when:
+
+    slo          an SLO measured at this level is surely broken: the interval of its
+                 figure lies wholly beyond the bound (the trial is infeasible whatever
+                 more requests say)
+    dominated    every objective is measured (this is the last level holding one) and
+                 one front configuration is better on every objective beyond both
+                 intervals
+    outclassed   some objective is not measured yet (a later level): on every objective
+                 of this level, every front configuration is better beyond both
+                 intervals, so whether the trial enters the front depends on the others
+                 only
+
+Otherwise None (go on). Time saved this way ends the trial sooner, so it goes to the
+next configuration. The rule looks many times at a growing sample, so a stop is a
+little likelier than 5% per look suggests; only clear gaps stop a level, and its floor
+is always measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autospec.config import SearchSpace
+from autospec.metrics import LevelSummary
+from autospec.records import StoredTrial, pareto_front
+from autospec.records.launches import ObjectiveRef, pool_study
+
+__all__ = ["Race", "RaceObjective"]
+
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class RaceObjective:
+    index: int
+    metric: str
+    concurrency: int
+    maximize: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}@c{self.concurrency}"
+
+
+@dataclass(frozen=True)
+class _Bound:
+    metric: str
+    concurrency: int
+    low: float | None
+    high: float | None
+
+
+def _interval(summary: LevelSummary, metric: str) -> Interval | None:
+    found = summary.cis.get(metric)
+    if found is None or not all(math.isfinite(x) for x in found):
+        return None
+    return float(found[0]), float(found[1])
+
+
+def _surely_better(theirs: Interval | None, mine: Interval, maximize: bool) -> bool:
+    """`theirs` beats `mine` beyond both intervals."""
+    if theirs is None:
+        return False
+    return theirs[0] > mine[1] if maximize else theirs[1] < mine[0]
+
+
+@dataclass
+class Race:
+    """The front a trial races against, and the trial's finished levels so far."""
+
+    objectives: tuple[RaceObjective, ...]
+    bounds: tuple[_Bound, ...]
+    members: tuple[tuple[int, tuple[Interval | None, ...]], ...]  # (trial number, interval per objective)
+    finished: dict[int, LevelSummary] = field(default_factory=dict)
+
+    @classmethod
+    def against(cls, space: SearchSpace, trials: Sequence[StoredTrial]) -> Race:
+        """A race against the current front of `trials` (a study measured with `space`)."""
+        objectives = tuple(RaceObjective(i, o.metric, o.concurrency, o.direction == "maximize")
+                           for i, o in enumerate(space.objectives))
+        bounds = tuple(_Bound(c.metric, c.concurrency, c.min, c.max) for c in space.constraints)
+        pooled = pool_study(trials, [ObjectiveRef(o.index, o.metric, o.concurrency) for o in objectives])
+        members = []
+        for t in pareto_front(trials, [o.maximize for o in objectives]):
+            figures = pooled.configurations.get(t.number, [])
+            members.append((t.number, tuple(
+                None if p is None or not math.isfinite(p.value) else (p.value - (p.half or 0.0), p.value + (p.half or 0.0))
+                for p in figures)))
+        return cls(objectives, bounds, tuple(members))
+
+    def level_done(self, concurrency: int, summary: LevelSummary) -> None:
+        self.finished[concurrency] = summary
+
+    def verdict(self, concurrency: int, summary: LevelSummary) -> str | None:
+        """A reason to stop measuring the level at `concurrency` whose records so far give
+        `summary`, or None (module docstring)."""
+        broken = self._broken_slo(concurrency, summary)
+        if broken:
+            return broken
+        here = [o for o in self.objectives if o.concurrency == concurrency]
+        if not here or not self.members:
+            return None
+        known: Mapping[int, LevelSummary] = {**self.finished, concurrency: summary}
+        mine: dict[int, Interval] = {}
+        for o in self.objectives:
+            level = known.get(o.concurrency)
+            found = _interval(level, o.metric) if level is not None else None
+            if found is not None:
+                mine[o.index] = found
+        if any(o.index not in mine for o in here):
+            return None
+        if all(o.index in mine for o in self.objectives):
+            for number, theirs in self.members:
+                if all(_surely_better(theirs[o.index], mine[o.index], o.maximize) for o in self.objectives):
+                    return f"dominated: trial {number} is better on every objective beyond both 95% intervals"
+            return None
+        if all(_surely_better(theirs[o.index], mine[o.index], o.maximize) for _, theirs in self.members for o in here):
+            names = ", ".join(o.name for o in here)
+            return (f"outclassed: every front configuration is better on {names} beyond both 95% intervals; "
+                    "whether it enters the front depends on the other objectives only")
+        return None
+
+    def _broken_slo(self, concurrency: int, summary: LevelSummary) -> str | None:
+        for b in self.bounds:
+            if b.concurrency != concurrency:
+                continue
+            found = _interval(summary, b.metric)
+            if found is None:
+                continue
+            if b.high is not None and found[0] > b.high:
+                return f"slo: {b.metric}@c{concurrency} is above its max {b.high:g} beyond its 95% interval"
+            if b.low is not None and found[1] < b.low:
+                return f"slo: {b.metric}@c{concurrency} is below its min {b.low:g} beyond its 95% interval"
+        return None
