@@ -654,12 +654,12 @@ class SimulatedChain:
         self.load_seconds, self.warmup_seconds = load_seconds, warmup_seconds
 
     # -- the contract
-    def run(self, number: int, candidate: Mapping[str, Any], hooks: Any = None) -> Any:
+    def run(self, number: int, candidate: Mapping[str, Any], hooks: Any = None, relaunch: bool = False) -> Any:
         """One trial: verdict -> simulated launch -> predicted benchmark -> teardown."""
         hooks = hooks or _NoHooks()
         flags = {**self.space.server.flags, **candidate}
         hooks.phase("preflight")
-        verdict = self.gate.verdict(flags)
+        verdict = self.gate.verdict(flags, reuse=not relaunch)
         seconds = {"preflight": 0.0}
         if not verdict.ok:
             return self._not_launched(verdict, candidate, seconds)

@@ -11,7 +11,7 @@ seed. Ways of measuring:
     precise  the study's default: the precision loop, racing (issue 15)
     fixed    `[bench] precision = false`: the fixed request counts of before, the baseline
 
-    python benchmarks/optimum_gap.py                       # every profile, 5 seeds, both ways
+    python benchmarks/optimum_gap.py --output-len 256 --jobs 2   # every profile, 5 seeds, both ways
     python benchmarks/optimum_gap.py --profiles seed-qwen35-122b-4x-rtxpro6000 --seeds 1 2 --modes precise
 """
 
@@ -63,6 +63,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--time-scale", type=float, default=0.5)
     ap.add_argument("--jobs", type=int, default=1, help="studies run at once")
+    ap.add_argument("--output-len", type=int, default=None, help="override every space's [workload] output_len")
     args = ap.parse_args()
 
     results: dict[tuple[str, str], list[tuple[int, list[float], float]]] = {}
@@ -71,7 +72,8 @@ def main() -> None:
         for name in args.profiles:
             space, profile = load_case(CASES[name])
             wl = space.workload
-            kw = {"input_len": wl.input_len, "output_len": wl.output_len, "temperature": wl.temperature}
+            kw = {"input_len": wl.input_len, "output_len": args.output_len or wl.output_len, "temperature": wl.temperature}
+            extra = ["--output-len", str(args.output_len)] if args.output_len else []
 
             def truth(flags, objective, space=space, profile=profile, kw=kw):
                 waves = STEADY_WAVES if objective.metric == "agg_output_tok_s" else 2
@@ -84,12 +86,12 @@ def main() -> None:
 
             optimum = [max(truth(c, o) for c in grid(space)) for o in space.objectives]
 
-            def one(job, name=name, truth=truth, optimum=optimum, space=space):
+            def one(job, name=name, truth=truth, optimum=optimum, space=space, extra=extra):
                 mode, seed = job
                 study_name = f"gap-{name}-{mode}-{seed}"
                 study, wall = run_study(
                     folder, study_name, trials=args.trials, seed=seed, space=space_file(CASES[name].space, mode, folder),
-                    time_scale=args.time_scale, extra=["--sim-profile", name])
+                    time_scale=args.time_scale, extra=["--sim-profile", name, *extra])
                 front = snapshot(study).front
                 ratios = [max((truth(t.flags, o) for t in front), default=0.0) / optimum[i]
                           for i, o in enumerate(space.objectives)]
