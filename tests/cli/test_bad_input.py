@@ -141,6 +141,7 @@ def test_study_name_reused_with_other_objectives_changes_nothing(tmp_path, exist
     "argv, needle",
     [
         (["optimize", "--trials", "0", "--sim"], "--trials must be at least 1"),
+        (["optimize", "--confirm", "-1", "--sim"], "--confirm must be 0 or more relaunches"),
         (["optimize", "--space", "nope", "--sim"], "no search-space file 'nope'"),
         (["optimize", "--concurrency", "1,x", "--sim"], "not a list of integers"),
         (["optimize", "--concurrency", "4,1,4", "--sim"], "lists a level twice"),
