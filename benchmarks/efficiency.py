@@ -38,10 +38,11 @@ Strategies (`STRATEGIES`, one entry each; add a new one there):
   feasibility for free: the bar to beat);
 - `grid`: the order in which SGLang's scripts/playground/bench_speculative.py walks
   configurations (`grid_order`), restricted to configurations of the space;
-- `study-tpe`, `study-gp`, `study-nsga2`, `study-random`: autospec's own study loop
+- `study-model`, `study-tpe`, `study-gp`, `study-nsga2`, `study-random`: autospec's own study loop
   (`_simulated.run_study`: preflight, learned infeasibility, calibration launches,
-  deduplication, mem-fraction pushes) with that Optuna sampler; each budget is its own
-  study (`--trials` = budget).
+  deduplication, mem-fraction pushes) with that sampler (`model`, the default, is
+  `autospec.study.model_sampler`; docs/model.md); each budget is its own study
+  (`--trials` = budget).
 
 Baselines that are not the study loop value a launch the same way as the study's chain: a
 `SimulatedChain` behind a gate that lets everything through.
@@ -540,7 +541,8 @@ STRATEGIES: dict[str, Strategy] = {
     "random": Strategy(run_random, "uniformly random grid configurations without replacement, no preflight", 0.1),
     "random-startable": Strategy(run_random_startable, "uniformly random among the configurations that start", 0.1),
     "grid": Strategy(run_grid, "bench_speculative.py's order (steps, topk, draft), other flags at defaults", 0.1),
-    "study-tpe": Strategy(_study("tpe"), "autospec's study loop, TPESampler (the default)", 2.0),
+    "study-model": Strategy(_study("model"), "autospec's study loop, the model's choice (the default)", 5.0),
+    "study-tpe": Strategy(_study("tpe"), "autospec's study loop, TPESampler", 2.0),
     "study-gp": Strategy(_study("gp"), "autospec's study loop, GPSampler", 6.0),
     "study-nsga2": Strategy(_study("nsga2"), "autospec's study loop, NSGAIISampler", 3.0),
     "study-random": Strategy(_study("random"), "autospec's study loop, RandomSampler", 4.0),
@@ -761,13 +763,23 @@ def describe(name: str) -> tuple[Truth, list[str], Check | None]:
 # ============================================================================ running
 
 
+def _bend() -> None:
+    """`--misspecified` (set through the environment, so worker processes see it too)."""
+    if os.environ.get("AUTOSPEC_HARNESS_MISSPECIFIED") == "1":
+        import _misspecified
+
+        _misspecified.apply()
+
+
 def _truth_task(name: str) -> Truth:
     _quiet()
+    _bend()
     return context(name).truth()
 
 
 def _run_task(name: str, strategy: str, seed: int, budget: int) -> Run:
     _quiet()
+    _bend()
     return STRATEGIES[strategy].run(context(name), seed, budget, strategy)
 
 
@@ -967,7 +979,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write every run's launches and figures to this file")
     ap.add_argument("--describe", action="store_true", help="describe each profile's landscape and check its structure")
     ap.add_argument("--self-test", action="store_true", help="unit checks of the hypervolume and the grid order")
+    ap.add_argument("--misspecified", action="store_true",
+                    help="bend the simulator's step cost and acceptance into forms the model does not have "
+                         "(benchmarks/_misspecified.py)")
     args = ap.parse_args(argv)
+    if args.misspecified:
+        os.environ["AUTOSPEC_HARNESS_MISSPECIFIED"] = "1"
     _quiet()
     if args.self_test:
         return self_test()

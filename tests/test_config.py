@@ -183,6 +183,7 @@ BUNDLED_FINGERPRINTS = {
     "ngram": "52a913dbd01b24a0",
     "real-tiny-eagle": "63ae46fedfa6d2f3",
     "real-tiny-ngram": "e555e66bf0b17269",
+    "real-tiny-ngram-breadth": "a5d3dcba99124624",
 }
 
 

@@ -110,3 +110,34 @@ def test_confirm_relaunches_front_configurations_once_and_pools_them(tmp_path, f
 
     assert run(*args) == 0  # resumed with the same command: the relaunches are not repeated
     assert len(load(tmp_path, "conf").trials) == len(trials)
+
+
+def test_the_model_says_what_it_expected_and_why_the_rest_was_not_launched(tmp_path, fast_space, capsys):
+    studies = str(tmp_path / "studies")
+    base = ["--space", str(fast_space), "--studies-dir", studies, "--seed", "2", "--trials", "5", *SIM_ARGS]
+    assert run("optimize", "--study", "m", *base) == 0  # --sampler model is the default
+    study = load(tmp_path, "m")
+    chosen = [t for t in study.trials if "predicted" in t.user_attrs]
+    assert chosen, "no trial carries the model's prediction"
+    for t in chosen:
+        p = t.user_attrs["predicted"]
+        assert len(p["values"]) == 2 and all(lo <= hi for lo, hi in zip(p["low"], p["high"]))
+        assert 0 < p["p_start"] <= 1 and p["launches"] >= 0 and p["why"]
+    summary = study.user_attrs["model_unlaunched"]
+    assert summary["launches"] == 5
+    assert sum(summary[g]["count"] for g in ("fail", "dominated", "open")) == summary["candidates"] > 0
+
+    capsys.readouterr()
+    assert run("pareto", "--study", "m", "--studies-dir", studies) == 0
+    out = capsys.readouterr().out
+    assert "the model (--sampler model)" in out and "never launched:" in out
+    assert run("pareto", "--study", "m", "--studies-dir", studies, "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"]["unlaunched"]["candidates"] == summary["candidates"]
+    for pick in data["model"]["picks"].values():
+        assert pick["predicted"]["values"] and pick["measured"]
+
+    assert run("optimize", "--study", "t", "--sampler", "tpe", *base) == 0
+    capsys.readouterr()
+    assert run("pareto", "--study", "t", "--studies-dir", studies) == 0
+    assert "the model" not in capsys.readouterr().out

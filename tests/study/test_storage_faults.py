@@ -9,7 +9,6 @@ test's own is stopped while the tuner benchmarks a server, and started again.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import optuna
@@ -57,12 +56,13 @@ def test_a_storage_back_within_the_patience_delays_the_trial_but_loses_nothing(
     tuner = tuners(argv(slow_space, tmp_path, url)).start()
     tuner.wait_until(lambda: bench_started(tmp_path), "the first server to be benchmarked")
     postgres_instance.stop()
-    time.sleep(4)  # the trial's result is due while the storage is away
+    events_log = tmp_path / "studies" / f"{STUDY}-events.log"
+    # away until the tuner has needed it (the trial's result is due) and is retrying
+    tuner.wait_until(lambda: "is not answering" in events_log.read_text(), "the tuner to find the storage away")
     postgres_instance.start()
     assert tuner.wait() == 0, tuner.stderr
     assert len(launched(url)) == 2
-    events = (tmp_path / "studies" / f"{STUDY}-events.log").read_text()
-    assert "is not answering" in events and "retrying to" in events
+    assert "retrying to" in events_log.read_text()
     assert tuners.leftovers() == {}
 
 

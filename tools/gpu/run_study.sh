@@ -69,6 +69,14 @@ else
 fi
 python3 "$here/nvml_watch.py" 0.5 >"$out/nvml.csv" 2>/dev/null &
 watch_pid=$!
+# the state so far, every 30 s: a command cut by the device's own time limit (before the
+# pack at the end) still hands on every trial finished by then
+pack() {  # atomically; each packer writes its own part file
+  tar cJf "$out/.state.$BASHPID" -C "$(dirname "$STUDY_DIR")" "$(basename "$STUDY_DIR")" \
+    && mv "$out/.state.$BASHPID" "$out/study-state.tar.xz"
+}
+( while sleep 30; do pack; done ) 2>/dev/null &
+pack_pid=$!
 
 # --- the study (SIGTERM before the deadline: the trial in flight is torn down and recorded)
 reserve=45; [[ $FINAL == 1 ]] && reserve=150
@@ -120,7 +128,7 @@ if [[ $FINAL == 1 && -f $repo/benchmarks/gpu_teardown.py ]] && (( $(left) > 75 )
 fi
 
 # --- pack everything for the next command
-kill $watch_pid 2>/dev/null
-tar cJf "$out/study-state.tar.xz" -C "$(dirname "$STUDY_DIR")" "$(basename "$STUDY_DIR")"
+kill $watch_pid $pack_pid 2>/dev/null; wait $pack_pid 2>/dev/null
+pack
 ( cd "$out" && tar cJf extras.tar.xz --remove-files $(ls pareto.* export.txt exported-server.log gpu_teardown.* 2>/dev/null) )
 say "done; $(du -sh "$out/study-state.tar.xz" | cut -f1) of study state"

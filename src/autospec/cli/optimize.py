@@ -35,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         name_from_space=True, space=True,
     )
     p.add_argument("--trials", type=int, default=20, help="launched trials the study should hold (default 20)")
-    p.add_argument("--sampler", choices=("tpe", "gp", "nsga2", "random"), default="tpe", help="Optuna sampler (default tpe)")
+    p.add_argument("--sampler", choices=("model", "tpe", "gp", "nsga2", "random"), default="model",
+                   help="model (default): launch where a model fitted on the launches so far expects the most "
+                        "hypervolume gain (docs/model.md); or an Optuna sampler")
     p.add_argument("--seed", type=int, default=None, help="sampler seed, for reproducible studies")
     p.add_argument("--model-path", help="model to serve (overrides [server.flags] model_path)")
     p.add_argument("--tp-size", type=int, help="tensor parallel size (overrides [server.flags] tp_size)")

@@ -64,8 +64,18 @@ def _picks_json(picks) -> dict[str, Any]:
     return {name: {"number": p.trial.number, "params": p.trial.flags, "why": p.why} for name, p in picks.items()}
 
 
+def _section(title: str, lines: list[str], bullet: str) -> None:
+    """`title` and `lines` after a blank line; nothing when there are no lines."""
+    if lines:
+        print()
+        print(title)
+        for line in lines:
+            print(f"{bullet}{line}")
+
+
 def run(args: argparse.Namespace) -> int:
     from autospec.report import build_table, format_text, front_json, recommend, snapshot, study_warnings, table_json
+    from autospec.report.model_notes import model_json, model_lines
 
     study = open_existing(args)
     data = snapshot(study)
@@ -81,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         out["table"] = table_json(table)
         out["recommendations"] = _picks_json(picks)
         out["notes"] = study_warnings(data, baseline)
+        out["model"] = model_json(data, picks)
         print(json.dumps(out, indent=2, default=str))
         return 0
     n = data.counts
@@ -95,12 +106,8 @@ def run(args: argparse.Namespace) -> int:
     print("recommendations:")
     for name, pick in picks.items():
         print(f"  {name:<10} {pick.why}")
-    notes = study_warnings(data, baseline)
-    if notes:
-        print()
-        print("notes:")
-        for note in notes:
-            print(f"  - {note}")
+    _section("the model (--sampler model), before each launch and after the last:", model_lines(data, picks), "  ")
+    _section("notes:", study_warnings(data, baseline), "  - ")
     print()
     print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N "
           "--format cmd|yaml|systemd|adaptive")

@@ -103,8 +103,14 @@ class _Launch:
 
 @dataclass
 class LearnedRules:
+    """Memory failures predicted from earlier launches. `bisect`: in the band between the
+    largest predicted amount that failed and the least that worked, skip what lies below
+    the halfway mark (`_unsure_below`); off, only what is known to fail is skipped (the
+    `--sampler model` study weighs that band itself, by its own p_start)."""
+
     failures: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     launches: list[_Launch] = field(default_factory=list)
+    bisect: bool = True
 
     def record_failure(self, flags: Mapping[str, Any], kind: str) -> None:
         if kind in MEMORY_FAILURES:
@@ -165,7 +171,7 @@ class LearnedRules:
         uncertain band halves with every launch instead of being crossed blind."""
         failed = max(self._limit(kind, flags, predictor), 0.0)
         worked = min(proven, default=None)
-        if worked is None or worked <= failed:
+        if worked is None or worked <= failed or not self.bisect:
             return failed + 1e-9  # nothing proven above what failed: only the failure itself rules
         return (failed + worked) / 2.0
 

@@ -172,6 +172,7 @@ class Markers:
     retry_of: int | None = None  # the trial whose parameters it repeats
     confirm_of: int | None = None  # the trial whose configuration it relaunches (--confirm)
     imported: Mapping[str, Any] | None = None  # {"source", "key", ...} of an imported measurement
+    predicted: Mapping[str, Any] | None = None  # --sampler model: what it expected (`ModelSampler.prediction_for`)
 
     def to_attrs(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -188,7 +189,7 @@ class Markers:
             value = attrs.get(key)
             return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-        imported = attrs.get("imported")
+        imported, predicted = attrs.get("imported"), attrs.get("predicted")
         return cls(
             baseline=bool(attrs.get("baseline")),
             calibration=bool(attrs.get("calibration")),
@@ -196,4 +197,5 @@ class Markers:
             retry_of=number("retry_of"),
             confirm_of=number("confirm_of"),
             imported=dict(imported) if isinstance(imported, Mapping) else None,
+            predicted=dict(predicted) if isinstance(predicted, Mapping) else None,
         )

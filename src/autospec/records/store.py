@@ -125,6 +125,9 @@ class TrialStore:
         """Record a heartbeat of `trial` (RDB storages only); not retried (the next beat is)."""
         self.storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]
 
+    def set_study_attr(self, key: str, value: Any) -> None:
+        self.retry("update the study", lambda: self.study.set_user_attr(key, value))
+
     def set_study_flag(self, key: str) -> None:
         self.retry("update the study", lambda: self.study.set_user_attr(key, True))
 

@@ -24,6 +24,7 @@ from autospec.report.adaptive import adaptive_flags, build_ladder, dumps
 from autospec.report.checks import study_warnings
 from autospec.report.data import StudyData, TrialView
 from autospec.report.deploy import argv_of, deployment_for, render_cmd
+from autospec.report.model_notes import model_lines
 from autospec.report.plots import concurrency_figure, pareto_figure, render
 from autospec.report.recommend import Pick, recommend
 from autospec.report.table import ParetoTable, build_table, compact, format_markdown
@@ -83,6 +84,9 @@ def _blocks(data: StudyData, table: ParetoTable, picks: dict[str, Pick], baselin
         d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port,
                            summary=pick_summary(data, pick.trial))
         blocks.append(("pre", render_cmd(d)))
+    explained = model_lines(data, picks)
+    if explained:
+        blocks += [("h2", "What the model expected"), ("pre", "\n".join(explained) + "\n")]
     blocks += [("h2", "Pareto front"), ("table", table)]
     blocks += [("h2", "Plots"),
                ("figure", "pareto", "Pareto front: each point is one measured configuration.", svgs.get("pareto", "")),

@@ -37,6 +37,7 @@ from autospec.feasibility.verdict import Verdict
 from autospec.records import DUPLICATE, Markers, StoredTrial, TrialRecord, TrialStore
 from autospec.space import suggest
 from autospec.study.compiled import CompiledSpace
+from autospec.study.model_sampler import ModelSampler
 
 __all__ = ["Proposer", "Proposal", "Answered"]
 
@@ -61,6 +62,7 @@ class Proposal:
     answered: list[Answered] = field(default_factory=list)
     candidate: dict[str, Any] = field(default_factory=dict)
     trial: optuna.Trial | None = None
+    predicted: dict[str, Any] | None = None  # what --sampler model expects of it
 
 
 class Proposer:
@@ -134,6 +136,9 @@ class Proposer:
             verdict = verdict_of({**fixed, **candidate})
             if verdict.ok:
                 proposal.params, proposal.candidate, proposal.trial = dict(trial.params), candidate, trial
+                sampler = self.scratch.sampler
+                if isinstance(sampler, ModelSampler):
+                    proposal.predicted = sampler.prediction_for(trial.number)
                 return proposal
             self.store.tell(trial, self._record(candidate, verdict))
             proposal.answered.append(Answered(candidate, verdict))

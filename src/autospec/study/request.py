@@ -42,7 +42,7 @@ class OptimizeRequest:
     command: Sequence[str]
     studies_dir: Path = Path("studies")
     storage: str | None = None
-    sampler: str = "tpe"
+    sampler: str = "model"
     seed: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     launcher: Launcher | None = None

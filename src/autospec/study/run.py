@@ -43,6 +43,7 @@ import optuna
 import psutil
 
 from autospec.feasibility.gate import PREFETCH_LIMIT, FeasibilityGate
+from autospec.feasibility.learned import LearnedRules
 from autospec.launcher import LAUNCH_FAILURE_KINDS, Launcher
 from autospec.records import (
     INTERRUPTED,
@@ -69,6 +70,7 @@ from autospec.study.identity import new_launch_id, server_record, this_worker
 from autospec.study.layout import StudyLayout
 from autospec.study.leftovers import stop_stragglers
 from autospec.study.mem_push import Measured, PushAnswer, push_candidate
+from autospec.study.model_sampler import MODEL_SUMMARY_KEY, ModelSampler, unsupported_reason
 from autospec.study.observer import NullObserver, Observer
 from autospec.study.owners import owner_env
 from autospec.study.pending import PendingResults
@@ -151,9 +153,12 @@ class StudyRun:
         )
         self.pending = PendingResults(self.layout.pending_dir)
         self.artifacts = Artifacts(self.layout.artifacts_dir)
+        # `--sampler model` weighs uncertain memory itself (p_start); other samplers rely on
+        # the gate's bisection of the band between what failed and what worked.
+        self._model_sampler = req.sampler == "model" and unsupported_reason(req.space) is None
         self.gate = FeasibilityGate(
             sglang_version=req.sglang_version, preflight=req.preflight, to_argv=req.to_argv,
-            learn=req.learn, remeasure=req.remeasure,
+            learn=req.learn, remeasure=req.remeasure, rules=LearnedRules(bisect=not self._model_sampler),
         )
         self.chain = TrialChain(
             space=req.space, launcher=self.launcher, gate=self.gate, command=req.command, layout=self.layout,
@@ -176,7 +181,17 @@ class StudyRun:
 
     def _sampler(self, seed_offset: int) -> optuna.samplers.BaseSampler:
         seed = None if self.req.seed is None else self.req.seed + seed_offset
-        return make_sampler(self.req.sampler, seed, len(self.req.space.objectives))
+        if self._model_sampler:
+            return ModelSampler(self.space, self.compiled.candidate, self._accepted, seed)
+        name = self.req.sampler
+        if name == "model":
+            self._log(f"sampler: {unsupported_reason(self.space)}; using tpe")
+            name = "tpe"
+        return make_sampler(name, seed, len(self.req.space.objectives))
+
+    def _accepted(self, flags: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        verdict = self.gate.argument_verdict(flags)
+        return verdict.resolved if verdict.ok else None
 
     # ------------------------------------------------------------------ the run
     def run(self) -> OptimizeResult:
@@ -190,6 +205,7 @@ class StudyRun:
                 finally:
                     if self.current is not None and self.current.beat is not None:
                         self.current.beat.stop()
+            self._store_model_summary()
             if stopped == "exhausted":
                 self.obs.message(
                     "every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch")
@@ -199,6 +215,18 @@ class StudyRun:
         finally:
             self._background.shutdown(wait=True, cancel_futures=True)
             self.obs.finished()
+
+    def _store_model_summary(self) -> None:
+        """With --sampler model: why the configurations never launched were not worth a
+        launch, from the model fitted on every launch (`autospec pareto` shows it)."""
+        sampler = self.proposer.scratch.sampler if self.proposer is not None else None
+        if not isinstance(sampler, ModelSampler):
+            return
+        try:
+            summary = sampler.unlaunched(self.store.read())
+            self.store.set_study_attr(MODEL_SUMMARY_KEY, summary)
+        except StorageUnavailable as e:
+            self._log(f"the model's summary of the configurations not launched is not stored: {e}")
 
     def _log(self, line: str) -> None:
         self.obs.message(line)
@@ -402,7 +430,7 @@ class StudyRun:
                               f"candidate={answer.candidate}")
         if proposal.params is not None:
             self.proposer.expect(proposal)
-            self.store.enqueue(proposal.params)
+            self.store.enqueue(proposal.params, Markers(predicted=proposal.predicted) if proposal.predicted else None)
             return True
         return self._enqueue_random_remaining()
 

@@ -13,10 +13,11 @@ from autospec.errors import UsageError
 
 __all__ = ["SAMPLERS", "make_sampler", "optuna_notes_silenced"]
 
-SAMPLERS = ("tpe", "gp", "nsga2", "random")
+SAMPLERS = ("tpe", "gp", "nsga2", "random")  # `--sampler model` is autospec.study.model_sampler
 
 
 def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.samplers.BaseSampler:
+    """One of Optuna's samplers by name (`SAMPLERS`)."""
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True)
     if name == "gp":

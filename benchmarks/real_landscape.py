@@ -1,0 +1,144 @@
+"""The model on a real landscape (issue 17): NGRAM on the tiny dummy model with real SGLang
+0.5.16 on one H200, every configuration of `real-tiny-ngram-breadth` measured
+(docs/real-gpu-validation.md, "The model on real SGLang").
+
+    # once, from the study the H200 run left (tools/gpu/run_study.sh's study-state.tar.xz):
+    .venv/bin/python benchmarks/real_landscape.py --write-fixture path/to/study-state.tar.xz --study ngram-model
+    # then, without a GPU:
+    .venv/bin/python benchmarks/real_landscape.py
+
+Prints the hypervolume ratio, against every configuration measured, of
+
+- the real study's own first launches (the model chose them on the H200),
+- a replay of `--sampler model` against the fixture (tests/model/replay.py: each launch
+  is answered with the recorded trial of that configuration), and
+- random search among the configurations (the median and the 10th percentile over 20,000
+  random orders),
+
+after 2 to 12 launches. HV ratio as in benchmarks/efficiency.py: both objectives
+normalised between the worst and the best configuration measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "model"))
+
+from replay import FIXTURES, hypervolume_ratio, key, load_grid, replay  # noqa: E402
+
+FIXTURE = "real_ngram_grid.json"
+SPACE = "src/autospec/search_spaces/real-tiny-ngram-breadth.toml"
+
+
+def write_fixture(source: Path, study: str, model_launches: int) -> Path:
+    """The launched, measured trials of `study` (a SQLite file, or a study-state.tar.xz
+    holding one) as the fixture: the first launch of each configuration, in launch order,
+    with its whole trial record; the first `model_launches` were the model's choice, the
+    rest filled the grid."""
+    import optuna
+
+    from autospec.records import read_trials
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = source
+        if source.name.endswith(".tar.xz"):
+            with tarfile.open(source) as tar:
+                tar.extractall(tmp, filter="data")
+            db = next(Path(tmp).rglob(f"{study}.db"))
+        loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{db}")
+        rows, seen = [], set()
+        for t in read_trials(loaded):
+            if not t.has_measurement or t.record is None or key(t.record.candidate) in seen:
+                continue
+            seen.add(key(t.record.candidate))
+            attrs = t.record.to_attrs()
+            attrs.pop("log_path", None)
+            rows.append({"number": t.number, "sampler": "model" if len(rows) < model_launches else "grid fill",
+                         "predicted": t.markers.predicted, "values": t.record.values, "attrs": attrs})
+    out = FIXTURES / FIXTURE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    head = json.dumps({"space": SPACE, "study": study, "source": str(source)})[:-1]
+    out.write_text(head + ', "launches": [\n' + ",\n".join(json.dumps(r) for r in rows) + "\n]}\n")  # a launch per line
+    return out
+
+
+def random_ratios(values: list[list[float]], k: int, orders: int = 20_000) -> list[float]:
+    rng = random.Random(0)
+    return sorted(hypervolume_ratio(rng.sample(values, k), values, [True, True]) for _ in range(orders))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write-fixture", type=Path, help="a study's SQLite file or study-state.tar.xz")
+    ap.add_argument("--study", default="ngram-model")
+    ap.add_argument("--model-launches", type=int, default=8, help="how many of the study's first launches the model chose")
+    args = ap.parse_args()
+    if args.write_fixture:
+        print(f"wrote {write_fixture(args.write_fixture, args.study, args.model_launches)}")
+    space, records = load_grid(FIXTURE)
+    data = json.loads((FIXTURES / FIXTURE).read_text())
+    every = [r.values for r in records.values()]
+    maximize = [o.direction == "maximize" for o in space.objectives]
+    print(f"{len(records)} configurations measured (study {data['study']})")
+    for row in data["launches"]:
+        c = row["attrs"]["candidate"]
+        print(f"  trial {row['number']:>2} ({row['sampler']}): draft {c['speculative_num_draft_tokens']:>2}, breadth "
+              f"{c['speculative_ngram_max_bfs_breadth']:>2}: {row['values'][0]:,.0f} tok/s at C=1, "
+              f"{row['values'][1]:,.0f} tok/s at C=32")
+    real = [row["values"] for row in data["launches"] if row["sampler"] == "model"]
+    replayed = [records[key(c)].values for c in replay(space, records, len(records))]
+    print()
+    print("| launches | the H200 study (model) | replay (model) | random: median | random: 10th percentile |")
+    print("|---|---|---|---|---|")
+    for k in range(2, len(records) + 1):
+        rand = random_ratios(every, k)
+        real_k = f"{hypervolume_ratio(real[:k], every, maximize):.3f}" if k <= len(real) else "-"
+        print(f"| {k} | {real_k} | {hypervolume_ratio(replayed[:k], every, maximize):.3f} | "
+              f"{statistics.median(rand):.3f} | {rand[len(rand) // 10]:.3f} |")
+    print()
+    predictions(space, data)
+    return 0
+
+
+def predictions(space, data, fitted: int = 4) -> None:
+    """The model fitted on the study's first `fitted` launches, against every other
+    configuration's measurement (real data it was not fitted to)."""
+    from autospec.model import SpecModel, Target, observation_from_record
+    from autospec.records import TrialRecord
+
+    rows = data["launches"]
+    records = [TrialRecord.from_attrs(r["attrs"], r["values"], {}) for r in rows]
+    observations = [observation_from_record(r, base_flags=space.server.flags) for r in records[:fitted]]
+    targets = [Target(o.metric, o.concurrency) for o in space.objectives]
+    model = SpecModel.fit([o for o in observations if o is not None], targets, base_flags=space.server.flags)
+    rest = records[fitted:]
+    pred = model.predict([{**space.server.flags, **r.candidate} for r in rest])
+    low, high = pred.interval(0.1, 0.9)
+    print(f"fitted on the first {fitted} launches, predicting the other {len(rest)} (10-90% range):")
+    print("| draft | breadth | C=1 measured | C=1 predicted | error | C=32 measured | C=32 predicted | error |")
+    print("|---|---|---|---|---|---|---|---|")
+    errors: list[list[float]] = [[], []]
+    for j, r in enumerate(rest):
+        cells = []
+        for i in range(len(targets)):
+            errors[i].append(pred.point[j, i] / r.values[i] - 1.0)
+            cells += [f"{r.values[i]:,.0f}", f"{pred.point[j, i]:,.0f} ({low[j, i]:,.0f}-{high[j, i]:,.0f})",
+                      f"{errors[i][-1]:+.0%}"]
+        c = r.candidate
+        print(f"| {c['speculative_num_draft_tokens']} | {c['speculative_ngram_max_bfs_breadth']} | " + " | ".join(cells) + " |")
+    for i, t in enumerate(targets):
+        print(f"{t.name}: median absolute error {statistics.median(abs(e) for e in errors[i]):.1%}, "
+              f"worst {max(abs(e) for e in errors[i]):.1%}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""A predictive model of a speculative-decoding study, fitted from its launches, and the
+choice of the next configuration it informs (issue 17). Pure: numpy and scipy only; it
+imports nothing of the simulator (its forms come from how SGLang works, not from
+`autospec.sim`).
+
+    shape        the draft shape and memory knobs a configuration's flags describe
+    observation  one launched trial as data (`observation_from(stored_trial)`)
+    memory       KV pool, running-request cap, headroom after init, p_start
+    acceptance   accept length per draft position, chains, trees, NGRAM
+    performance  decode-step cost and the benchmark's figures (queueing included)
+    spec         `SpecModel`: all of it fitted together, predictions with uncertainty
+    choose       `rank`: expected hypervolume improvement x p_start; `explain`
+
+docs/model.md has the forms, why they hold, and the validation against the seed's
+measurements.
+"""
+
+from autospec.model.choose import Choice, explain, hypervolume_improvement, rank, reference_point
+from autospec.model.observation import (
+    LevelObservation,
+    Observation,
+    flags_from_argv,
+    observation_from,
+    observation_from_record,
+)
+from autospec.model.performance import SUPPORTED_METRICS, Target
+from autospec.model.shape import Shape, shape_of
+from autospec.model.spec import Prediction, SpecModel
+
+__all__ = [
+    "Observation", "LevelObservation", "observation_from", "observation_from_record", "flags_from_argv",
+    "Shape", "shape_of", "Target", "SUPPORTED_METRICS",
+    "SpecModel", "Prediction",
+    "rank", "explain", "Choice", "hypervolume_improvement", "reference_point",
+]

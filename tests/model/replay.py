@@ -1,0 +1,88 @@
+"""Replay a `--sampler model` study against recorded launches, without a server (tests and
+benchmarks/real_landscape.py).
+
+Each launch the sampler asks for is answered with the trial record stored for that
+configuration (a fixture of real launches, or records a test makes up), told to the
+study as the study loop tells it (`TrialStore.tell`). The sampler sees exactly what it
+sees in a study: the records' start-up facts, per-level summaries and objective values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autospec.config import SearchSpace, load_search_space
+from autospec.records import TrialRecord, TrialStore
+from autospec.space import calibration_points, suggest, to_distribution_params
+from autospec.study.model_sampler import ModelSampler
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def key(candidate: Mapping[str, Any]) -> str:
+    return json.dumps({k: candidate[k] for k in sorted(candidate)})
+
+
+def load_grid(name: str) -> tuple[SearchSpace, dict[str, TrialRecord]]:
+    """A measured grid fixture: its search space and one trial record per configuration."""
+    data = json.loads((FIXTURES / name).read_text())
+    space = load_search_space(str(Path(__file__).resolve().parents[2] / data["space"]))
+    records = {}
+    for row in data["launches"]:
+        record = TrialRecord.from_attrs(row["attrs"], row.get("values"), {})
+        assert record is not None
+        records[key(record.candidate)] = record
+    return space, records
+
+
+def replay(space: SearchSpace, records: Mapping[str, TrialRecord], launches: int, *, seed: int = 0,
+           accepts: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] = lambda flags: {},
+           ) -> list[dict[str, Any]]:
+    """The candidates a model-driven study of `space` launches, in order (the space's
+    calibration points first, as the study queues them), each answered with its record
+    from `records` (a configuration without one fails at init)."""
+    maximize = [o.direction == "maximize" for o in space.objectives]
+    sampler = ModelSampler(space, dict, accepts, seed=seed)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(directions=["maximize" if m else "minimize" for m in maximize], sampler=sampler)
+    store = TrialStore(study, maximize, [])
+    for point in calibration_points(space):  # as the study queues them, before the sampler's first choice
+        study.enqueue_trial(to_distribution_params(point, space))
+    launched: list[dict[str, Any]] = []
+    for _ in range(launches):
+        trial = study.ask()
+        candidate = suggest(trial, space)
+        record = records.get(key(candidate))
+        if record is None:
+            record = TrialRecord("kv_pool_too_small", candidate, reason="no such launch recorded", launched=True)
+        store.tell(trial, record)
+        launched.append(candidate)
+    return launched
+
+
+def hypervolume_ratio(found: Sequence[Sequence[float]], every: Sequence[Sequence[float]],
+                      maximize: Sequence[bool]) -> float:
+    """Hypervolume of `found` over that of `every` (2 objectives), both normalised between
+    the worst and the best of `every`."""
+    cols = list(zip(*every))
+    worst = [min(c) if m else max(c) for c, m in zip(cols, maximize)]
+    best = [max(c) if m else min(c) for c, m in zip(cols, maximize)]
+
+    def normalised(points: Sequence[Sequence[float]]) -> list[tuple[float, float]]:
+        return [tuple((b - v) / (b - w) if b != w else 0.0 for v, w, b in zip(p, worst, best)) for p in points]
+
+    def hv(points: list[tuple[float, float]]) -> float:
+        area, floor = 0.0, 1.0
+        for x, y in sorted(points):
+            if y < floor:
+                area += (1.0 - x) * (floor - y)
+                floor = y
+        return area
+
+    total = hv(normalised(every))
+    return hv(normalised(found)) / total if total > 0 else 1.0

@@ -1,0 +1,108 @@
+"""`--sampler model` (autospec.study.model_sampler): what it proposes, what it leaves out,
+and when it declines the study."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from replay import hypervolume_ratio, key, replay
+
+from autospec.config import parse_search_space
+from autospec.records import TrialRecord, TrialStore
+from autospec.space import suggest
+from autospec.study.model_sampler import ModelSampler, unsupported_reason
+
+SPACE = parse_search_space({
+    "server": {"flags": {"model_path": "m", "speculative_algorithm": "NGRAM"}},
+    "params": {
+        "speculative_num_draft_tokens": {"type": "categorical", "choices": [2, 4, 6, 8, 12, 16]},
+        "speculative_ngram_max_bfs_breadth": {"type": "categorical", "choices": [1, 10]},
+    },
+    "workload": {"output_len": 256},
+})
+GRID = [{"speculative_num_draft_tokens": d, "speculative_ngram_max_bfs_breadth": b}
+        for d in (2, 4, 6, 8, 12, 16) for b in (1, 10)]
+
+
+def measured(candidate: dict) -> TrialRecord:
+    """A launch of a made-up landscape (not the model's forms): C=1 speed grows with the
+    draft and saturates, the C=32 aggregate peaks at 8 draft tokens; the wide trie costs 5%."""
+    d, wide = candidate["speculative_num_draft_tokens"], candidate["speculative_ngram_max_bfs_breadth"] > 1
+    c1 = (700 + 160 * d - 4 * d * d) * (0.95 if wide else 1.0)
+    c32 = (9000 + 3000 * d - 180 * d * d) * (0.95 if wide else 1.0)
+    accept = 0.85 * d + 0.2
+
+    def level(agg: float, n: int) -> dict:
+        return {"output_tok_s": agg / (1 if n < 32 else 32), "agg_output_tok_s": agg, "n_ok": n, "n_requests": n,
+                "completion_tokens": 256 * n, "accept_length": accept}
+
+    return TrialRecord("ok", dict(candidate), launched=True, values=[c1, c32],
+                       startup={"max_running_requests": 48, "max_total_num_tokens": 400_000},
+                       bench={1: level(c1, 8), 32: level(c32, 64)})
+
+
+RECORDS = {key(c): measured(c) for c in GRID}
+
+
+def test_it_launches_distinct_accepted_configurations_and_finds_the_front():
+    rejected = {"speculative_num_draft_tokens": 2, "speculative_ngram_max_bfs_breadth": 10}
+
+    def accepts(flags):
+        return None if all(flags.get(k) == v for k, v in rejected.items()) else {}
+
+    launched = replay(SPACE, RECORDS, 8, accepts=accepts)
+    assert len({key(c) for c in launched}) == 8
+    assert rejected not in launched
+    every = [r.values for r in RECORDS.values()]
+    found = [RECORDS[key(c)].values for c in launched]
+    assert hypervolume_ratio(found, every, [True, True]) >= 0.95
+
+
+def study_with(sampler: ModelSampler) -> tuple[optuna.Study, TrialStore]:
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
+    return study, TrialStore(study, [True, True], [])
+
+
+def test_configurations_in_flight_or_answered_since_the_last_launch_are_not_proposed_again():
+    sampler = ModelSampler(SPACE, dict, lambda flags: {}, seed=0)
+    study, store = study_with(sampler)
+    first = study.ask()
+    store.tell(first, measured(suggest(first, SPACE)))
+    in_flight = study.ask()  # proposed, not told: a trial being measured
+    skipped = study.ask()
+    store.tell(skipped, TrialRecord("skipped", suggest(skipped, SPACE), reason="predicted to fail"))
+    third = study.ask()
+    proposals = [suggest(t, SPACE) for t in (first, in_flight, skipped, third)]
+    assert len({key(c) for c in proposals}) == 4
+    # after the next launch, what the gate skipped may be proposed again (its rules moved)
+    store.tell(third, measured(proposals[3]))
+    assert sampler._choose(study, exclude_number=-1) is not None
+    open_keys = {key(c) for c in GRID} - {key(proposals[i]) for i in (0, 1, 3)}
+    assert key(proposals[2]) in open_keys
+
+
+def test_every_configuration_taken_leaves_the_choice_to_the_fallback():
+    sampler = ModelSampler(SPACE, dict, lambda flags: {}, seed=0)
+    study, store = study_with(sampler)
+    for candidate in GRID:
+        from autospec.space import to_distribution_params
+
+        study.enqueue_trial(to_distribution_params(candidate, SPACE))
+        trial = study.ask()
+        store.tell(trial, measured(suggest(trial, SPACE)))
+    assert sampler._choose(study, exclude_number=-1) is None
+    trial = study.ask()  # still answers: the random fallback
+    assert key(suggest(trial, SPACE)) in RECORDS
+
+
+@pytest.mark.parametrize("objectives, needle", [
+    ([{"metric": "ttft_ms_p99", "concurrency": 1}], "does not predict 'ttft_ms_p99'"),
+    ([{"metric": "output_tok_s", "concurrency": 1}, {"metric": "agg_output_tok_s", "concurrency": 32},
+      {"metric": "tpot_ms_mean", "concurrency": 32}], "one or two objectives, not 3"),
+])
+def test_objectives_it_cannot_predict_are_named(objectives, needle):
+    space = parse_search_space({"server": {"flags": {"model_path": "m"}},
+                                "params": {"speculative_num_steps": {"type": "int", "low": 1, "high": 4}},
+                                "objectives": objectives})
+    assert needle in (unsupported_reason(space) or "")
+    assert unsupported_reason(SPACE) is None

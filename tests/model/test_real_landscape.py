@@ -1,0 +1,33 @@
+"""A study replayed against a real landscape (issue 17): every configuration of
+`real-tiny-ngram-breadth` measured with real SGLang 0.5.16 on an H200
+(tests/fixtures/real_ngram_grid.json, written by benchmarks/real_landscape.py from the
+study of docs/real-gpu-validation.md, "The model on real SGLang"). The replay answers each
+launch the model asks for with the trial recorded for that configuration: start-up facts,
+per-level summaries, accept length and objective values as the H200 measured them."""
+
+from __future__ import annotations
+
+from autospec.model import observation_from_record
+from replay import hypervolume_ratio, key, load_grid, replay
+
+SPACE, RECORDS = load_grid("real_ngram_grid.json")
+EVERY = [r.values for r in RECORDS.values()]
+MAXIMIZE = [o.direction == "maximize" for o in SPACE.objectives]
+
+
+def test_the_fixture_is_the_whole_grid_as_measured():
+    from autospec.space import grid
+
+    assert {key(c) for c in grid(SPACE)} == set(RECORDS)
+    for record in RECORDS.values():
+        obs = observation_from_record(record, base_flags=SPACE.server.flags)
+        assert obs is not None and obs.started
+        assert obs.value("accept_length", 1) and obs.value("agg_output_tok_s", 32)  # what the model learns from
+        assert obs.max_running_requests  # start-up facts from the real log
+
+
+def test_eight_launches_of_the_model_reach_95_percent_of_the_real_front():
+    launched = replay(SPACE, RECORDS, 8)
+    assert len({key(c) for c in launched}) == 8
+    ratio = hypervolume_ratio([RECORDS[key(c)].values for c in launched], EVERY, MAXIMIZE)
+    assert ratio >= 0.95, f"hypervolume ratio {ratio:.3f} after 8 launches: {launched}"
