@@ -106,3 +106,24 @@ def test_objectives_it_cannot_predict_are_named(objectives, needle):
                                 "objectives": objectives})
     assert needle in (unsupported_reason(space) or "")
     assert unsupported_reason(SPACE) is None
+
+
+def test_imported_measurements_inform_the_model_and_are_not_launched_again():
+    from autospec.records import Markers
+    from autospec.space import to_distribution_params
+
+    sampler = ModelSampler(SPACE, dict, lambda flags: {}, seed=0)
+    study, store = study_with(sampler)
+    known = GRID[9]  # draft 12, breadth 10
+    params = to_distribution_params(known, SPACE)
+    distributions = {k: optuna.distributions.CategoricalDistribution(SPACE.param(k).choices) for k in params}
+    record = measured(known)
+    record.launched = False
+    store.add_measured(params, distributions, record, Markers(imported={"source": "bench_speculative.py"}))
+    proposals = []
+    for _ in range(4):
+        trial = study.ask()
+        proposals.append(suggest(trial, SPACE))
+        store.tell(trial, measured(proposals[-1]))
+    assert known not in proposals
+    assert sampler.prediction_for(1)["launches"] == 1  # the imported measurement was the first observation

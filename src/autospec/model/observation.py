@@ -170,13 +170,14 @@ def _parse_value(word: str) -> Any:
 
 
 def observation_from_record(record: TrialRecord, *, base_flags: Mapping[str, Any] | None = None,
-                            number: int | None = None, output_len: float | None = None) -> Observation | None:
+                            number: int | None = None, output_len: float | None = None,
+                            imported: bool = False) -> Observation | None:
     """The observation of one trial record; None when no server was launched for it
-    (rejected, skipped, duplicate) or its launch says nothing about the configuration
-    (interrupted, a host failure). Flags: `base_flags` (the space's fixed flags), then the
+    (rejected, skipped, duplicate; `imported`: measured elsewhere, `autospec import`) or
+    its launch says nothing about the configuration (interrupted, a host failure). Flags: `base_flags` (the space's fixed flags), then the
     launched argv, the candidate and SGLang's resolved flags on top (the resolver's
     rewrites, e.g. draft tokens = steps + 1 for chains)."""
-    if not record.launched:
+    if not (record.launched or imported):
         return None
     outcome = record.outcome
     if outcome not in STARTED and outcome not in MEMORY_FAILURES:
@@ -211,4 +212,5 @@ def observation_from(stored: StoredTrial, *, base_flags: Mapping[str, Any] | Non
     record = stored.record
     if record is None or stored.state.name != "COMPLETE":
         return None
-    return observation_from_record(record, base_flags=base_flags, number=stored.number, output_len=output_len)
+    return observation_from_record(record, base_flags=base_flags, number=stored.number, output_len=output_len,
+                                   imported=stored.markers.imported is not None)

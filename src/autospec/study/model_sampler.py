@@ -73,11 +73,12 @@ def _describe(candidate: Mapping[str, Any]) -> str:
 
 
 def _settled(trial: StoredTrial, last_launch: int) -> bool:
-    """Whether `trial`'s configuration is off the table: launched, in flight, a duplicate
-    of a launched server; or predicted to fail since the last launch (trial `last_launch`:
-    a later launch may change what the gate's learned rules predict, so such answers
-    expire)."""
-    if trial.state != optuna.trial.TrialState.COMPLETE or trial.launched or trial.trial_class == TrialClass.DUPLICATE:
+    """Whether `trial`'s configuration is off the table: launched, measured elsewhere
+    (imported), in flight, a duplicate of a launched server; or predicted to fail since the
+    last launch (trial `last_launch`: a later launch may change what the gate's learned
+    rules predict, so such answers expire)."""
+    if (trial.state != optuna.trial.TrialState.COMPLETE or trial.launched or trial.has_measurement
+            or trial.trial_class == TrialClass.DUPLICATE):
         return True
     return trial.number > last_launch
 
@@ -176,8 +177,8 @@ class ModelSampler(optuna.samplers.BaseSampler):
         observations = [o for o in (observation_from(t, base_flags=self.base_flags) for t in trials) if o is not None]
         front: list[list[float]] = []
         labels: list[str] = []
-        for t in trials:  # measured launches within every SLO
-            if t.has_measurement and t.launched and t.record is not None and t.record.outcome == OK and t.record.values:
+        for t in trials:  # measured (launched or imported) within every SLO
+            if t.has_measurement and t.record is not None and t.record.outcome == OK and t.record.values:
                 front.append(list(t.record.values))
                 labels.append(f"trial {t.number}")
         model = SpecModel.fit(observations, self.targets, base_flags=self.base_flags)
