@@ -792,7 +792,7 @@ def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
         setattr(module, name, original)
 
 
-def run_study(space: Any, *, seed: int, sampler: str = "tpe", n_trials: int = 20, profile: Profile | None = None,
+def run_study(space: Any, *, seed: int, sampler: str = "model", n_trials: int = 20, profile: Profile | None = None,
               noise: float = 0.0, studies_dir: Path | str, learn: bool = True, sglang_version: str | None = None,
               extra: Mapping[str, Any] | None = None, preflight: bool = True, study_name: str | None = None,
               observer: Any = None) -> Any:

@@ -22,7 +22,7 @@ def run_study(
     *,
     trials: int,
     seed: int,
-    sampler: str = "tpe",
+    sampler: str = "model",
     space: str = "default",
     extra: Sequence[str] = (),
     time_scale: float = 1.0,

@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--sampler", default="model", help="the study's --sampler (default: the tool's default, model)")
     ap.add_argument("--time-scale", type=float, default=0.5)
     ap.add_argument("--jobs", type=int, default=1, help="studies run at once")
     ap.add_argument("--output-len", type=int, default=None, help="override every space's [workload] output_len")
@@ -90,7 +91,8 @@ def main() -> None:
                 mode, seed = job
                 study_name = f"gap-{name}-{mode}-{seed}"
                 study, wall = run_study(
-                    folder, study_name, trials=args.trials, seed=seed, space=space_file(CASES[name].space, mode, folder),
+                    folder, study_name, trials=args.trials, seed=seed, sampler=args.sampler,
+                    space=space_file(CASES[name].space, mode, folder),
                     time_scale=args.time_scale, extra=["--sim-profile", name, *extra])
                 front = snapshot(study).front
                 ratios = [max((truth(t.flags, o) for t in front), default=0.0) / optimum[i]

@@ -127,3 +127,27 @@ def test_imported_measurements_inform_the_model_and_are_not_launched_again():
         store.tell(trial, measured(proposals[-1]))
     assert known not in proposals
     assert sampler.prediction_for(1)["launches"] == 1  # the imported measurement was the first observation
+
+
+def test_other_tuned_flags_are_told_apart_by_their_own_launches():
+    """A flag the model has no form for (here the attention backend) is context: launches in
+    each context set that context's level."""
+    from autospec.model import SpecModel, Target, observation_from_record
+
+    def launch(draft: int, backend: str) -> TrialRecord:
+        record = measured({"speculative_num_draft_tokens": draft, "speculative_ngram_max_bfs_breadth": 1})
+        faster = 1.3 if backend == "fa3" else 1.0
+        record.candidate = {**record.candidate, "attention_backend": backend}
+        record.values = [v * faster for v in record.values]
+        for level in record.bench.values():
+            for k in ("output_tok_s", "agg_output_tok_s"):
+                level[k] *= faster
+        return record
+
+    base = dict(SPACE.server.flags)
+    seen = [launch(d, b) for d in (2, 8, 16) for b in ("triton", "fa3")]
+    model = SpecModel.fit([observation_from_record(r, base_flags=base) for r in seen],
+                          [Target("output_tok_s", 1), Target("agg_output_tok_s", 32)], base_flags=base)
+    unseen = {"speculative_num_draft_tokens": 6, "speculative_ngram_max_bfs_breadth": 1}
+    triton, fa3 = model.predict([{**unseen, "attention_backend": "triton"}, {**unseen, "attention_backend": "fa3"}]).point
+    assert fa3[0] > 1.15 * triton[0] and fa3[1] > 1.15 * triton[1]

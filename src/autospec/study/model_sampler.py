@@ -181,7 +181,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
             if t.has_measurement and t.record is not None and t.record.outcome == OK and t.record.values:
                 front.append(list(t.record.values))
                 labels.append(f"trial {t.number}")
-        model = SpecModel.fit(observations, self.targets, base_flags=self.base_flags)
+        model = SpecModel.fit(observations, self.targets, base_flags=self.base_flags, candidates=flags)
         return model, rank(model, flags, front, None, self.maximize, front_labels=labels)
 
     def prediction_for(self, number: int) -> dict[str, Any] | None:
