@@ -90,8 +90,8 @@ def main() -> None:
             def one(job, name=name, truth=truth, optimum=optimum, space=space, extra=extra):
                 mode, seed = job
                 study_name = f"gap-{name}-{mode}-{seed}"
-                study, wall = run_study(
-                    folder, study_name, trials=args.trials, seed=seed, sampler=args.sampler,
+                study, wall = run_study(  # a folder each: studies that run at once must not share the simulated GPU
+                    folder / study_name, study_name, trials=args.trials, seed=seed, sampler=args.sampler,
                     space=space_file(CASES[name].space, mode, folder),
                     time_scale=args.time_scale, extra=["--sim-profile", name, *extra])
                 front = snapshot(study).front

@@ -3,6 +3,7 @@ and when it declines the study."""
 
 from __future__ import annotations
 
+import numpy as np
 import optuna
 import pytest
 from replay import hypervolume_ratio, key, replay
@@ -151,3 +152,18 @@ def test_other_tuned_flags_are_told_apart_by_their_own_launches():
     unseen = {"speculative_num_draft_tokens": 6, "speculative_ngram_max_bfs_breadth": 1}
     triton, fa3 = model.predict([{**unseen, "attention_backend": "triton"}, {**unseen, "attention_backend": "fa3"}]).point
     assert fa3[0] > 1.15 * triton[0] and fa3[1] > 1.15 * triton[1]
+
+
+def test_a_numerical_failure_of_the_model_falls_back_to_a_random_proposal(monkeypatch):
+    import autospec.study.model_sampler as module
+
+    sampler = ModelSampler(SPACE, dict, lambda flags: {}, seed=0)
+    study, _ = study_with(sampler)
+
+    def broken(*args, **kwargs):
+        raise np.linalg.LinAlgError("Matrix is not positive definite")
+
+    monkeypatch.setattr(module, "rank", broken)
+    trial = study.ask()
+    assert key(suggest(trial, SPACE)) in RECORDS  # a configuration of the space, from the fallback
+    assert sampler.failures == 1 and sampler.prediction_for(trial.number) is None

@@ -26,6 +26,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
 
@@ -106,6 +107,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
         self._grid: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] | None = None
         self._chosen: dict[int, dict[str, Any]] = {}
         self._predicted: dict[int, dict[str, Any]] = {}
+        self.failures = 0  # choices the model could not make (numerical failures): random instead
 
     # ------------------------------------------------------------------ Optuna's interface
     def infer_relative_search_space(self, study: optuna.Study, trial: optuna.trial.FrozenTrial
@@ -119,7 +121,12 @@ class ModelSampler(optuna.samplers.BaseSampler):
     def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if trial.system_attrs.get("fixed_params"):  # enqueued (Optuna 5.0 keeps its parameters there)
             return
-        chosen = self._choose(study, exclude_number=trial.number)
+        try:
+            chosen = self._choose(study, exclude_number=trial.number)
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError) as e:  # a numerical failure must not end the study
+            log.warning("the model could not choose (%s: %s); this proposal is random", type(e).__name__, e)
+            self.failures += 1
+            return
         if chosen is not None:
             self._chosen[trial.number] = chosen
 
