@@ -56,6 +56,7 @@ class LevelObservation:
     ttft_ms: float | None = None
     n_requests: int | None = None
     output_len: float | None = None
+    intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # metric -> 95% interval
 
     @classmethod
     def from_summary(cls, concurrency: int, summary: Mapping[str, Any], output_len: float | None = None
@@ -76,6 +77,11 @@ class LevelObservation:
             if e2e is not None and ttft is not None and tpot:
                 length = 1.0 + (e2e - ttft) / tpot
         n = _num(summary.get("n_requests"))
+        intervals = {}
+        for metric, ci in dict(summary.get("cis") or {}).items():
+            lo, hi = (_num(x) for x in ci) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+            if lo is not None and hi is not None and 0 < lo <= hi:
+                intervals[str(metric)] = (lo, hi)
         return cls(
             concurrency=int(concurrency),
             output_tok_s=_num(summary.get("output_tok_s")),
@@ -85,7 +91,14 @@ class LevelObservation:
             ttft_ms=_num(summary.get("ttft_ms_mean")),
             n_requests=int(n) if n else None,
             output_len=length if length and length > 1 else None,
+            intervals=intervals,
         )
+
+    def log_sd(self, metric: str) -> float | None:
+        """The standard error of `metric` on a log scale, from its stored 95% interval
+        (None when the summary has none)."""
+        ci = self.intervals.get(metric)
+        return None if ci is None else math.log(ci[1] / ci[0]) / (2 * 1.96)
 
     def value(self, metric: str) -> float | None:
         """A metric by its autospec name (output_tok_s, agg_output_tok_s, accept_length,
@@ -128,6 +141,10 @@ class Observation:
     def value(self, metric: str, concurrency: int) -> float | None:
         level = self.levels.get(concurrency)
         return level.value(metric) if level is not None else None
+
+    def log_sd(self, metric: str, concurrency: int) -> float | None:
+        level = self.levels.get(concurrency)
+        return level.log_sd(metric) if level is not None else None
 
     @property
     def label(self) -> str:

@@ -14,9 +14,10 @@ A prediction's spread has three sources, drawn together so that they stay consis
    aggregate queues behind the cap);
 3. what the forms get wrong: per target, a Gaussian process over the draft shape (steps,
    log topk, log draft tokens and, above C=1, the share of C that runs at once) on the
-   log residuals of the launches, re-computed for every parameter draw. At a
-   configuration already measured the prediction is the measurement; away from the
-   launches the spread grows to the forms' own residual scale (never below 3%).
+   log residuals of the launches, re-computed for every parameter draw, each measurement
+   weighted by its own stored interval. At a configuration measured precisely the
+   prediction is the measurement (a noisy one is pulled towards its neighbours); away
+   from the launches the spread grows to the forms' own residual scale (never below 3%).
 """
 
 from __future__ import annotations
@@ -42,8 +43,12 @@ DRAWS = 64
 RESIDUAL_FLOOR = 0.03
 #: Length scales of the residual process: steps, log2 topk, ln draft tokens, share of C running.
 LENGTH_SCALES = (1.5, 1.0, 0.35, 0.15)
-#: Jitter of the residual process (log): the measured configuration is known, not re-drawn.
+#: Least noise of a measurement in the residual process (log); a measurement's own 95%
+#: interval, where stored, sets it (a noisy value is smoothed by its neighbours).
 NUGGET = 0.002
+#: Noise floors (log sd) the residual process may choose by marginal likelihood, for
+#: measurements noisier than their intervals say (few requests, varying output lengths).
+NOISE_FLOORS = (NUGGET, 0.02, 0.05, 0.1, 0.2)
 #: Configurations that differ in other tuned flags (their context, `shape.context_of`: an
 #: attention backend, a chunk size) share the shape's residual and add one of their
 #: context's own, constant over shapes, with this share of the residual variance: a
@@ -113,32 +118,39 @@ def _same(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     return np.array([[x == y for y in b] for x in a], dtype=float).reshape(len(a), len(b))
 
 
-def _choose_scales(z: np.ndarray, r: np.ndarray, tau: float, same: np.ndarray | None) -> np.ndarray:
-    """Length scales of the residual process: the base scales times a factor per input
-    from {0.5, 1, 2, 4}, by marginal likelihood with a log-normal prior around 1 (few
-    launches keep the base scales)."""
+def _choose_hyper(z: np.ndarray, r: np.ndarray, tau: float, same: np.ndarray | None,
+                  sds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Length scales and per-measurement noise (log sd) of the residual process, by marginal
+    likelihood: the base scales times a factor per input from {0.5, 1, 2, 4} (log-normal
+    prior around 1), and a noise floor from `NOISE_FLOORS` under each measurement's own
+    error `sds` (measurements without a stored interval, or whose interval understates how
+    much a relaunch or the next level would differ, are told apart from the landscape by
+    how well their neighbours agree). Few launches keep the base scales and the least
+    floor."""
     base = np.array(LENGTH_SCALES[: z.shape[1]])
     if len(r) < 4:
-        return base
+        return base, np.maximum(sds, NUGGET)
     factors = np.array([0.5, 1.0, 2.0, 4.0])
     log_prior = -0.5 * np.log2(factors) ** 2
-    best, best_lp = base, -np.inf
+    best, best_noise, best_lp = base, np.maximum(sds, NUGGET), -np.inf
     dims = z.shape[1]
     grids = np.meshgrid(*([np.arange(len(factors))] * min(dims, 3)), indexing="ij")
     combos = np.stack([g.ravel() for g in grids], axis=1)
-    for combo in combos:
-        scales = base.copy()
-        scales[: len(combo)] *= factors[combo]
-        K = _kernel(z, z, tau, scales, same) + NUGGET**2 * np.eye(len(r))
-        try:
-            L = np.linalg.cholesky(K)
-        except np.linalg.LinAlgError:
-            continue
-        alpha = np.linalg.solve(L, r)
-        lp = -0.5 * float(alpha @ alpha) - float(np.log(np.diag(L)).sum()) + float(log_prior[combo].sum())
-        if lp > best_lp:
-            best, best_lp = scales, lp
-    return best
+    for floor in NOISE_FLOORS:
+        noise = np.maximum(sds, floor)
+        for combo in combos:
+            scales = base.copy()
+            scales[: len(combo)] *= factors[combo]
+            K = _kernel(z, z, tau, scales, same) + np.diag(noise**2)
+            try:
+                L = np.linalg.cholesky(K)
+            except np.linalg.LinAlgError:
+                continue
+            alpha = np.linalg.solve(L, r)
+            lp = -0.5 * float(alpha @ alpha) - float(np.log(np.diag(L)).sum()) + float(log_prior[combo].sum())
+            if lp > best_lp:
+                best, best_noise, best_lp = scales, noise, lp
+    return best, best_noise
 
 
 class SpecModel:
@@ -197,12 +209,13 @@ class SpecModel:
         caps = np.array([float(o.max_running_requests or o.shape.slots or 48) for o in self.measured])
         base = self.performance.figures(self.performance.params[None, :], shapes, caps[None, :], self.targets)[0]
         for i, target in enumerate(self.targets):
-            idx, logs = [], []
+            idx, logs, sds = [], [], []
             for j, o in enumerate(self.measured):
                 v = o.value(target.metric, target.concurrency)
                 if v is not None and v > 0:
                     idx.append(j)
                     logs.append(np.log(v))
+                    sds.append(o.log_sd(target.metric, target.concurrency) or 0.0)
             if not idx:
                 out.append(None)
                 continue
@@ -212,8 +225,9 @@ class SpecModel:
             z = _gp_features([shapes[j] for j in idx], caps[idx], target.concurrency)
             ctx = [self._measured_contexts[j] for j in idx]
             same = _same(ctx, ctx) if self._several_contexts else None
-            scales = _choose_scales(z, r, tau, same)
-            K = _kernel(z, z, tau, scales, same) + NUGGET**2 * np.eye(len(idx))
+            # each measurement's own error (its stored interval, or what its neighbours say) is noise
+            scales, noise = _choose_hyper(z, r, tau, same, np.array(sds))
+            K = _kernel(z, z, tau, scales, same) + np.diag(noise**2)
             out.append((idx, y, np.linalg.inv(K), tau, scales))
         return out
 
@@ -257,7 +271,7 @@ class SpecModel:
             W = Ks @ Kinv  # (n, k)
             resid = y[None, :] - mlogs[:, idx, i]  # (m, k)
             logs[:, :, i] += resid @ W.T
-            # the jitter is not uncertainty: a configuration measured before is known
+            # the floor of the noise is not uncertainty: a configuration measured precisely is known
             var = np.maximum(prior - np.einsum("ij,ij->i", W, Ks) - NUGGET**2, 0.0)
             logs[:, :, i] += np.sqrt(var)[None, :] * noise[:, :, i]
         samples = np.exp(logs)

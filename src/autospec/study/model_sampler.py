@@ -181,15 +181,17 @@ class ModelSampler(optuna.samplers.BaseSampler):
         return dict(open_[index][0])
 
     def _rank(self, trials: Sequence[StoredTrial], flags: Sequence[Mapping[str, Any]]) -> tuple[SpecModel, Choice]:
-        observations = [o for o in (observation_from(t, base_flags=self.base_flags) for t in trials) if o is not None]
-        front: list[list[float]] = []
-        labels: list[str] = []
-        for t in trials:  # measured (launched or imported) within every SLO
-            if t.has_measurement and t.record is not None and t.record.outcome == OK and t.record.values:
-                front.append(list(t.record.values))
-                labels.append(f"trial {t.number}")
+        observed = {t.number: observation_from(t, base_flags=self.base_flags) for t in trials}
+        observations = [o for o in observed.values() if o is not None]
         model = SpecModel.fit(observations, self.targets, base_flags=self.base_flags, candidates=flags)
-        return model, rank(model, flags, front, None, self.maximize, front_labels=labels)
+        # The front to improve on: measured (launched or imported) within every SLO, each at
+        # what the model believes of it; a noisy measurement is taken at its smoothed value
+        # (equal to the measurement where it is precise), so one lucky level does not make
+        # the rest look dominated, nor one unlucky level hide a region.
+        front = [(t.number, o) for t in trials if (o := observed[t.number]) is not None
+                 and t.has_measurement and t.record is not None and t.record.outcome == OK and t.record.values]
+        points = model.predict([o.flags for _, o in front]).point.tolist() if front else []
+        return model, rank(model, flags, points, None, self.maximize, front_labels=[f"trial {n}" for n, _ in front])
 
     def prediction_for(self, number: int) -> dict[str, Any] | None:
         """What the model expected of the configuration it chose for trial `number`."""
