@@ -198,13 +198,13 @@ class ModelSampler(optuna.samplers.BaseSampler):
         return self._predicted.get(number)
 
     def unlaunched(self, trials: Sequence[StoredTrial], examples: int = 5) -> dict[str, Any] | None:
-        """Why the configurations never launched were not worth a launch, from the model
+        """Why the configurations never launched (nor imported) were not worth a launch, from the model
         fitted on every launch of `trials` (a study's): how many are predicted to fail at
         init, predicted dominated (expected to add less than `NEGLIGIBLE` of the objective
         box), or could still improve the front; a few of each with the model's reason.
         None when the space holds nothing else."""
-        launched = {_key(t.params) for t in trials if t.launched}
-        open_ = [c for c in self._candidates() if _key(c[0]) not in launched]
+        known = {_key(t.params) for t in trials if t.launched or t.has_measurement}
+        open_ = [c for c in self._candidates() if _key(c[0]) not in known]
         if not open_:
             return None
         _, choice = self._rank(trials, [c[2] for c in open_])
