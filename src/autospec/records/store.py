@@ -34,6 +34,9 @@ __all__ = ["TrialStore", "FEASIBLE_KEY", "DASHBOARD_CONSTRAINTS_KEY", "worst_val
 
 FEASIBLE_KEY = "feasible"
 DASHBOARD_CONSTRAINTS_KEY = "constraints"
+#: Study attribute: `--sampler model`'s verdict on the configurations never launched
+#: (`ModelSampler.unlaunched`, written at the end of each run).
+MODEL_SUMMARY_KEY = "model_unlaunched"
 _State = optuna.trial.TrialState
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from autospec.records import MODEL_SUMMARY_KEY
 from autospec.report.data import StudyData, TrialView
 from autospec.report.recommend import Pick
 
-__all__ = ["model_lines", "model_json", "UNLAUNCHED_KEY"]
+__all__ = ["model_lines", "model_json"]
 
-UNLAUNCHED_KEY = "model_unlaunched"  # = autospec.study.model_sampler.MODEL_SUMMARY_KEY
 _GROUPS = (("fail", "predicted to fail at init"), ("dominated", "predicted dominated"),
            ("open", "could still improve the front"))
 
@@ -27,18 +27,16 @@ def _prediction_text(t: TrialView, data: StudyData) -> str | None:
     p = t.predicted
     if not p:
         return None
-    parts = []
-    for i, o in enumerate(data.objectives):
-        mean, low, high = (p.get(k, [None] * (i + 1))[i] for k in ("values", "low", "high"))
-        if mean is None:
-            return None
-        measured = t.value(i)
-        parts.append(f"{o.label} predicted {mean:,.4g} ({low:,.4g}-{high:,.4g}), measured {measured:,.4g}")
+    means, lows, highs = (p.get(k) or [] for k in ("values", "low", "high"))
+    if not len(means) == len(lows) == len(highs) == len(data.objectives):
+        return None
+    parts = [f"{o.label} predicted {mean:,.4g} ({low:,.4g}-{high:,.4g}), measured {t.value(i):,.4g}"
+             for i, (o, mean, low, high) in enumerate(zip(data.objectives, means, lows, highs))]
     return f"trial {t.number}: " + "; ".join(parts) + f" (fitted on {p.get('launches', '?')} launches)"
 
 
 def _unlaunched(data: StudyData) -> Mapping[str, Any] | None:
-    summary = data.user_attrs.get(UNLAUNCHED_KEY)
+    summary = data.user_attrs.get(MODEL_SUMMARY_KEY)
     return summary if isinstance(summary, Mapping) else None
 
 

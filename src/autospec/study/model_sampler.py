@@ -36,14 +36,12 @@ from autospec.model.performance import SUPPORTED_METRICS
 from autospec.records import OK, StoredTrial, TrialClass, read_trials
 from autospec.space import grid, to_distribution_params
 
-__all__ = ["ModelSampler", "unsupported_reason", "MAX_CANDIDATES", "NEGLIGIBLE", "MODEL_SUMMARY_KEY"]
+__all__ = ["ModelSampler", "unsupported_reason", "MAX_CANDIDATES", "NEGLIGIBLE"]
 
 log = logging.getLogger(__name__)
 
 #: Configurations predicted per choice; a larger grid is subsampled at random.
 MAX_CANDIDATES = 3000
-#: The study attribute holding `ModelSampler.unlaunched` at the end of a run.
-MODEL_SUMMARY_KEY = "model_unlaunched"
 #: Expected hypervolume gain (share of the objective box) below which a configuration
 #: counts as predicted dominated.
 NEGLIGIBLE = 1e-4

@@ -47,6 +47,7 @@ from autospec.feasibility.learned import LearnedRules
 from autospec.launcher import LAUNCH_FAILURE_KINDS, Launcher
 from autospec.records import (
     INTERRUPTED,
+    MODEL_SUMMARY_KEY,
     OK,
     STORAGE_AWAY_ERRORS,
     Markers,
@@ -70,7 +71,7 @@ from autospec.study.identity import new_launch_id, server_record, this_worker
 from autospec.study.layout import StudyLayout
 from autospec.study.leftovers import stop_stragglers
 from autospec.study.mem_push import Measured, PushAnswer, push_candidate
-from autospec.study.model_sampler import MODEL_SUMMARY_KEY, ModelSampler, unsupported_reason
+from autospec.study.model_sampler import ModelSampler, unsupported_reason
 from autospec.study.observer import NullObserver, Observer
 from autospec.study.owners import owner_env
 from autospec.study.pending import PendingResults
