@@ -115,3 +115,13 @@ def test_optimize_with_sim_refuses_another_studys_server_before_creating_its_stu
     assert code == 2 and len(err.splitlines()) == 1
     assert "study 'theirs'" in err and "autospec recover --study theirs" in err
     assert not list(Path(studies).glob("*.db"))
+
+
+def test_on_a_shared_slot_the_other_slots_live_server_is_left_alone(holders):
+    sibling = holders("mine", tuner_pid=os.getpid())  # another slot's server, its tuner alive
+    GpuGuard(holders.launcher, "mine", STORAGE, shared_slot=True).clear(lambda line: None)
+    assert sibling.poll() is None
+    stranger = holders(None)
+    with pytest.raises(UsageError, match="not a server of an autospec study"):
+        GpuGuard(holders.launcher, "mine", STORAGE, shared_slot=True).clear(lambda line: None)
+    assert stranger.poll() is None

@@ -11,7 +11,7 @@ from typing import Any
 from autospec.config import SearchSpace, load_search_space
 from autospec.errors import UsageError
 
-__all__ = ["add_study_command", "load_space", "parse_flag_overrides", "flag_override_origins", "parse_concurrency",
+__all__ = ["add_study_command", "load_space", "space_file", "parse_flag_overrides", "flag_override_origins", "parse_concurrency",
            "study_name_for", "bundled_spaces", "open_existing_study", "studies_dir_arg"]
 
 
@@ -21,8 +21,9 @@ def bundled_spaces() -> dict[str, Path]:
     return {Path(str(f)).stem: Path(str(f)) for f in folder.iterdir() if str(f).endswith(".toml")}
 
 
-def load_space(spec: str | None) -> SearchSpace:
-    """A path to a TOML file, or the name of a bundled space (default: "default")."""
+def space_file(spec: str | None) -> Path:
+    """The file of ``--space``: a path to a TOML file, or the name of a bundled space
+    (default: "default"); a one-line UsageError for neither."""
     spec = spec or "default"
     path = Path(spec)
     if not path.exists() and not spec.endswith(".toml"):
@@ -33,7 +34,12 @@ def load_space(spec: str | None) -> SearchSpace:
                 f"pass a .toml path or one of: {', '.join(sorted(bundled))}"
             )
         path = bundled[spec]
-    return load_search_space(path)
+    return path
+
+
+def load_space(spec: str | None) -> SearchSpace:
+    """The search space of ``--space`` (`space_file`)."""
+    return load_search_space(space_file(spec))
 
 
 def add_study_command(sub: argparse._SubParsersAction, name: str, *, help: str, description: str,

@@ -21,7 +21,7 @@ from autospec.errors import AutospecError
 from autospec.study.signals import StopSignals
 
 # Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
-_SUBCOMMANDS = ("optimize", "pareto", "bench", "doctor", "recover", "export", "report", "dashboard", "import_")
+_SUBCOMMANDS = ("optimize", "worker", "pareto", "bench", "doctor", "recover", "export", "report", "dashboard", "import_")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # autospec reports progress itself
     args.stop_signals = StopSignals()  # the policy of this invocation's study run, if it starts one
+    args.argv = list(argv if argv is not None else sys.argv[1:])  # slot workers re-run it (cli.workers)
     previous = _install_stop_handlers(args.stop_signals)
     try:
         return int(args.handler(args) or 0)

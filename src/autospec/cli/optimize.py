@@ -13,6 +13,7 @@ from autospec.cli.common import (
     flag_override_origins,
     load_space,
     parse_flag_overrides,
+    space_file,
     study_name_for,
 )
 from autospec.cli.render import Progress
@@ -73,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sim-warmup-seconds", type=float, default=SIM_WARMUP_SECONDS,
                    help="simulated warmup after load, before the server is ready (default 1)")
     p.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration (default 1)")
+    add_slot_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(handler=run, on_interrupt=(130, "interrupted; run the same command again to continue"))
 
@@ -84,9 +86,20 @@ def _levels(text: str | None) -> tuple[int, ...] | None:
     return parse_concurrency(text) if text else None
 
 
+def add_slot_arguments(p: argparse.ArgumentParser) -> None:
+    """--gpus / --gpus-per-trial (and the hidden --slot a slot's worker process gets)."""
+    p.add_argument("--gpus", metavar="LIST",
+                   help="GPUs to use, e.g. 0-7 or 0,1,4,5: split into slots of --gpus-per-trial GPUs that each run one "
+                        "trial at a time (list a GPU twice, e.g. 0,0, for two slots sharing it); docs/distributed.md")
+    p.add_argument("--gpus-per-trial", type=int, metavar="N",
+                   help="GPUs per slot (default tp_size x pp_size x dp_size of the fixed server flags)")
+    p.add_argument("--slot", type=int, help=argparse.SUPPRESS)  # the one slot a worker process of --gpus runs
+
+
 def run(args: argparse.Namespace) -> int:
     from autospec import study as study_api
     from autospec.cli import wiring
+    from autospec.cli.workers import run_slot_workers, slot_of, study_options
 
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1 (got {args.trials})")
@@ -115,11 +128,14 @@ def run(args: argparse.Namespace) -> int:
     timeout_s = parse_duration(args.timeout) if args.timeout else None
     studies_dir = Path(args.studies_dir)
     name = study_name_for(args, space)
+    plan, slot = slot_of(args, space)
+    if plan is not None and slot is None:
+        return run_slot_workers(args, plan, name)
     target = wiring.build_target(
         space, studies_dir=studies_dir, sim=args.sim, sim_profile=args.sim_profile,
         sim_load_seconds=args.sim_load_seconds, sim_warmup_seconds=args.sim_warmup_seconds,
         sim_time_scale=args.sim_time_scale,
-        preflight=args.preflight, out=sys.stderr,
+        preflight=args.preflight, out=sys.stderr, slot=slot,
     )
     request = study_api.OptimizeRequest(
         space=space, study_name=name, n_trials=args.trials, command=target.command,
@@ -129,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         learn=not args.no_learn, remeasure=args.remeasure, ready_timeout_s=args.ready_timeout,
         signals=getattr(args, "stop_signals", None), storage_patience_s=args.storage_patience,
         allow_foreign_gpu_memory=args.allow_foreign_gpu_memory, confirm=args.confirm, race=not args.no_race,
+        slot=slot, hardware=target.hardware, study_options=study_options(args, space_file(args.space)),
     )
     progress = Progress([(o.name, o.direction) for o in space.objectives], quiet=args.quiet)
     result = study_api.optimize(request, progress)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -27,6 +27,7 @@ from autospec.feasibility import ArgvBuilder, PreflightOracle
 from autospec.launcher import GpuProbe, Launcher, flag_words
 from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.space import grid
+from autospec.study.slots import Slot, gpus_per_trial_of
 
 __all__ = ["Target", "build_target", "sim_command", "default_probe"]
 
@@ -41,6 +42,7 @@ class Target:
     preflight: PreflightOracle | None = None
     to_argv: ArgvBuilder | None = None
     sglang_version: str = DEFAULT_SGLANG_VERSION
+    hardware: str | None = None  # what the servers run on (`hardware_of`)
 
 
 def sim_command(
@@ -95,16 +97,40 @@ def _check_sim_times(load_seconds: float | None, warmup_seconds: float | None, t
             raise UsageError(f"{flag} {seconds:g} must be >= 0; pass seconds, e.g. 1")
 
 
-def default_probe() -> GpuProbe:
-    """NVML when it answers on this host, else no GPU-memory checks (said once)."""
+def default_probe(gpus: Sequence[int] | None = None) -> GpuProbe:
+    """NVML (limited to `gpus` when given) when it answers on this host, else no
+    GPU-memory checks (said once)."""
     from autospec.launcher import NullGpuProbe, NvmlGpuProbe, ProbeUnavailable
 
     try:
-        probe = NvmlGpuProbe()
+        probe = NvmlGpuProbe(gpus)
         probe.snapshot()
         return probe
     except (ProbeUnavailable, ImportError, OSError):
         return NullGpuProbe()
+
+
+def hardware_of(probe: GpuProbe, slot: Slot | None, fallback: str, space: SearchSpace) -> str:
+    """What a run's servers run on, e.g. "NVIDIA H200 x2" (", shared" for a slot that shares
+    its GPU): memory lessons are kept per hardware (`autospec.study.teach`). `fallback`
+    when the probe names no GPU."""
+    from autospec.launcher import ProbeUnavailable
+
+    try:
+        names = sorted(set(probe.snapshot().names.values()))
+    except ProbeUnavailable:
+        names = []
+    count = len(slot.gpus) if slot is not None else gpus_per_trial_of(space.server.flags)
+    text = (" + ".join(names) if names else fallback) + f" x{count}"
+    return text + (", shared" if slot is not None and slot.shared else "")
+
+
+def slot_launcher(probe: GpuProbe, slot: Slot | None) -> Launcher:
+    """A launcher for `slot` (`autospec.study.slots`): its port window, an NCCL port from
+    it, and no GPU-total baseline on a shared GPU; a plain launcher without a slot."""
+    if slot is None:
+        return Launcher(probe=probe)
+    return Launcher(probe=probe, ports=slot.ports, nccl_port=True, gpu_baseline=not slot.shared)
 
 
 def _server_python(command: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -125,20 +151,28 @@ def build_target(
     sim_warmup_seconds: float = 1.0,
     preflight: str,
     out: TextIO,
+    slot: Slot | None = None,
 ) -> Target:
     """The target of a study: the simulator (``sim``) or the space's SGLang command.
-    ``preflight`` is "auto" (use the server's resolver when it can run) or "off"."""
+    ``preflight`` is "auto" (use the server's resolver when it can run) or "off".
+    ``slot``: the GPU slot the servers use (their GPUs, ports, teardown; `slot_launcher`)."""
     if sim:
         state_dir = (studies_dir / ".sim-gpu").resolve()
         command = sim_command(
             profile=sim_profile, load_seconds=sim_load_seconds, warmup_seconds=sim_warmup_seconds,
             time_scale=sim_time_scale, state_dir=state_dir,
         )
-        return _sim_target(command, state_dir, space, use_preflight=preflight == "auto")
-    return _sglang_target(space, studies_dir=studies_dir, use_preflight=preflight == "auto", out=out)
+        target = _sim_target(command, state_dir, space, use_preflight=preflight == "auto", slot=slot,
+                             profile=sim_profile or "seed")
+    else:
+        target = _sglang_target(space, studies_dir=studies_dir, use_preflight=preflight == "auto", out=out, slot=slot)
+    if slot is not None:
+        target.env = {**target.env, **slot.env()}
+    return target
 
 
-def _sim_target(command: tuple[str, ...], state_dir: Path, space: SearchSpace, *, use_preflight: bool) -> Target:
+def _sim_target(command: tuple[str, ...], state_dir: Path, space: SearchSpace, *, use_preflight: bool,
+                slot: Slot | None, profile: str) -> Target:
     from autospec.feasibility.sim_preflight import SimPreflight
     from autospec.launcher.probes import SimGpuProbe
 
@@ -146,14 +180,17 @@ def _sim_target(command: tuple[str, ...], state_dir: Path, space: SearchSpace, *
     resolver = SimPreflight(command)  # also says which SGLang version the profile imitates
     pre = resolver if use_preflight else None
     _check_flag_names(pre, space)
+    probe = SimGpuProbe(state_dir, gpus=slot.gpus if slot is not None else None)
     return Target(
-        command=command, launcher=Launcher(probe=SimGpuProbe(state_dir)), preflight=pre,
+        command=command, launcher=slot_launcher(probe, slot), preflight=pre,
         to_argv=flag_words, sglang_version=resolver.sglang_version() or DEFAULT_SGLANG_VERSION,
+        hardware=hardware_of(probe, slot, f"simulator ({Path(profile).stem})", space),
     )
 
 
-def _sglang_target(space: SearchSpace, *, studies_dir: Path, use_preflight: bool, out: TextIO) -> Target:
-    probe = default_probe()
+def _sglang_target(space: SearchSpace, *, studies_dir: Path, use_preflight: bool, out: TextIO,
+                   slot: Slot | None = None) -> Target:
+    probe = default_probe(slot.gpus if slot is not None else None)
     command = tuple(space.server.command)
     if command[:1] in (("python",), ("python3",)):
         command = (sys.executable, *command[1:])
@@ -162,8 +199,8 @@ def _sglang_target(space: SearchSpace, *, studies_dir: Path, use_preflight: bool
     if pre is not None:
         version = pre.sglang_version() or version
     _check_flag_names(pre, space)
-    return Target(command=command, launcher=Launcher(probe=probe), preflight=pre, to_argv=flag_words,
-                  sglang_version=version)
+    return Target(command=command, launcher=slot_launcher(probe, slot), preflight=pre, to_argv=flag_words,
+                  sglang_version=version, hardware=hardware_of(probe, slot, "unknown GPU", space))
 
 
 def _sglang_preflight(command: tuple[str, ...], studies_dir: Path, version: str, out: TextIO,

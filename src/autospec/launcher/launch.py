@@ -24,7 +24,7 @@ from collections.abc import Callable
 from autospec.errors import UsageError
 from autospec.launcher.classify import classify_failure
 from autospec.launcher.errors import LaunchError, PortInUse
-from autospec.launcher.ports import is_port_free, pick_free_port
+from autospec.launcher.ports import is_port_free, pick_free_port, pick_free_port_in
 from autospec.launcher.probes import GpuProbe, GpuSnapshot, ProbeUnavailable
 from autospec.launcher.process import LogDrain, RunningServer, spawn
 from autospec.launcher.proctree import ProcessTracker
@@ -43,7 +43,10 @@ class Launcher:
     """Starts servers and stops them completely; one instance serves many launches.
 
     ``probe`` reads GPU memory for teardown (None: memory is not checked and reported as
-    unknown). Timeouts bound each teardown step (see :mod:`autospec.launcher.teardown`).
+    unknown). A GPU slot (`autospec.study.slots`) gives ``ports`` (the window its HTTP
+    and NCCL ports are picked from), ``nccl_port`` (pass SGLang ``--nccl-port`` from that
+    window) and, for a GPU shared with another slot, ``gpu_baseline=False`` (teardown
+    waits for the server's own processes to leave the GPU, not for the GPU's total). Timeouts bound each teardown step (see :mod:`autospec.launcher.teardown`).
     """
 
     def __init__(
@@ -55,8 +58,14 @@ class Launcher:
         gpu_free_timeout_s: float = 60.0,
         port_free_timeout_s: float = 30.0,
         gpu_tolerance_mb: float = DEFAULT_GPU_TOLERANCE_MB,
+        ports: range | None = None,
+        nccl_port: bool = False,
+        gpu_baseline: bool = True,
     ) -> None:
         self.probe = probe
+        self.ports = ports
+        self.nccl_port = nccl_port
+        self.gpu_baseline = gpu_baseline
         self.term_timeout_s = term_timeout_s
         self.kill_timeout_s = kill_timeout_s
         self.gpu_free_timeout_s = gpu_free_timeout_s
@@ -65,7 +74,7 @@ class Launcher:
 
     # ------------------------------------------------------------------ helpers
     def _baseline(self) -> GpuSnapshot | None:
-        if self.probe is None or not self.probe.observes_memory:
+        if not self.gpu_baseline or self.probe is None or not self.probe.observes_memory:
             return None
         try:
             return self.probe.snapshot()
@@ -89,6 +98,15 @@ class Launcher:
             reap=popen.poll,
         )
 
+    def _free_port(self, host: str, avoid: int | None = None) -> int:
+        """A free port in this launcher's window (`ports`), else any free port."""
+        if self.ports is None:
+            return pick_free_port(host)
+        port = pick_free_port_in(host, self.ports, avoid)
+        if port is None:
+            raise PortInUse(f"no free port on {host} in {self.ports.start}-{self.ports.stop - 1}", seconds=0.0)
+        return port
+
     # ------------------------------------------------------------------ start
     def start(self, req: LaunchRequest, on_spawn: OnSpawn | None = None) -> RunningServer:
         """Start ``req`` and return it ready, or raise the classified :class:`LaunchError`."""
@@ -98,7 +116,9 @@ class Launcher:
             if not is_port_free(req.host, port):
                 raise PortInUse(f"{req.host}:{port} was taken before launch", seconds=0.0)
         else:
-            port = pick_free_port(req.host)
+            port = self._free_port(req.host)
+        if self.nccl_port and req.nccl_port is None:
+            req = dataclasses.replace(req, nccl_port=self._free_port(req.host, avoid=port))
         argv = build_argv(req, port)
         env = child_environment(req)
         redactor = Redactor.for_launch(req, env)

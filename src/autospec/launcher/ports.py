@@ -6,10 +6,11 @@ uvicorn and SGLang do), so connections lingering in TIME_WAIT do not count as ta
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 
-__all__ = ["pick_free_port", "is_port_free", "wait_port_free"]
+__all__ = ["pick_free_port", "pick_free_port_in", "is_port_free", "wait_port_free"]
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -22,6 +23,14 @@ def pick_free_port(host: str = "127.0.0.1") -> int:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def pick_free_port_in(host: str, window: range, avoid: int | None = None) -> int | None:
+    """A free port of `window` other than `avoid`, tried in random order; None when none is."""
+    for port in random.sample(window, len(window)):
+        if port != avoid and is_port_free(host, port):
+            return port
+    return None
 
 
 def is_port_free(host: str, port: int) -> bool:

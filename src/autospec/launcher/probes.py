@@ -151,8 +151,9 @@ class SimGpuProbe(GpuProbe):
     cannot remove its own file, just as the driver frees a dead process's memory.
     """
 
-    def __init__(self, state_dir: Path | str) -> None:
+    def __init__(self, state_dir: Path | str, gpus: Sequence[int] | None = None) -> None:
         self.state_dir = Path(state_dir)
+        self.gpus = None if gpus is None else frozenset(gpus)  # like NvmlGpuProbe: only these
 
     def snapshot(self) -> GpuSnapshot:
         used: dict[int, float] = {}
@@ -170,6 +171,8 @@ class SimGpuProbe(GpuProbe):
                 continue
             mem = float(record.get("mem_mb", 0.0))
             for gpu in record.get("gpus", [0]):
+                if self.gpus is not None and int(gpu) not in self.gpus:
+                    continue
                 used[int(gpu)] = used.get(int(gpu), 0.0) + mem
                 processes.append(GpuProcess(pid, int(gpu), mem, str(record.get("cmdline", ""))))
         return GpuSnapshot(used_mb=used, pids=frozenset(p.pid for p in processes), processes=tuple(processes))

@@ -77,6 +77,7 @@ class LaunchRequest:
     log_path: Path
     host: str = "127.0.0.1"
     port: int | None = None
+    nccl_port: int | None = None  # SGLang --nccl-port (GPU slots: from the slot's port window)
     env: Mapping[str, str] = field(default_factory=dict)
     secret_env_names: frozenset[str] = DEFAULT_SECRET_ENV_NAMES
     ready_timeout_s: float = 1800.0
@@ -170,6 +171,8 @@ def build_argv(req: LaunchRequest, port: int) -> list[str]:
     """The exact argv to execute (secrets included: never store it; see :meth:`Redactor.argv`):
     the command, then :func:`flag_words` of the flags and ``--host H --port P``."""
     words = flag_words(req.flags) + ["--host", req.host, "--port", str(port)]
+    if req.nccl_port is not None:
+        words += ["--nccl-port", str(req.nccl_port)]
     command = list(req.command)
     if ARGV_PLACEHOLDER in command:
         at = command.index(ARGV_PLACEHOLDER)

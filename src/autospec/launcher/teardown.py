@@ -56,6 +56,13 @@ class TeardownReport:
     port_released: bool
     stopped_pids: tuple[int, ...] = ()
     processes_seconds: float = 0.0
+    # Per-process GPU memory (MiB) from the probe, when it lists processes: what the
+    # server's own processes held before the stop, and what every other process held
+    # before and after it (on a shared GPU the latter two should match: the teardown
+    # freed only its own server's memory).
+    gpu_own_mb: float | None = None
+    gpu_others_mb_before: float | None = None
+    gpu_others_mb_after: float | None = None
 
     @property
     def clean(self) -> bool:
@@ -112,6 +119,19 @@ def _wait_gpu(probe: GpuProbe, pids: set[int], baseline: GpuSnapshot | None,
         time.sleep(_POLL_S)
 
 
+def _split_memory(probe: GpuProbe | None, pids: set[int]) -> tuple[float, float] | None:
+    """(MiB held by `pids`, MiB held by every other process) from the probe's process list,
+    or None when it cannot say."""
+    if probe is None or not probe.observes_memory:
+        return None
+    try:
+        snapshot = probe.snapshot()
+    except ProbeUnavailable:
+        return None
+    own = sum(p.mem_mb for p in snapshot.processes if p.pid in pids)
+    return round(own, 1), round(sum(p.mem_mb for p in snapshot.processes) - own, 1)
+
+
 def stop_process_group(
     pgid: int,
     pids: Iterable[int] | Mapping[int, int | None] = (),
@@ -142,6 +162,7 @@ def stop_process_group(
     killed_after_timeout = False
     try:
         tracker.refresh()
+        before = _split_memory(probe, set(tracker.known()))
         _signal_group(pgid, signal.SIGTERM)
         for pid in tracker.alive():
             _signal_pid(pid, signal.SIGTERM)
@@ -166,6 +187,7 @@ def stop_process_group(
         released = _wait_gpu(probe, stopped, gpu_baseline, gpu_tolerance_mb, gpu_free_timeout_s)
     gpu_wait_seconds = time.monotonic() - gpu_started
 
+    after = _split_memory(probe, stopped) if before is not None else None
     port_released = True if port is None else wait_port_free(host, port, port_free_timeout_s)
     return TeardownReport(
         seconds=round(time.monotonic() - started, 3),
@@ -177,4 +199,7 @@ def stop_process_group(
         port_released=port_released,
         stopped_pids=tuple(sorted(stopped)),
         processes_seconds=round(processes_seconds, 3),
+        gpu_own_mb=before[0] if before else None,
+        gpu_others_mb_before=before[1] if before else None,
+        gpu_others_mb_after=after[1] if after else None,
     )

@@ -25,18 +25,26 @@ from autospec.records.schema import (
     SCHEMA_VERSION,
     SKIPPED,
     STALE,
+    WITHDRAWN,
     Markers,
     TrialRecord,
 )
-from autospec.records.store import DASHBOARD_CONSTRAINTS_KEY, FEASIBLE_KEY, MODEL_SUMMARY_KEY, TrialStore, worst_values
+from autospec.records.store import (
+    DASHBOARD_CONSTRAINTS_KEY,
+    FEASIBLE_KEY,
+    MODEL_SUMMARY_KEY,
+    WORKER_OPTIONS_KEY,
+    TrialStore,
+    worst_values,
+)
 from autospec.records.stored import SERVER_KEY, WORKER_KEY, StoredTrial, TrialClass, classify, read_trial, read_trials
 
 __all__ = [
     "SCHEMA_VERSION", "TrialRecord", "Markers",
     "OK", "REJECTED", "SKIPPED", "DUPLICATE", "BENCH_FAILED", "CONSTRAINT_VIOLATED", "INTERRUPTED", "STALE",
-    "ORPHANED", "NOT_LAUNCHED_OUTCOMES", "MEASURED_OUTCOMES",
+    "ORPHANED", "WITHDRAWN", "NOT_LAUNCHED_OUTCOMES", "MEASURED_OUTCOMES",
     "StoredTrial", "TrialClass", "classify", "read_trial", "read_trials", "WORKER_KEY", "SERVER_KEY",
     "dominates", "pareto_front", "launch_groups", "pooled_values",
-    "TrialStore", "FEASIBLE_KEY", "DASHBOARD_CONSTRAINTS_KEY", "MODEL_SUMMARY_KEY", "worst_values",
+    "TrialStore", "FEASIBLE_KEY", "DASHBOARD_CONSTRAINTS_KEY", "MODEL_SUMMARY_KEY", "WORKER_OPTIONS_KEY", "worst_values",
     "StorageRetry", "StorageUnavailable", "STORAGE_AWAY_ERRORS",
 ]

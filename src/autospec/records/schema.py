@@ -58,6 +58,7 @@ CONSTRAINT_VIOLATED = "constraint_violated"  # measured, but an SLO is broken
 INTERRUPTED = "interrupted"  # a stop signal ended it (FAIL, queued again)
 STALE = "stale"  # its tuner died while it ran (FAIL, queued again)
 ORPHANED = "orphaned"  # RUNNING without a tuner record (FAIL, queued again)
+WITHDRAWN = "withdrawn"  # another worker claimed the launch first (FAIL, never retried; autospec.study.claims)
 
 NOT_LAUNCHED_OUTCOMES = (REJECTED, SKIPPED, DUPLICATE)
 #: outcomes whose values are real measurements of the configuration

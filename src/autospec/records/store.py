@@ -37,6 +37,9 @@ DASHBOARD_CONSTRAINTS_KEY = "constraints"
 #: Study attribute: `--sampler model`'s verdict on the configurations never launched
 #: (`ModelSampler.unlaunched`, written at the end of each run).
 MODEL_SUMMARY_KEY = "model_unlaunched"
+# Study attribute: the options and search-space text of the run that created the study,
+# from which `autospec worker` on another host runs the same study (autospec.cli.workers).
+WORKER_OPTIONS_KEY = "autospec:worker_options"
 _State = optuna.trial.TrialState
 
 
@@ -112,6 +115,13 @@ class TrialStore:
             return trial
         trial_id = self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, trial)
         return optuna.Trial(self.study, trial_id)
+
+    def was_queued(self, trial: optuna.Trial) -> bool:
+        """`trial` was taken from the queue (enqueued parameters), not sampled by the study's
+        own sampler (Optuna 5.0 keeps enqueued parameters in the system attribute
+        ``fixed_params``)."""
+        return self.retry("read the trial", lambda: bool(
+            self.storage.get_trial(trial._trial_id).system_attrs.get("fixed_params")))
 
     def record_worker(self, trial: optuna.Trial, worker: Mapping[str, Any]) -> None:
         self.retry("record this tuner on the trial",

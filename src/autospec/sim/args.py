@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--tokenizer-path", type=str)
     add("--host", type=str)
     add("--port", type=int)
+    add("--nccl-port", type=int)
     add("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int)
     add("--dp-size", "--data-parallel-size", dest="dp_size", type=int)
     add("--pp-size", "--pipeline-parallel-size", dest="pp_size", type=int)

@@ -59,6 +59,14 @@ def mib(gb: float) -> float:
     return gb * 1e9 / 2**20
 
 
+def _held_gpus(count: int, visible: str | None) -> list[int]:
+    """The GPUs (host indices) a server of `count` ranks holds memory on: the first `count`
+    of ``CUDA_VISIBLE_DEVICES`` when it lists numbers (a GPU slot; a slot narrower than the
+    ranks keeps its memory on its own GPUs), else 0..count-1."""
+    listed = [int(g) for g in (visible or "").split(",") if g.strip().isdigit()]
+    return listed[:count] if listed else list(range(count))
+
+
 class Startup:
     """Runs the start-up sequence once (``await Startup(...).run()``); calls ``die`` on a
     failure and ``on_ready`` when the server may answer readiness with 200."""
@@ -70,7 +78,7 @@ class Startup:
         self.memory = memory
         self.die = die
         self.on_ready = on_ready
-        self.gpus = list(range(setup.cfg.tp_size * max(setup.cfg.pp_size, 1)))
+        self.gpus = _held_gpus(setup.cfg.tp_size * max(setup.cfg.pp_size, 1), os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.zombie_pid: int | None = None
 
     def _hold(self, gb: float) -> None:

@@ -35,6 +35,7 @@ from autospec.launcher import Launcher, LaunchError, LaunchRequest
 from autospec.metrics import LevelSummary, metric_value, summarize, with_accept_length
 from autospec.records import DUPLICATE, OK, TrialRecord
 from autospec.study.layout import StudyLayout
+from autospec.study.slots import crowded_out
 
 __all__ = ["TrialChain", "ChainHooks"]
 
@@ -69,6 +70,7 @@ class TrialChain:
     layout: StudyLayout
     env: Mapping[str, str] = field(default_factory=dict)
     ready_timeout_s: float | None = None
+    shared_gpu: bool = False  # the slot shares its GPU with another slot (`slots.crowded_out`)
 
     def workload(self) -> Workload:
         return self.space.workload
@@ -139,7 +141,12 @@ class TrialChain:
                 if err.teardown is not None:
                     record.teardown = err.teardown.as_dict()
                     record.seconds["teardown"] = err.teardown.seconds
-                self.gate.learn_failure(verdict.resolved, err.kind)
+                others = crowded_out(err.kind, record.teardown) if self.shared_gpu else None
+                if others is None:
+                    self.gate.learn_failure(verdict.resolved, err.kind)
+                else:
+                    record.reason += (f"; other servers held {others:,.0f} MiB of this slot's shared GPU: not taken as "
+                                      "this configuration's memory limit")
                 return self._finish(record, t0)
             record.seconds["launch"] = time.monotonic() - t_launch
             record.server_args = list(server.argv)

@@ -7,6 +7,8 @@ then `GpuGuard.clear` looks at what still holds GPU memory:
 - a server of this study (same name and storage, read from its environment,
   `owners.owner_of`) whose tuner is gone: stopped through the launcher's teardown
   (`leftovers.stop_processes`), said in the log;
+- on a slot that shares its GPU (``--gpus 0,0``): a server of this study whose tuner
+  still runs (the other slot) is left alone;
 - anything else: refused with a one-line `UsageError` that says whose it is (another
   study's server and whether its tuner still runs, or an unknown process) and the one
   command that stops it safely, unless ``--allow-foreign-gpu-memory``.
@@ -48,11 +50,13 @@ def _fix(owner: ServerOwner | None) -> str:
 class GpuGuard:
     """Clears the way for study `study` in `storage` (see the module docstring)."""
 
-    def __init__(self, launcher: Launcher, study: str, storage: str, allow_foreign: bool = False) -> None:
+    def __init__(self, launcher: Launcher, study: str, storage: str, allow_foreign: bool = False,
+                 shared_slot: bool = False) -> None:
         self.launcher = launcher
         self.study = study
         self.storage = storage
         self.allow_foreign = allow_foreign
+        self.shared_slot = shared_slot  # this run's GPU slot shares its GPU with other slots of the study
 
     def _holders(self) -> list[GpuHolder]:
         probe = self.launcher.probe
@@ -66,6 +70,13 @@ class GpuGuard:
     def _ours(self, owner: ServerOwner | None) -> bool:
         return owner is not None and owner.study == self.study and owner.storage == self.storage and not owner.tuner_alive
 
+    def _sibling(self, owner: ServerOwner | None) -> bool:
+        """On a shared slot: a server of this very study whose tuner runs, i.e. another slot
+        sharing the GPU by design (`--gpus 0,0`). Elsewhere the probe sees only the slot's
+        own GPUs, so such a server is a second tuner on the same GPUs and is refused."""
+        return (self.shared_slot and owner is not None and owner.study == self.study and owner.storage == self.storage
+                and owner.tuner_alive)
+
     def clear(self, log: Callable[[str], None]) -> None:
         """Stop this study's leftover holders; refuse if others remain (UsageError)."""
         owners = {h.pid: owner_of(h.pid) for h in self._holders()}
@@ -76,7 +87,7 @@ class GpuGuard:
                                    None, self.launcher))
         if self.allow_foreign:
             return
-        remaining = self._holders()
+        remaining = [h for h in self._holders() if not self._sibling(owner_of(h.pid))]
         if remaining:
             first = remaining[0]
             owner = owner_of(first.pid)

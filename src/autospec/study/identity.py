@@ -28,11 +28,18 @@ import psutil
 from autospec.launcher.proctree import is_alive, read_cmdline, read_proc, same_start
 
 __all__ = [
-    "LAUNCH_ID_ENV", "new_launch_id", "this_worker", "server_record", "recorded_start",
+    "LAUNCH_ID_ENV", "HOST_ENV", "host_name", "new_launch_id", "this_worker", "server_record", "recorded_start",
     "is_same_process", "find_launch_processes", "launch_id_of",
 ]
 
 LAUNCH_ID_ENV = "AUTOSPEC_LAUNCH_ID"
+HOST_ENV = "AUTOSPEC_HOST"  # overrides the host name a worker records (several "hosts" on one machine, in tests)
+
+
+def host_name() -> str:
+    """The host this tuner records on its trials: ``$AUTOSPEC_HOST``, else the host name.
+    Trials of another host are never checked by process identity, only by heartbeat."""
+    return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def new_launch_id() -> str:
@@ -49,7 +56,7 @@ def _create_time(pid: int) -> float | None:
 def this_worker(launch_id: str | None = None) -> dict[str, Any]:
     """The identity of this tuner process for one trial."""
     pid = os.getpid()
-    record: dict[str, Any] = {"host": socket.gethostname(), "pid": pid, "create_time": _create_time(pid)}
+    record: dict[str, Any] = {"host": host_name(), "pid": pid, "create_time": _create_time(pid)}
     if launch_id:
         record["launch_id"] = launch_id
     return record
@@ -58,7 +65,7 @@ def this_worker(launch_id: str | None = None) -> dict[str, Any]:
 def server_record(pid: int, pgid: int, port: int | None, log_path: str | None) -> dict[str, Any]:
     """What is stored about a launched server so a later run can stop it safely."""
     return {
-        "host": socket.gethostname(),
+        "host": host_name(),
         "pid": pid,
         "pgid": pgid,
         "port": port,
@@ -92,7 +99,7 @@ def is_same_process(record: Mapping[str, Any] | None, launch_id: str | None = No
     """True when the recorded process still runs on this host and is the very same one:
     same PID and creation time, and (for a server record) the same command line or the
     trial's launch ID."""
-    if not isinstance(record, Mapping) or record.get("host") != socket.gethostname():
+    if not isinstance(record, Mapping) or record.get("host") != host_name():
         return False
     pid = record.get("pid")
     if not isinstance(pid, int) or pid <= 0 or not same_start(_create_time(pid), recorded_start(record)):

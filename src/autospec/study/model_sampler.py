@@ -170,7 +170,10 @@ class ModelSampler(optuna.samplers.BaseSampler):
             return None
         if len(open_) > MAX_CANDIDATES:
             open_ = self._rng.sample(open_, MAX_CANDIDATES)
-        model, choice = self._rank(trials, [c[2] for c in open_])
+        by_key = {_key(c[0]): c[2] for c in self._candidates()}
+        in_flight = [by_key[k] for t in trials if t.state == optuna.trial.TrialState.RUNNING
+                     and (k := _key(t.params)) in by_key]
+        model, choice = self._rank(trials, [c[2] for c in open_], in_flight)
         index = choice.index
         if index is None:  # nothing the model values: still launch the best-scored one
             index = max(range(len(open_)), key=lambda j: (float(choice.score[j]), float(choice.p_start[j])))
@@ -178,7 +181,11 @@ class ModelSampler(optuna.samplers.BaseSampler):
         self._predicted[exclude_number] = _expectation(model, choice, index)
         return dict(open_[index][0])
 
-    def _rank(self, trials: Sequence[StoredTrial], flags: Sequence[Mapping[str, Any]]) -> tuple[SpecModel, Choice]:
+    def _rank(self, trials: Sequence[StoredTrial], flags: Sequence[Mapping[str, Any]],
+              in_flight: Sequence[Mapping[str, Any]] = ()) -> tuple[SpecModel, Choice]:
+        """Fit on `trials`, rank `flags`. Configurations `in_flight` (launched by another
+        slot or worker, not yet measured) join the front at the model's mean for them (a
+        "Kriging believer"), so concurrent proposals spread instead of crowding one region."""
         observed = {t.number: observation_from(t, base_flags=self.base_flags) for t in trials}
         observations = [o for o in observed.values() if o is not None]
         model = SpecModel.fit(observations, self.targets, base_flags=self.base_flags, candidates=flags)
@@ -188,8 +195,10 @@ class ModelSampler(optuna.samplers.BaseSampler):
         # the rest look dominated, nor one unlucky level hide a region.
         front = [(t.number, o) for t in trials if (o := observed[t.number]) is not None
                  and t.has_measurement and t.record is not None and t.record.outcome == OK and t.record.values]
-        points = model.predict([o.flags for _, o in front]).point.tolist() if front else []
-        return model, rank(model, flags, points, None, self.maximize, front_labels=[f"trial {n}" for n, _ in front])
+        labels = [f"trial {n}" for n, _ in front] + [f"in flight {i + 1}" for i in range(len(in_flight))]
+        believed = [o.flags for _, o in front] + list(in_flight)
+        points = model.predict(believed).point.tolist() if believed else []
+        return model, rank(model, flags, points, None, self.maximize, front_labels=labels)
 
     def prediction_for(self, number: int) -> dict[str, Any] | None:
         """What the model expected of the configuration it chose for trial `number`."""

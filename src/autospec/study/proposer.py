@@ -41,6 +41,7 @@ from autospec.study.model_sampler import ModelSampler
 
 __all__ = ["Proposer", "Proposal", "Answered"]
 
+_RUNNING = optuna.trial.TrialState.RUNNING
 _FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED)
 
 
@@ -101,9 +102,16 @@ class Proposer:
             self._bound[number] = queued.trial
 
     def mirror(self, trials: Sequence[StoredTrial], frozen: Callable[[StoredTrial], optuna.trial.FrozenTrial]) -> None:
-        """Bring the real study's finished trials into the scratch study."""
+        """Bring the real study's finished trials into the scratch study, and its running
+        ones (other slots' and workers') as RUNNING, so that samplers treat them as in
+        flight (TPE's constant liar, the model's believer) and never propose them again."""
         for t in trials:
-            if t.number in self._mirrored or t.state not in _FINISHED:
+            if t.number in self._mirrored:
+                continue
+            if t.state == _RUNNING and t.params and t.number not in self._bound:
+                self._add_running(t, frozen)
+                continue
+            if t.state not in _FINISHED:
                 continue
             bound = self._bound.get(t.number)
             if bound is None:
@@ -113,6 +121,11 @@ class Proposer:
             else:
                 self.scratch.tell(bound, state=optuna.trial.TrialState.FAIL)
             self._mirrored.add(t.number)
+
+    def _add_running(self, t: StoredTrial, frozen: Callable[[StoredTrial], optuna.trial.FrozenTrial]) -> None:
+        self.scratch.add_trial(optuna.trial.create_trial(
+            params=dict(t.params), distributions=frozen(t).distributions, state=_RUNNING))
+        self._bound[t.number] = optuna.Trial(self.scratch, self.scratch.get_trials(deepcopy=False)[-1]._trial_id)
 
     def provisional(self, number: int, params: Mapping[str, Any], distributions: Mapping[str, Any],
                     record: TrialRecord) -> None:
@@ -130,9 +143,13 @@ class Proposer:
         verdict_of = verdict_of or self.gate.verdict
         proposal = Proposal(None)
         fixed = dict(self.space.server.flags)
+        in_flight = [dict(t.params) for t in self.scratch.get_trials(deepcopy=False, states=(_RUNNING,))]
         for _ in range(self.max_asks):
             trial = self.scratch.ask()
             candidate = self.compiled.candidate(suggest(trial, self.space))
+            if dict(trial.params) in in_flight:  # another slot or worker measures it now: ask again
+                self.scratch.tell(trial, state=optuna.trial.TrialState.FAIL)
+                continue
             verdict = verdict_of({**fixed, **candidate})
             if verdict.ok:
                 proposal.params, proposal.candidate, proposal.trial = dict(trial.params), candidate, trial

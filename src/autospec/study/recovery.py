@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import socket
 from collections.abc import Mapping, Sequence
 
 import optuna
 
 from autospec.launcher import Launcher
-from autospec.records import ORPHANED, STALE, Markers, StoredTrial, TrialRecord, TrialStore
-from autospec.study.identity import find_launch_processes, is_same_process
+from autospec.records import ORPHANED, STALE, WITHDRAWN, Markers, StoredTrial, TrialRecord, TrialStore
+from autospec.study.identity import find_launch_processes, host_name, is_same_process
 from autospec.study.leftovers import stop_trial_leftovers
 from autospec.study.sidefiles import Artifacts
 
-__all__ = ["MAX_STALE_RETRIES", "ORPHAN_AGE_S", "recover", "fail_stale_heartbeats", "requeue"]
+__all__ = ["MAX_STALE_RETRIES", "ORPHAN_AGE_S", "recover", "fail_stale_heartbeats", "requeue", "needs_recovery"]
 
 MAX_STALE_RETRIES = 3
 # A RUNNING trial without a worker record (the tuner died between `ask` and recording
@@ -70,6 +69,26 @@ def requeue(store: TrialStore, t: StoredTrial, trials: Sequence[StoredTrial]) ->
     return True
 
 
+def needs_recovery(trials: Sequence[StoredTrial], heartbeat: bool) -> bool:
+    """Whether `recover` (or, with `heartbeat`, `fail_stale_heartbeats`) may have work: a
+    RUNNING trial whose tuner on this host is gone, one without a tuner record older than
+    `ORPHAN_AGE_S`, or (heartbeat storages) any RUNNING trial of another host. A cheap
+    look, so that live workers do not scan the process table before every trial."""
+    host = host_name()
+    for t in trials:
+        if t.state != _RUNNING:
+            continue
+        if t.worker is None:
+            if _age_s(t) > ORPHAN_AGE_S:
+                return True
+        elif t.worker.get("host") != host:
+            if heartbeat:
+                return True
+        elif not is_same_process(t.worker):
+            return True
+    return False
+
+
 def _age_s(t: StoredTrial) -> float:
     if t.started is None:
         return float("inf")
@@ -90,7 +109,7 @@ def _end(store: TrialStore, t: StoredTrial, outcome: str, artifacts: Artifacts |
 def recover(store: TrialStore, launcher: Launcher, artifacts: Artifacts | None = None) -> list[str]:
     """Make the study whole after a tuner died (see the module docstring). Log lines."""
     lines: list[str] = []
-    host = socket.gethostname()
+    host = host_name()
     trials = store.read()
     mine = [t for t in trials if t.worker is not None and t.worker.get("host") == host]
     found = find_launch_processes(t.worker.get("launch_id") for t in mine if t.worker is not None)
@@ -120,7 +139,7 @@ def _ensure_retries(store: TrialStore, failed_now: Sequence[StoredTrial]) -> lis
     just_failed = {t.number for t in failed_now}
     by_number = {t.number: t for t in trials}
     for t in trials:
-        if t.state != _FAIL or (t.worker is None and t.number not in just_failed):
+        if t.state != _FAIL or (t.worker is None and t.number not in just_failed) or t.outcome == WITHDRAWN:
             continue
         if requeue(store, t, trials):
             lines.append(f"queued the parameters of trial {t.number} again: {t.retry_params}")

@@ -13,6 +13,7 @@ from autospec.feasibility import PreflightOracle
 from autospec.launcher import Launcher
 from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.study.signals import StopSignals
+from autospec.study.slots import Slot
 
 __all__ = ["OptimizeRequest", "OptimizeResult", "StudyInterrupted", "StudyStopped", "STORAGE_PATIENCE_S"]
 
@@ -59,6 +60,9 @@ class OptimizeRequest:
     allow_foreign_gpu_memory: bool = False
     confirm: int = 0  # relaunches of front configurations once n_trials are launched (--confirm)
     race: bool = True  # stop measuring clearly dominated configurations early (autospec.study.racing)
+    slot: Slot | None = None  # the GPU slot this run's servers use (autospec.study.slots); None: all GPUs
+    hardware: str | None = None  # what the servers run on, e.g. "NVIDIA H200 x1" (memory lessons are kept per hardware)
+    study_options: Mapping[str, Any] | None = None  # stored with a new study for `autospec worker` (cli.workers)
 
 
 @dataclass

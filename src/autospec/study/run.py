@@ -50,6 +50,8 @@ from autospec.records import (
     MODEL_SUMMARY_KEY,
     OK,
     STORAGE_AWAY_ERRORS,
+    WITHDRAWN,
+    WORKER_OPTIONS_KEY,
     Markers,
     StorageRetry,
     StorageUnavailable,
@@ -64,6 +66,7 @@ from autospec.records import (
 from autospec.space import calibration_points, grid, suggest, to_distribution_params
 from autospec.study import recovery
 from autospec.study.chain import ChainHooks, TrialChain
+from autospec.study.claims import StudyLock, claimed_by_others, decide_claim
 from autospec.study.compiled import CompiledSpace, compile_space
 from autospec.study.gpu_guard import GpuGuard
 from autospec.study.heartbeat import Heartbeat
@@ -92,6 +95,7 @@ from autospec.study.teach import teach_gate
 __all__ = ["StudyRun", "optimize", "count_launched"]
 
 MAX_IDLE_ASKS = 60  # consecutive non-launching candidates before checking what is left
+WAIT_POLL_S = 2.0  # how often a worker whose budget other workers hold looks again
 PUSH_SHARE = 3  # at most 1/PUSH_SHARE of the launch budget goes to mem-fraction pushes
 HEARTBEAT_S = 10.0
 SERVER_RECORD_PATIENCE_S = 10.0  # the server record only speeds up recovery; a launch does not wait longer
@@ -120,6 +124,7 @@ class _Current:
     beat: Heartbeat | None = None
     idle_before_launch: float | None = None  # seconds the GPU was free before this launch
     confirm_of: int | None = None  # a confirmation relaunch of this trial's configuration
+    withdrawn: bool = False  # another worker claimed its launch first (autospec.study.claims)
 
 
 class StudyRun:
@@ -132,7 +137,8 @@ class StudyRun:
         self.signals = req.signals if req.signals is not None else StopSignals()
         self.launcher = req.launcher or Launcher()
         locator, local_file = storage_locator(req.storage, req.study_name, req.studies_dir)
-        self.guard = GpuGuard(self.launcher, req.study_name, locator, req.allow_foreign_gpu_memory)
+        self.guard = GpuGuard(self.launcher, req.study_name, locator, req.allow_foreign_gpu_memory,
+                              shared_slot=req.slot is not None and req.slot.shared)
         # A new study (or storage file) is created only once nothing else holds the GPU;
         # an existing one is guarded after recovery has stopped its own leftovers (_prepare).
         new_file = local_file is not None and not local_file.exists()
@@ -145,6 +151,7 @@ class StudyRun:
         # the real study only asks for queued parameters, so its own sampler fills in at
         # most the parameters a calibration point leaves open.
         self.study = open_study(self.handle, req.study_name, req.space, optuna.samplers.RandomSampler(seed=req.seed))
+        self.lock = StudyLock(self.handle.storage, req.study_name, self.handle.local_path)
         self.layout = StudyLayout.beside(self.handle.local_path, req.studies_dir, req.study_name)
         self.events = EventLog(self.layout.events_log)
         retry = StorageRetry(self.handle.description, patience_s=req.storage_patience_s, on_wait=self._log)
@@ -163,7 +170,7 @@ class StudyRun:
         )
         self.chain = TrialChain(
             space=req.space, launcher=self.launcher, gate=self.gate, command=req.command, layout=self.layout,
-            env=req.env, ready_timeout_s=req.ready_timeout_s,
+            env=req.env, ready_timeout_s=req.ready_timeout_s, shared_gpu=req.slot is not None and req.slot.shared,
         )
         self.proposer: Proposer | None = None  # made in _prepare, once the space is compiled
         self.compiled = CompiledSpace(req.space)
@@ -179,6 +186,12 @@ class StudyRun:
         self._gpu_free_since = _process_started()
         self._idle: list[float] = []  # GPU idle seconds before each launch of this run
         self._me = this_worker()
+        # Where this worker's trials run: stored on each trial (reports, recovery) and used to
+        # keep memory lessons to the hardware they were learned on.
+        self._placement: dict[str, Any] = {"hardware": req.hardware}
+        if req.slot is not None:
+            self._placement["slot"] = req.slot.as_dict()
+        self._taught: set[int] = set()  # trials the gate has learned from
 
     def _sampler(self, seed_offset: int) -> optuna.samplers.BaseSampler:
         seed = None if self.req.seed is None else self.req.seed + seed_offset
@@ -237,17 +250,23 @@ class StudyRun:
         """Store results kept while the storage was away, recover from an earlier tuner's
         death, teach the gate, prefetch preflight answers, queue the baseline and
         calibration launches."""
-        for line in self.pending.replay(self.store) + recovery.recover(self.store, self.launcher, self.artifacts):
+        with self.lock.held():
+            lines = self.pending.replay(self.store) + recovery.recover(self.store, self.launcher, self.artifacts)
+        for line in lines:
             self._log(line)
         self.guard.clear(self._log)
         trials = self.store.read()
-        teach_gate(trials, self.gate)
+        self._teach(trials)
         self._compile()
         # A resumed study must not replay the sampler's opening proposals: offset the seed.
         sampler = self._sampler(seed_offset=len(trials) if trials else 0)
         self.proposer = Proposer(self.compiled, sampler, self.gate, self.store.maximize, self.store.constraint_names)
-        self._enqueue_baseline()
-        self._enqueue_once(_CALIBRATION_ENQUEUED, self.req.learn, calibration_points(self.space), Markers(calibration=True))
+        with self.lock.held():  # other workers of the study may be starting too: queue these once
+            if self.req.study_options and not self.study.user_attrs.get(WORKER_OPTIONS_KEY):
+                self.store.set_study_attr(WORKER_OPTIONS_KEY, dict(self.req.study_options))
+            self._enqueue_baseline()
+            self._enqueue_once(_CALIBRATION_ENQUEUED, self.req.learn, calibration_points(self.space),
+                               Markers(calibration=True))
         self.done = self.index = sum(1 for t in trials if t.counts_as_launch)
         measured = [t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values]
         self.obs.study_started(self.req.study_name, self.done, self.req.n_trials, measured)
@@ -292,18 +311,60 @@ class StudyRun:
 
     def _loop(self) -> str:
         deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None
-        while self.done < self.req.n_trials:
+        stuck_at: int | None = None
+        while True:
+            trials = self.store.read()
+            self.done = self.index = sum(1 for t in trials if t.counts_as_launch)
+            if self.done >= self.req.n_trials:
+                break
             if deadline is not None and time.monotonic() >= deadline:
                 return "timeout"
-            if self.idle >= MAX_IDLE_ASKS and not self._enqueue_random_remaining():
-                return "exhausted"
-            if not self._run_one():
-                return "exhausted"
+            elsewhere = len(claimed_by_others(trials))
+            if self.done + elsewhere >= self.req.n_trials:
+                self._wait_for_others()  # their launches may fail to start, or their worker die
+                continue
+            finished = sum(1 for t in trials if t.state.is_finished())
+            if stuck_at == finished:  # nothing new since this worker found nothing to launch
+                self._wait_for_others()
+                continue
+            if (self.idle >= MAX_IDLE_ASKS and not self._enqueue_random_remaining()) or not self._run_one():
+                if not elsewhere:
+                    return "exhausted"
+                stuck_at = finished  # others may still change what is left (a failure, a retry)
+                self._wait_for_others()
         while self._enqueue_confirmation():
             if deadline is not None and time.monotonic() >= deadline:
                 return "timeout"
             self._run_one()
         return "target"
+
+    def _wait_for_others(self) -> None:
+        """The rest of the budget is claimed by other workers: look again in a moment (their
+        trial may end without a launch, or their worker die and its trial be retried)."""
+        self.obs.phase("waiting for other workers")
+        time.sleep(WAIT_POLL_S)
+        with self.signals.deferred():
+            self._recover_others()
+
+    def _recover_others(self) -> None:
+        """Fail and retry the trials of workers that died (on this host: by process
+        identity; on any host, with an RDB storage: by heartbeat), under the study's lock
+        so that two workers never retry the same trial twice."""
+        if not recovery.needs_recovery(self.store.read(), heartbeat=self.handle.heartbeat):
+            return
+        with self.lock.held():
+            lines = recovery.recover(self.store, self.launcher, self.artifacts)
+            if self.handle.heartbeat:
+                lines += recovery.fail_stale_heartbeats(self.store)
+        for line in lines:
+            self._log(line)
+
+    def _teach(self, trials: Sequence[StoredTrial]) -> None:
+        """Teach the gate what trials it has not seen yet showed (other workers' too); memory
+        lessons only from the same hardware (`teach_gate`)."""
+        new = [t for t in trials if t.number not in self._taught and t.state.is_finished()]
+        teach_gate(new, self.gate, hardware=self.req.hardware)
+        self._taught.update(t.number for t in new)
 
     def _enqueue_confirmation(self) -> bool:
         """Queue the next confirmation relaunch (``--confirm``); False when K were made or
@@ -342,6 +403,8 @@ class StudyRun:
         current = self._ask()
         if current is None:
             return False
+        if current.withdrawn:
+            return True
         trial = current.trial
         self.obs.trial_started(trial.number, self.index + 1, self.req.n_trials, current.candidate)
         current.beat = Heartbeat(
@@ -386,11 +449,12 @@ class StudyRun:
                 self.idle = 0
             elif current.confirm_of is None:
                 self.idle += 1
+        self._taught.add(trial.number)
         if record.launched and current.confirm_of is None:  # failed launches too: not relaunched
             self.gate.remember(trial.number, record.resolved, record.values, record.constraints, record.bench)
         self.obs.trial_finished(trial.number, record, self.done, self.req.n_trials)
         if record.launched and self.req.learn and self.done < self.req.n_trials:
-            with self.signals.deferred():
+            with self.signals.deferred(), self.lock.held():
                 push = self._enqueue_mem_push(budget=max(1, self.req.n_trials // PUSH_SHARE))
             if push:
                 self._log(push)
@@ -399,31 +463,52 @@ class StudyRun:
         """Ask for the next trial and record this tuner on it (a storage write that a first
         stop signal waits for); None when nothing launchable is left."""
         with self.signals.deferred():
-            if self.handle.heartbeat:
-                for line in recovery.fail_stale_heartbeats(self.store):
-                    self._log(line)
+            self._recover_others()
             if not self.store.read(states=(optuna.trial.TrialState.WAITING,)) and not self._propose():
                 return None
             trial = self.store.ask()
             launch_id = new_launch_id()
             self.current = _Current(trial, {}, launch_id, time.monotonic(),
                                     confirm_of=Markers.from_attrs(trial.user_attrs).confirm_of)
-            self.store.record_worker(trial, this_worker(launch_id))
             self.current.candidate = self.compiled.candidate(suggest(trial, self.space))
             if self.proposer is not None:
                 self.proposer.bind(trial.number, trial.params)
+            self._claim(self.current)
         return self.current
+
+    def _claim(self, current: _Current) -> None:
+        """Record this worker on the trial if it may launch (`autospec.study.claims`); else
+        withdraw it (FAIL, never retried). A trial not taken from the queue (another worker
+        took the queued proposal between our look and our ask) is withdrawn as well."""
+        trial = current.trial
+        queued = self.store.was_queued(trial)
+        with self.lock.held():
+            if queued:
+                claim = decide_claim(self.store.read(), trial.number, trial.params, self.req.n_trials,
+                                     counts_toward_target=current.confirm_of is None)
+                reason = claim.reason
+            else:
+                reason = "another worker took the queued proposal first"
+            if not reason:
+                self.store.record_worker(trial, {**this_worker(current.launch_id), **self._placement})
+                return
+            self.store.tell_failed(trial, TrialRecord(outcome=WITHDRAWN, candidate=current.candidate, reason=reason))
+        current.withdrawn = True
+        self.current = None
+        self.events.write(f"trial {trial.number}: withdrawn before launch: {reason}")
 
     def _propose(self) -> bool:
         """Queue the proposer's next launchable configuration (`autospec.study.proposer`);
         when it gives up, a random configuration the gate would launch; when none is
         left, nothing (the loop then stops: the space is exhausted)."""
         assert self.proposer is not None
+        trials = self.store.read()
+        self._teach(trials)  # what other workers measured since
         proposal = self._background_proposal()
         if proposal is not None:
             proposal = self.proposer.confirm(proposal)
         else:
-            self.proposer.mirror(self.store.read(), self.store.frozen)
+            self.proposer.mirror(trials, self.store.frozen)
             proposal = self.proposer.propose()
         for answer in proposal.answered:
             self.obs.not_launched(answer.candidate, answer.verdict.status, answer.verdict.reason)
@@ -553,7 +638,7 @@ class StudyRun:
             for t in pareto_front(launched, self.store.maximize) if t.values is not None and t.outcome == OK
         ]
         push = push_candidate(self.space, front, self._push_answer)
-        if push is None:
+        if push is None or any(t.markers.mem_push == push.base.number for t in pushes):  # another worker queued it
             return ""
         self.store.enqueue(to_distribution_params(push.candidate, self.space), Markers(mem_push=push.base.number))
         return push.describe()

@@ -19,7 +19,10 @@ SAMPLERS = ("tpe", "gp", "nsga2", "random")  # `--sampler model` is autospec.stu
 def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.samplers.BaseSampler:
     """One of Optuna's samplers by name (`SAMPLERS`)."""
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True)
+        # constant_liar: trials running on other slots or workers count as bad results, so
+        # concurrent proposals do not crowd where the study is measuring already.
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True,
+                                          constant_liar=True)
     if name == "gp":
         if importlib.util.find_spec("torch") is None:  # Optuna 5.0's GPSampler runs on PyTorch
             raise UsageError("--sampler gp needs PyTorch; pip install torch (the CPU build is enough), or use tpe")

@@ -16,6 +16,7 @@ created with; opening it with a different space is a `StorageError` that changes
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,18 +123,34 @@ def open_storage(spec: str | None, study_name: str, studies_dir: Path) -> Storag
         if not local.parent.exists():
             raise StorageError(f"folder {str(local.parent)!r} for the SQLite file does not exist; create it first")
     try:
-        storage = optuna.storages.RDBStorage(
-            spec,
-            heartbeat_interval=HEARTBEAT_INTERVAL_S,
-            grace_period=GRACE_PERIOD_S,
-            engine_kwargs={"pool_pre_ping": True} if not scheme.startswith("sqlite") else None,
-        )
+        storage = _rdb_storage(spec, scheme)
     except ImportError as exc:
         raise StorageError(f"storage {_redact(spec)} needs a database driver that is not installed ({exc}); pip install it") from None
     except Exception as exc:  # sqlalchemy.exc.* and driver errors: unreachable, auth, bad URL
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"cannot open storage {_redact(spec)}: {first}; check the URL, that the server runs and the credentials") from None
     return StorageHandle(storage, _redact(spec), heartbeat=True, local_path=local)
+
+
+def _rdb_storage(spec: str, scheme: str, attempts: int = 4) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage of `spec`. Workers started at once on a new database race to
+    create its tables (Optuna 5.0: a UNIQUE violation on ``alembic_version`` or an existing
+    type for the loser): such an error is retried; the tables are there by then."""
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(
+                spec,
+                heartbeat_interval=HEARTBEAT_INTERVAL_S,
+                grace_period=GRACE_PERIOD_S,
+                engine_kwargs={"pool_pre_ping": True} if not scheme.startswith("sqlite") else None,
+            )
+        except ImportError:
+            raise
+        except Exception as exc:
+            if attempt + 1 == attempts or not re.search(r"UNIQUE|unique|already exists|IntegrityError", str(exc)):
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def study_exists(handle: StorageHandle, study_name: str) -> bool:
@@ -173,9 +190,12 @@ def open_study(
         return study
     if not create:
         raise StorageError(f"no study named {study_name!r} in {handle.description}; check --study and --storage")
-    study = optuna.create_study(
-        study_name=study_name, storage=handle.storage, sampler=sampler, directions=directions
-    )
+    try:
+        study = optuna.create_study(
+            study_name=study_name, storage=handle.storage, sampler=sampler, directions=directions
+        )
+    except optuna.exceptions.DuplicatedStudyError:  # another worker created it just now
+        return open_study(handle, study_name, space, sampler, create=False)
     study.set_metric_names(names)
     study.set_user_attr(FINGERPRINT_KEY, space.fingerprint())
     study.set_user_attr(SPACE_SOURCE_KEY, space.source)

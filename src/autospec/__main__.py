@@ -1,0 +1,7 @@
+"""``python -m autospec``: the same as the ``autospec`` command (slot workers run it so)."""
+
+import sys
+
+from autospec.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,127 @@
+"""Several trials at once: GPU slots on one host (`--gpus`), and what `autospec worker`
+needs to join a study from another host.
+
+`autospec optimize --gpus 0-7` with more than one slot runs one worker process per slot
+(`run_slot_workers`): the same command with the hidden ``--slot K``, in a session of its
+own, its output relayed with a ``[slot K]`` prefix. The workers share the study through
+its storage (Optuna's distributed mode; `autospec.study.claims` keeps ``--trials``
+exact). Slot 0 starts first and the others once it has opened the study, so the study
+and its storage file are created once, after slot 0's GPU check. A stop signal to this
+process is passed on to every worker once per signal (the first stops each worker after
+its current server is torn down, a second kills the servers at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from autospec.config import SearchSpace
+from autospec.errors import UsageError
+from autospec.study.slots import Slot, SlotPlan, gpus_per_trial_of, parse_gpus, plan_slots
+
+__all__ = ["slot_of", "study_options", "run_slot_workers", "HOST_OPTIONS"]
+
+# Options of `autospec optimize` that belong to one host or one invocation, not to the
+# study: `autospec worker` takes these from its own command line, the rest from the study.
+HOST_OPTIONS = frozenset({
+    "space", "study", "storage", "studies_dir", "gpus", "gpus_per_trial", "slot", "quiet", "timeout",
+    "allow_foreign_gpu_memory", "storage_patience", "server_command", "ready_timeout", "argv",
+})
+_FIRST_SLOT_READY_S = 600.0  # slot 0 opens the study within this (its GPU check and preflight included)
+
+
+def slot_of(args: argparse.Namespace, space: SearchSpace) -> tuple[SlotPlan | None, Slot | None]:
+    """The slot plan of ``--gpus`` (None without it) and the slot this process runs: the
+    one named by ``--slot``, the only one, or None (several: `run_slot_workers`)."""
+    if args.gpus is None:
+        if args.gpus_per_trial is not None or args.slot is not None:
+            raise UsageError("--gpus-per-trial needs --gpus; e.g. --gpus 0-7 --gpus-per-trial 2")
+        return None, None
+    per_trial = args.gpus_per_trial if args.gpus_per_trial is not None else gpus_per_trial_of(space.server.flags)
+    plan = plan_slots(parse_gpus(args.gpus), per_trial)
+    if args.slot is not None:
+        if not 0 <= args.slot < len(plan.slots):
+            raise UsageError(f"--slot {args.slot} is not one of the {len(plan.slots)} slots of --gpus {args.gpus}")
+        return plan, plan.slots[args.slot]
+    return plan, plan.slots[0] if len(plan.slots) == 1 else None
+
+
+def study_options(args: argparse.Namespace, space_file: Path | None) -> dict[str, Any]:
+    """What `autospec worker` needs to run this study on another host: the options that
+    belong to the study (not `HOST_OPTIONS`) and the search-space file's text."""
+    options = {k: v for k, v in vars(args).items()
+               if k not in HOST_OPTIONS and isinstance(v, (str, int, float, bool, list, type(None))) and
+               not k.startswith("_") and k not in ("handler", "on_interrupt", "stop_signals")}
+    json.dumps(options)  # only plain values travel
+    text = space_file.read_text() if space_file is not None and space_file.is_file() else None
+    return {"options": options, "space_toml": text, "space_name": space_file.name if space_file else None}
+
+
+def _relay(stream: IO[str], prefix: str, out: IO[str], first_line: threading.Event | None) -> None:
+    for line in stream:
+        if first_line is not None:
+            first_line.set()
+        out.write(prefix + line)
+        out.flush()
+    if first_line is not None:
+        first_line.set()
+
+
+def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, out: IO[str] | None = None) -> int:
+    """Run one worker process per slot of `plan` (see the module docstring): the command of
+    this invocation (``args.argv``) with ``--slot K``; wait for all. The exit code is the
+    highest of theirs."""
+    out = out or sys.stdout
+    words = list(args.argv)
+    for line in plan.describe():
+        print(f"autospec: {line}", file=out)
+    procs: list[subprocess.Popen[str]] = []
+    relays: list[threading.Thread] = []
+    try:
+        for slot in plan.slots:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "autospec", *words, "--slot", str(slot.index)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True,
+            )
+            procs.append(proc)
+            opened = threading.Event() if slot.index == 0 else None
+            assert proc.stdout is not None
+            relay = threading.Thread(target=_relay, args=(proc.stdout, f"[slot {slot.index}] ", out, opened), daemon=True)
+            relay.start()
+            relays.append(relay)
+            if opened is not None:  # slot 0 creates the study; the others join it
+                opened.wait(_FIRST_SLOT_READY_S)
+                if proc.poll() is not None and proc.returncode != 0:
+                    break
+    except KeyboardInterrupt:  # stopped while starting: the started workers stop as after any signal
+        _forward(procs)
+    _wait_all(procs)
+    for relay in relays:
+        relay.join(timeout=5)
+    codes = [p.returncode for p in procs]
+    print(f"autospec: {len(procs)} slot workers of study {study_name} ended with exit codes {codes}", file=out)
+    return max(codes, default=0)
+
+
+def _wait_all(procs: Sequence[subprocess.Popen[str]]) -> None:
+    """Wait for every worker; each stop signal this process gets is passed on to them."""
+    while any(p.poll() is None for p in procs):
+        try:
+            time.sleep(0.2)
+        except KeyboardInterrupt:
+            _forward(procs)
+
+
+def _forward(procs: Sequence[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
