@@ -5,8 +5,8 @@ needs to join a study from another host.
 (`run_slot_workers`): the same command with the hidden ``--slot K``, in a session of its
 own, its output relayed with a ``[slot K]`` prefix. The workers share the study through
 its storage (Optuna's distributed mode; `autospec.study.claims` keeps ``--trials``
-exact). Slot 0 starts first and the others once it has opened the study, so the study
-and its storage file are created once, after slot 0's GPU check. A stop signal to this
+exact). Slot 0 starts first and the others once the study exists in the storage, so the
+study and its storage file are created once, after slot 0's GPU check. A stop signal to this
 process is passed on to every worker once per signal (the first stops each worker after
 its current server is torn down, a second kills the servers at once).
 """
@@ -66,14 +66,29 @@ def study_options(args: argparse.Namespace, space_file: Path | None) -> dict[str
     return {"options": options, "space_toml": text, "space_name": space_file.name if space_file else None}
 
 
-def _relay(stream: IO[str], prefix: str, out: IO[str], first_line: threading.Event | None) -> None:
+def _relay(stream: IO[str], prefix: str, out: IO[str]) -> None:
     for line in stream:
-        if first_line is not None:
-            first_line.set()
         out.write(prefix + line)
         out.flush()
-    if first_line is not None:
-        first_line.set()
+
+
+def _wait_for_study(args: argparse.Namespace, study_name: str, first: subprocess.Popen[str]) -> bool:
+    """Wait until slot 0 (`first`) has created the study (a local storage file is not
+    opened before it exists: slot 0 creates it after its GPU check). False when slot 0
+    ended first without success."""
+    from autospec.study.storage import open_storage, storage_locator, study_exists
+
+    studies_dir = Path(args.studies_dir)
+    _, local = storage_locator(args.storage, study_name, studies_dir)
+    deadline = time.monotonic() + _FIRST_SLOT_READY_S
+    while time.monotonic() < deadline:
+        if first.poll() is not None:
+            return first.returncode == 0
+        if (local is None or local.exists()) and study_exists(open_storage(args.storage, study_name, studies_dir),
+                                                              study_name):
+            return True
+        time.sleep(0.5)
+    return True
 
 
 def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, out: IO[str] | None = None) -> int:
@@ -93,15 +108,12 @@ def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, 
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True,
             )
             procs.append(proc)
-            opened = threading.Event() if slot.index == 0 else None
             assert proc.stdout is not None
-            relay = threading.Thread(target=_relay, args=(proc.stdout, f"[slot {slot.index}] ", out, opened), daemon=True)
+            relay = threading.Thread(target=_relay, args=(proc.stdout, f"[slot {slot.index}] ", out), daemon=True)
             relay.start()
             relays.append(relay)
-            if opened is not None:  # slot 0 creates the study; the others join it
-                opened.wait(_FIRST_SLOT_READY_S)
-                if proc.poll() is not None and proc.returncode != 0:
-                    break
+            if slot.index == 0 and not _wait_for_study(args, study_name, proc):  # slot 0 creates it; others join
+                break
     except KeyboardInterrupt:  # stopped while starting: the started workers stop as after any signal
         _forward(procs)
     _wait_all(procs)
