@@ -39,7 +39,8 @@ def run_study(
     proc = subprocess.run(argv, capture_output=True, text=True)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"study {name} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+        raise SystemExit(f"study {name} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}\n"
+                         f"{proc.stdout.strip()[-3000:]}")
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{folder / (name + '.db')}")
     return study, wall
 

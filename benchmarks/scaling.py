@@ -1,6 +1,6 @@
 """Scale-out on one host: the same 20-launch simulated study with 1, 2 and 4 GPU slots.
 
-    python benchmarks/scaling.py [--trials 20] [--seed 1] [--time-scale 0.5] [--space default]
+    python benchmarks/scaling.py [--trials 20] [--seed 1] [--time-scale 1] [--space default]
 
 Each study runs `autospec optimize --sim --gpus ...` exactly as a user would (slots of
 tp_size GPUs of a simulated 16-GPU host). Printed per slot count: wall seconds and the
@@ -44,7 +44,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--time-scale", type=float, default=0.5)
+    ap.add_argument("--time-scale", type=float, default=1.0, help="simulated time scale (default 1: the quick start's)")
     ap.add_argument("--space", default="default")
     ap.add_argument("--profile", default="seed-qwen35-122b-4x-rtxpro6000")
     ap.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4])

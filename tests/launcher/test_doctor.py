@@ -132,3 +132,15 @@ def test_cli_doctor_help(argv, capsys):
         main(argv)
     assert caught.value.code == 0
     assert "--model-path" in capsys.readouterr().out
+
+
+def test_cli_doctor_lists_the_slots_optimize_would_use(tmp_path, capsys):
+    code = main(["doctor", "--no-sglang", "--sim-gpu-state-dir", str(tmp_path / "gpu"), "--gpus", "0-4",
+                 "--gpus-per-trial", "2"])
+    out = capsys.readouterr().out
+    assert code in (0, 1)  # no model given: the slots are printed either way
+    assert "slot 0: GPU 0,1, ports 30000-30099" in out and "slot 1: GPU 2,3" in out
+    assert "unused: GPU 4" in out
+    main(["doctor", "--no-sglang", "--sim-gpu-state-dir", str(tmp_path / "gpu"), "--gpus", "0,0", "--json"])
+    slots = json.loads(capsys.readouterr().out)["slots"]
+    assert [(s["gpus"], s["shared"]) for s in slots] == [([0], True), ([0], True)]

@@ -167,3 +167,26 @@ def test_a_numerical_failure_of_the_model_falls_back_to_a_random_proposal(monkey
     trial = study.ask()
     assert key(suggest(trial, SPACE)) in RECORDS  # a configuration of the space, from the fallback
     assert sampler.failures == 1 and sampler.prediction_for(trial.number) is None
+
+
+def test_a_configuration_in_flight_on_another_slot_is_believed_on_the_front():
+    """Kriging believer: what another slot is measuring counts at the model's prediction, so
+    a candidate just like it is worth (almost) nothing more, and concurrent slots spread."""
+    from autospec.records import read_trials
+
+    sampler = ModelSampler(SPACE, dict, lambda flags: {}, seed=0)
+    study, store = study_with(sampler)
+    for candidate in GRID[:12:3]:  # four launches: drafts 2, 4, 8, 12 at breadth 1/10
+        from autospec.space import to_distribution_params
+
+        study.enqueue_trial(to_distribution_params(candidate, SPACE))
+        trial = study.ask()
+        store.tell(trial, measured(suggest(trial, SPACE)))
+    trials = read_trials(study)
+    flags = [{**SPACE.server.flags, **c} for c in GRID]
+    _, alone = sampler._rank(trials, flags)
+    best = int(np.argmax(alone.ehvi))
+    assert alone.ehvi[best] > 0.001
+    _, believed = sampler._rank(trials, flags, in_flight=[flags[best]])
+    assert "in flight 1" in believed.front_labels
+    assert believed.ehvi[best] < 0.25 * alone.ehvi[best]  # what is left: the draws above its mean

@@ -91,6 +91,11 @@ def test_workers_of_two_hosts_with_two_slots_each_launch_exactly_n_distinct_conf
     assert all(t.worker["slot"]["index"] in (0, 1) for t in launched)
     assert (tmp_path / "b" / "s.space.toml").read_text() == fast_space.read_text()
     assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+    # the report says where the launches ran
+    pareto = subprocess.run([sys.executable, "-m", "autospec", "pareto", "--study", "s", "--storage", postgres_url],
+                            capture_output=True, text=True, check=True).stdout
+    where = pareto.split("where the launches ran")[1].split("\n\n")[0]
+    assert "8 launches on host-a, host-b (4 slots)" in where, pareto
 
 
 def test_workers_sigkilled_mid_trial_are_recovered_by_the_others_and_their_trials_retried_once(tmp_path, fast_space):

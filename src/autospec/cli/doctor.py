@@ -13,9 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from autospec.errors import UsageError
 from autospec.launcher.doctor import GpuHolder, render_text, run_doctor
 from autospec.launcher.probes import GpuProbe, NvmlGpuProbe, ProbeUnavailable, SimGpuProbe
+from autospec.study.slots import parse_gpus, plan_slots
 
 __all__ = ["register", "run", "hf_cache_dirs"]
 
@@ -30,7 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--python", default=sys.executable,
                    help="the Python that runs the server (default: this one)")
     p.add_argument("--model-path", help="model folder or Hugging Face id to look up")
-    p.add_argument("--gpus", help="NVML GPU indices to check, comma-separated (default: all)")
+    p.add_argument("--gpus", help="NVML GPU indices to check, e.g. 0-7 or 0,1 (default: all); with them, the slots "
+                                  "`autospec optimize --gpus` would make")
+    p.add_argument("--gpus-per-trial", type=int, default=1, metavar="N",
+                   help="GPUs per slot for the slot list (default 1; optimize's default is tp x pp x dp)")
     p.add_argument("--sim", action="store_true",
                    help="look at the simulator's recorded GPU memory of --studies-dir instead of NVML")
     p.add_argument("--studies-dir", default="studies", help="with --sim: the studies folder (default studies)")
@@ -55,12 +58,7 @@ def hf_cache_dirs(environ: dict[str, str] | None = None) -> list[Path]:
 
 
 def _gpu_indices(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"--gpus {text!r} is not a list of GPU indices; use e.g. --gpus 0,1") from None
+    return sorted(set(parse_gpus(text))) if text else None
 
 
 def _probe(args: argparse.Namespace) -> tuple[GpuProbe | None, str, str | None]:
@@ -98,8 +96,16 @@ def run(args: argparse.Namespace) -> int:
         hf_cache_dirs=hf_cache_dirs(),
     )
     report = dataclasses.replace(report, holders=tuple(_with_owner(h) for h in report.holders))
+    plan = plan_slots(parse_gpus(args.gpus), args.gpus_per_trial) if args.gpus else None
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
+        data = report.as_dict()
+        if plan is not None:
+            data["slots"] = [{**slot.as_dict(), "ports": [slot.ports.start, slot.ports.stop - 1]} for slot in plan.slots]
+        print(json.dumps(data, indent=2))
     else:
         print(render_text(report))
+        if plan is not None:
+            print(f"slots for autospec optimize --gpus {args.gpus} --gpus-per-trial {args.gpus_per_trial}:")
+            for line in plan.describe():
+                print(f"  {line}")
     return 0 if report.ok else 1

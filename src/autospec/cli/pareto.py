@@ -76,6 +76,7 @@ def _section(title: str, lines: list[str], bullet: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from autospec.report import build_table, format_text, front_json, recommend, snapshot, study_warnings, table_json
     from autospec.report.model_notes import model_json, model_lines
+    from autospec.report.placement import placement_json, placement_lines
 
     study = open_existing(args)
     data = snapshot(study)
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         out["recommendations"] = _picks_json(picks)
         out["notes"] = study_warnings(data, baseline)
         out["model"] = model_json(data, picks)
+        out["placement"] = placement_json(data)
         print(json.dumps(out, indent=2, default=str))
         return 0
     n = data.counts
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     for name, pick in picks.items():
         print(f"  {name:<10} {pick.why}")
     _section("the model (--sampler model), before each launch and after the last:", model_lines(data, picks), "  ")
+    _section("where the launches ran (hardware class, hosts, slots):", placement_lines(data), "  ")
     _section("notes:", study_warnings(data, baseline), "  - ")
     print()
     print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N "

@@ -14,6 +14,7 @@ its current server is torn down, a second kills the servers at once).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from autospec.config import SearchSpace
-from autospec.errors import UsageError
+from autospec.errors import AutospecError, UsageError
 from autospec.study.slots import Slot, SlotPlan, gpus_per_trial_of, parse_gpus, plan_slots
 
 __all__ = ["slot_of", "study_options", "run_slot_workers", "HOST_OPTIONS"]
@@ -58,12 +59,11 @@ def slot_of(args: argparse.Namespace, space: SearchSpace) -> tuple[SlotPlan | No
 def study_options(args: argparse.Namespace, space_file: Path | None) -> dict[str, Any]:
     """What `autospec worker` needs to run this study on another host: the options that
     belong to the study (not `HOST_OPTIONS`) and the search-space file's text."""
-    options = {k: v for k, v in vars(args).items()
-               if k not in HOST_OPTIONS and isinstance(v, (str, int, float, bool, list, type(None))) and
-               not k.startswith("_") and k not in ("handler", "on_interrupt", "stop_signals")}
-    json.dumps(options)  # only plain values travel
+    options = {k: v for k, v in vars(args).items()  # plain values only: no handler, no signal policy
+               if k not in HOST_OPTIONS and isinstance(v, (str, int, float, bool, list, type(None)))}
+    json.dumps(options)
     text = space_file.read_text() if space_file is not None and space_file.is_file() else None
-    return {"options": options, "space_toml": text, "space_name": space_file.name if space_file else None}
+    return {"options": options, "space_toml": text}
 
 
 def _relay(stream: IO[str], prefix: str, out: IO[str]) -> None:
@@ -84,17 +84,18 @@ def _wait_for_study(args: argparse.Namespace, study_name: str, first: subprocess
     while time.monotonic() < deadline:
         if first.poll() is not None:
             return first.returncode == 0
-        if (local is None or local.exists()) and study_exists(open_storage(args.storage, study_name, studies_dir),
-                                                              study_name):
-            return True
+        if local is None or local.exists():
+            with contextlib.suppress(AutospecError):  # being created right now: look again
+                if study_exists(open_storage(args.storage, study_name, studies_dir), study_name):
+                    return True
         time.sleep(0.5)
     return True
 
 
 def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, out: IO[str] | None = None) -> int:
     """Run one worker process per slot of `plan` (see the module docstring): the command of
-    this invocation (``args.argv``) with ``--slot K``; wait for all. The exit code is the
-    highest of theirs."""
+    this invocation (``args.argv``) with ``--slot K``; wait for all. The exit code is 0
+    when every worker ended with 0, else the highest (at least 1)."""
     out = out or sys.stdout
     words = list(args.argv)
     for line in plan.describe():
@@ -121,7 +122,8 @@ def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, 
         relay.join(timeout=5)
     codes = [p.returncode for p in procs]
     print(f"autospec: {len(procs)} slot workers of study {study_name} ended with exit codes {codes}", file=out)
-    return max(codes, default=0)
+    bad = [c for c in codes if c != 0]
+    return 0 if not bad else max(max(bad), 1)  # a worker killed by a signal (negative code) is a failure too
 
 
 def _wait_all(procs: Sequence[subprocess.Popen[str]]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autospec.records import WITHDRAWN
 from autospec.report.data import StudyData, TrialView
 
 __all__ = ["TrialWarning", "WARNING_KINDS", "trial_warnings", "study_warnings", "MIN_SAMPLES", "MAX_RELATIVE_HALF_WIDTH"]
@@ -98,9 +99,13 @@ def study_warnings(data: StudyData, baseline: TrialView | None) -> list[str]:
     if baseline is None:
         notes.append("no baseline trial: measure your current configuration with autospec optimize --baseline, "
                      "or name one with --baseline N, to get ratios")
-    failed = data.of_kind("failed")
+    failed = [t for t in data.of_kind("failed") if t.outcome != WITHDRAWN]
     if failed:
         notes.append(f"{len(failed)} trial(s) failed or were interrupted; autospec optimize retries them")
+    withdrawn = [t for t in data.of_kind("failed") if t.outcome == WITHDRAWN]
+    if withdrawn:
+        notes.append(f"{len(withdrawn)} trial(s) withdrawn before launch: another worker had claimed the last launches "
+                     "or the same configuration (docs/distributed.md); not failures, not retried")
     running = data.of_kind("running")
     if running:
         notes.append(f"{len(running)} trial(s) still running or queued; the front can still change")

@@ -138,6 +138,7 @@ class TrialView:
     pooled: tuple[Measure | None, ...] = ()  # per objective, over every launch (see the module docstring)
     between_dominates: tuple[str, ...] = ()  # objectives whose launch-to-launch spread exceeds the measuring error
     predicted: Mapping[str, Any] | None = None  # --sampler model: what it expected before the launch
+    worker: Mapping[str, Any] | None = None  # who ran it: host, hardware, GPU slot (docs/distributed.md)
 
     @property
     def levels(self) -> list[int]:
@@ -275,7 +276,7 @@ def _view(t: StoredTrial, on_front: set[int]) -> TrialView:
         reason=r.reason if r else "", launched=t.launched, imported=t.markers.imported, baseline=t.markers.baseline,
         bench=dict(r.bench) if r else {}, startup=dict(r.startup or {}) if r else {},
         server_args=r.server_args if r else None, resolved=dict(r.resolved) if r else {},
-        duplicate_of=r.duplicate_of if r else None, predicted=t.markers.predicted,
+        duplicate_of=r.duplicate_of if r else None, predicted=t.markers.predicted, worker=t.worker,
     )
 
 

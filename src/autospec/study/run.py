@@ -332,11 +332,14 @@ class StudyRun:
                     return "exhausted"
                 stuck_at = finished  # others may still change what is left (a failure, a retry)
                 self._wait_for_others()
-        while self._enqueue_confirmation():
+        while True:
+            with self.lock.held():  # other workers may be queueing confirmations too
+                queued = self._enqueue_confirmation()
+            if not queued:
+                return "target"
             if deadline is not None and time.monotonic() >= deadline:
                 return "timeout"
             self._run_one()
-        return "target"
 
     def _wait_for_others(self) -> None:
         """The rest of the budget is claimed by other workers: look again in a moment (their
@@ -373,7 +376,8 @@ class StudyRun:
         confirmations = [t for t in trials if t.markers.confirm_of is not None]
         if any(t.state == optuna.trial.TrialState.WAITING for t in confirmations):
             return True  # queued by an earlier run, or queued again after an interruption
-        made = [t for t in confirmations if t.state == optuna.trial.TrialState.COMPLETE]
+        made = [t for t in confirmations  # running on another worker counts as made
+                if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING)]
         if len(made) >= self.req.confirm:
             return False
         front = pareto_front(trials, self.store.maximize)

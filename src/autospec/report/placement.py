@@ -1,0 +1,52 @@
+"""Where a study's trials ran: per hardware class (GPU type x GPUs per server, shared or
+not), the hosts and slots that ran launches there and the front members measured there.
+Measurements from different hardware are not comparable one to one, so a study that mixed
+them should be read per class (docs/distributed.md)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from autospec.report.data import StudyData
+
+__all__ = ["placement_json", "placement_lines"]
+
+
+def placement_json(data: StudyData) -> list[dict[str, Any]]:
+    """One entry per hardware class of the launched trials: launches, hosts, slots, front
+    trial numbers. Empty when no trial records its worker."""
+    classes: dict[str, dict[str, Any]] = defaultdict(lambda: {"launches": 0, "hosts": set(), "slots": set(),
+                                                              "front": []})
+    front = {t.number for t in data.front}
+    for t in data.trials:
+        if not t.launched or not t.worker:
+            continue
+        entry = classes[str(t.worker.get("hardware") or "unrecorded")]
+        entry["launches"] += 1
+        entry["hosts"].add(str(t.worker.get("host", "?")))
+        slot = t.worker.get("slot")
+        if isinstance(slot, dict) and "index" in slot:
+            entry["slots"].add(f"{t.worker.get('host', '?')}/{slot['index']}")
+        if t.number in front:
+            entry["front"].append(t.number)
+    return [{"hardware": name, "launches": e["launches"], "hosts": sorted(e["hosts"]), "slots": sorted(e["slots"]),
+             "front": sorted(e["front"])} for name, e in sorted(classes.items())]
+
+
+def placement_lines(data: StudyData) -> list[str]:
+    """Text of `placement_json`, only when the study ran on several hosts, slots or
+    hardware classes (one worker on one GPU set needs no such section)."""
+    rows = placement_json(data)
+    hosts = {h for r in rows for h in r["hosts"]}
+    slots = {s for r in rows for s in r["slots"]}
+    if len(rows) <= 1 and len(hosts) <= 1 and len(slots) <= 1:
+        return []
+    lines = []
+    for r in rows:
+        front = ", ".join(str(n) for n in r["front"]) or "none"
+        lines.append(f"{r['hardware']}: {r['launches']} launches on {', '.join(r['hosts'])}"
+                     + (f" ({len(r['slots'])} slots)" if r["slots"] else "") + f"; front trials: {front}")
+    if len(rows) > 1:
+        lines.append("measurements from different hardware classes are not comparable one to one: read the front per class")
+    return lines
