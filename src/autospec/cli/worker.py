@@ -71,12 +71,11 @@ def run(args: argparse.Namespace) -> int:
     for key, value in stored.get("options", {}).items():
         if key not in HOST_OPTIONS and hasattr(ns, key):
             setattr(ns, key, value)
-    for key in ("server_command", "ready_timeout", "timeout", "storage_patience", "allow_foreign_gpu_memory",
-                "gpus", "gpus_per_trial", "slot", "quiet"):
-        value = getattr(args, key)
+    for key in HOST_OPTIONS:  # this host's own, where given
+        value = getattr(args, key, None)
         if value is not None:
             setattr(ns, key, value)
     if args.trials is not None:
         ns.trials = args.trials
-    ns.stop_signals, ns.argv = args.stop_signals, args.argv
+    ns.stop_signals = args.stop_signals
     return optimize.run(ns)

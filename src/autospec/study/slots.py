@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from autospec.errors import UsageError
+from autospec.feasibility.learned import MEMORY_FAILURES
 
 __all__ = ["Slot", "SlotPlan", "parse_gpus", "plan_slots", "gpus_per_trial_of", "crowded_out", "PORT_BASE",
            "PORT_SPAN"]
-
-_MEMORY_FAILURES = ("kv_pool_too_small", "cuda_graph_oom", "weights_oom")  # as feasibility.learned.MEMORY_FAILURES
 
 # Slot k picks its ports in [PORT_BASE + k*PORT_SPAN, PORT_BASE + (k+1)*PORT_SPAN): below
 # Linux's ephemeral range (32768+), so no client socket takes them, and apart from
@@ -129,7 +128,7 @@ def crowded_out(kind: str, teardown: Mapping[str, Any] | None) -> float | None:
     as a memory limit (measured on the H200 with SGLang 0.5.16: at mem_fraction_static 0.3
     a second server failed with "Raise --mem-fraction-static above 0.309" while the first
     held 31% of the GPU; alone, the same flags start)."""
-    if kind not in _MEMORY_FAILURES or not teardown:
+    if kind not in MEMORY_FAILURES or not teardown:
         return None
     others = teardown.get("gpu_others_mb_before")
     return float(others) if isinstance(others, (int, float)) and others > 0 else None

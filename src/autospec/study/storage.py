@@ -136,21 +136,23 @@ def _rdb_storage(spec: str, scheme: str, attempts: int = 4) -> optuna.storages.R
     """Optuna's RDBStorage of `spec`. Workers started at once on a new database race to
     create its tables (Optuna 5.0: a UNIQUE violation on ``alembic_version`` or an existing
     type for the loser): such an error is retried; the tables are there by then."""
-    for attempt in range(attempts):
+
+    def make() -> optuna.storages.RDBStorage:
+        return optuna.storages.RDBStorage(
+            spec, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
+            engine_kwargs={"pool_pre_ping": True} if not scheme.startswith("sqlite") else None,
+        )
+
+    for attempt in range(attempts - 1):
         try:
-            return optuna.storages.RDBStorage(
-                spec,
-                heartbeat_interval=HEARTBEAT_INTERVAL_S,
-                grace_period=GRACE_PERIOD_S,
-                engine_kwargs={"pool_pre_ping": True} if not scheme.startswith("sqlite") else None,
-            )
+            return make()
         except ImportError:
             raise
         except Exception as exc:
-            if attempt + 1 == attempts or not re.search(r"UNIQUE|unique|already exists|IntegrityError", str(exc)):
+            if not re.search(r"UNIQUE|unique|already exists|IntegrityError", str(exc)):
                 raise
             time.sleep(0.5 * (attempt + 1))
-    raise AssertionError("unreachable")
+    return make()
 
 
 def study_exists(handle: StorageHandle, study_name: str) -> bool:
