@@ -118,3 +118,32 @@ def test_the_front_is_the_measured_trials_nobody_dominates(study):
 ])
 def test_dominance_respects_directions(a, b, maximize, expected):
     assert dominates(a, b, maximize) is expected
+
+
+def test_a_tell_racing_another_process_that_ends_the_trial_keeps_that_processs_record(tmp_path, monkeypatch):
+    """Recovery on another worker may end a trial (judging its tuner gone) while its tuner
+    writes the result: the tell must not crash, and says what the trial holds now."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    mine = optuna.create_study(storage=url, study_name="s", directions=["maximize", "minimize"])
+    store = TrialStore(mine, [True, False], ["ttft_ms_p99@c32"])
+    other = TrialStore(optuna.load_study(study_name="s", storage=url), [True, False], ["ttft_ms_p99@c32"])
+    stale = full_record(outcome="stale", values=None, constraints={})
+    trial = mine.ask(DIST)
+    writes = []
+    write = mine._storage.set_trial_user_attr
+
+    def interleaved(trial_id, key, value):
+        writes.append(key)
+        if len(writes) == 2:  # the other process ends the trial between two of our writes
+            (running,) = other.read(states=(optuna.trial.TrialState.RUNNING,))
+            assert other.end(running, stale)
+        write(trial_id, key, value)
+
+    monkeypatch.setattr(mine._storage, "set_trial_user_attr", interleaved)
+    stored = store.tell(trial, full_record())
+    assert len(writes) == 2 and stored.outcome == "stale" and stored.state == optuna.trial.TrialState.FAIL
+
+    ended_first = mine.ask(DIST)  # ended before the tell began: left as it is
+    (running,) = other.read(states=(optuna.trial.TrialState.RUNNING,))
+    assert other.end(running, stale)
+    assert store.tell_failed(ended_first, full_record(outcome="interrupted")).outcome == "stale"

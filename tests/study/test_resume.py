@@ -22,13 +22,15 @@ import time
 from pathlib import Path
 
 import optuna
+import psutil
 import pytest
 
 from autospec.launcher import Launcher
-from autospec.launcher.proctree import read_cmdline, read_proc
+from autospec.launcher.proctree import boot_id, read_cmdline, read_proc
 from autospec.records import SERVER_KEY, WORKER_KEY, TrialStore
 from autospec.study import recovery
-from autospec.study.identity import LAUNCH_ID_ENV, this_worker
+from autospec.study.identity import LAUNCH_ID_ENV, is_same_process, recorded_start, this_worker
+from autospec.study.owners import owner_env, owner_from_environ
 from autospec.study.storage import open_storage
 
 from .conftest import storage_spec
@@ -198,12 +200,39 @@ def test_a_dead_tuners_trial_is_failed_and_queued_again_exactly_once():
 def test_a_live_tuners_trial_is_left_alone_but_a_reused_pid_is_not_that_tuner():
     study = new_study()
     mine = running_trial(study, this_worker("a" * 32))
-    reused = dict(this_worker("b" * 32), create_time=this_worker()["create_time"] + 1)
+    reused = dict(this_worker("b" * 32), start_s=this_worker()["start_s"] + 1)
     other = running_trial(study, reused, x=2)
     recover(study)
     assert study.trials[mine.number].state == optuna.trial.TrialState.RUNNING
     assert study.trials[other.number].state == optuna.trial.TrialState.FAIL
     assert len(retries_of(study, other.number)) == 1
+
+
+def test_a_live_tuner_stays_itself_when_the_wall_clock_moves(monkeypatch):
+    """psutil's creation times add /proc/stat's btime, whole seconds that move when the
+    clock is slewed or stepped; two processes could then read one start a second apart.
+    Identity is the start since boot, which no clock change moves."""
+    study = new_study()
+    worker = this_worker("a" * 32)
+    mine = running_trial(study, worker)
+    env = owner_env("s", mine.number, "sqlite://", "a" * 32, worker["pid"], worker["start_s"])
+    boot, created = psutil.boot_time(), psutil.Process().create_time()
+    monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: boot + 1.0)
+    assert psutil.Process().create_time() == pytest.approx(created + 1.0)  # psutil's reading moved
+    assert is_same_process(worker)
+    assert owner_from_environ(env).tuner_alive
+    assert recover(study) == []
+    assert study.trials[mine.number].state == optuna.trial.TrialState.RUNNING
+
+
+def test_a_start_from_another_boot_names_no_process_and_older_records_are_converted():
+    now = this_worker()
+    assert recorded_start(dict(now, boot_id="0" * 32)) is None
+    assert not is_same_process(dict(now, boot_id="0" * 32))
+    older = {"host": now["host"], "pid": now["pid"], "create_time": psutil.Process().create_time()}
+    assert recorded_start(older) == pytest.approx(now["start_s"], abs=0.05)
+    assert is_same_process(older)
+    assert recorded_start({"start_time": 250}) == 250 / os.sysconf("SC_CLK_TCK")
 
 
 def test_leftover_processes_are_stopped_only_when_verified_as_the_trials_own(sleepers):
@@ -216,7 +245,7 @@ def test_leftover_processes_are_stopped_only_when_verified_as_the_trials_own(sle
 
     def server(proc, start_offset=0):
         return {"host": host, "pid": proc.pid, "pgid": proc.pid, "port": None, "cmdline": read_cmdline(proc.pid),
-                "create_time": read_proc(proc.pid).starttime + start_offset}
+                "start_s": read_proc(proc.pid).starttime + start_offset, "boot_id": boot_id()}
 
     a = running_trial(study, dead_worker("1" * 32), server(by_record))
     running_trial(study, dead_worker("2" * 32), server(reused, start_offset=-5), x=2)

@@ -7,9 +7,13 @@ known only by its parent link (and once its parent is gone, not even by that). S
 keyed by PID *and* creation time (so a recycled PID is never mistaken for it), and the
 launcher refreshes it every tick while the server runs and again at stop.
 
-Creation times are psutil's ``Process.create_time()`` (seconds since the epoch, derived on
-Linux from the start time in clock ticks in ``/proc/<pid>/stat``); two readings of the
-same process are equal, and `same_start` compares them with the clock-tick resolution.
+A process's start (`ProcInfo.starttime`) is read on Linux as seconds since boot
+from the clock ticks in ``/proc/<pid>/stat``, not as psutil's ``create_time()``: psutil
+(7.2) adds to those ticks the boot time from ``/proc/stat``'s ``btime``, whole seconds
+that the kernel derives from the wall clock, so when the clock is slewed or stepped two
+processes read the same start a second (or more) apart, and a live process looks like
+another one. Readings of one process on one boot are equal; `same_start` compares them
+with the clock-tick resolution, and `boot_id` tells boots apart.
 """
 
 from __future__ import annotations
@@ -21,10 +25,39 @@ from dataclasses import dataclass
 
 import psutil
 
-__all__ = ["ProcInfo", "read_proc", "scan_procs", "is_alive", "read_cmdline", "same_start", "ProcessTracker"]
+__all__ = [
+    "ProcInfo", "read_proc", "scan_procs", "is_alive", "read_cmdline", "same_start", "boot_id",
+    "ProcessTracker",
+]
 
-# A creation time is known to one clock tick (1/100 s on Linux); readings of one process agree.
-_START_TOLERANCE_S = 2.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# A start is known to one clock tick (1/100 s on Linux); readings of one process agree.
+_START_TOLERANCE_S = 2.0 / _CLOCK_TICKS
+_PROCFS = os.path.isdir("/proc/self")
+
+
+def _start_of(proc: psutil.Process) -> float:
+    """When `proc` started, on a clock the wall clock cannot move: seconds since boot on
+    Linux (``/proc/<pid>/stat`` field 22), psutil's creation time elsewhere. Raises
+    `psutil.NoSuchProcess` when it is gone."""
+    if not _PROCFS:
+        return proc.create_time()
+    try:
+        with open(f"/proc/{proc.pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        raise psutil.NoSuchProcess(proc.pid) from None
+    return int(stat.rpartition(b")")[2].split()[19]) / _CLOCK_TICKS
+
+
+def boot_id() -> str | None:
+    """This boot's random ID (Linux), so that a start recorded on an earlier boot is never
+    taken for a process of this one; None where there is none."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -36,7 +69,7 @@ class ProcInfo:
     pgid: int
     sid: int
     status: str  # psutil.STATUS_*
-    starttime: float  # psutil create_time()
+    starttime: float  # `_start_of`: seconds since boot (Linux)
 
     @property
     def zombie(self) -> bool:
@@ -54,7 +87,7 @@ def _info(proc: psutil.Process) -> ProcInfo | None:
         with proc.oneshot():
             return ProcInfo(
                 pid=proc.pid, ppid=proc.ppid(), pgid=os.getpgid(proc.pid), sid=os.getsid(proc.pid),
-                status=proc.status(), starttime=proc.create_time(),
+                status=proc.status(), starttime=_start_of(proc),
             )
     except (psutil.Error, OSError):
         return None

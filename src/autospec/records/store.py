@@ -84,31 +84,41 @@ class TrialStore:
         """Every trial of the study (or those in `states`), typed."""
         return self.retry("read the study's trials", lambda: read_trials(self.study, states))
 
-    def tell(self, trial: optuna.Trial | int, record: TrialRecord) -> None:
+    def tell(self, trial: optuna.Trial | int, record: TrialRecord) -> StoredTrial:
         """Store `record` on the running `trial` (a Trial, or a trial number) and finish it
-        COMPLETE."""
+        COMPLETE. Returns the trial as stored: another process may have ended it first
+        (recovery judged its tuner gone), and then it holds that process's record."""
         constraints = self.constraints_of(record)
         values = list(record.values) if record.may_be_on_a_front and record.values else worst_values(self.maximize)
-        self.retry("record the trial", lambda: self._finish(trial, record, constraints, values, _State.COMPLETE))
+        return self._finish(trial, record, constraints, values, _State.COMPLETE)
 
     def tell_failed(self, trial: optuna.Trial | int, record: TrialRecord) -> StoredTrial:
-        """Store `record` on the running `trial` and finish it FAIL (samplers ignore it)."""
-        self.retry("record the trial", lambda: self._finish(trial, record, None, None, _State.FAIL))
-        return self.retry("read the trial", lambda: read_trial(self.storage.get_trial(self._live(trial)._trial_id)))
+        """Store `record` on the running `trial` and finish it FAIL (samplers ignore it);
+        returns the trial as stored, like `tell`."""
+        return self._finish(trial, record, None, None, _State.FAIL)
 
     def _finish(self, trial: optuna.Trial | int, record: TrialRecord, constraints: Mapping[str, float] | None,
-                values: list[float] | None, state: _State) -> None:
-        """Attributes, constraints, then the tell; a repeat after a tell that landed is a no-op."""
+                values: list[float] | None, state: _State) -> StoredTrial:
+        """Attributes, constraints, then the tell; a trial already finished (a repeat after a
+        tell that landed, or ended by another process meanwhile) is left as it is."""
         live = self._live(trial)
-        if self.storage.get_trial(live._trial_id).state.is_finished():
-            return
-        for key, value in record.to_attrs().items():
-            live.set_user_attr(key, value)
-        if constraints is not None:
-            for key, value in constraints.items():
-                live.set_constraint(key, value)
-            self.storage.set_trial_system_attr(live._trial_id, DASHBOARD_CONSTRAINTS_KEY, list(constraints.values()))
-        self.study.tell(live, values=values, state=state)
+
+        def write() -> None:
+            if self.storage.get_trial(live._trial_id).state.is_finished():
+                return
+            try:
+                for key, value in record.to_attrs().items():
+                    live.set_user_attr(key, value)
+                if constraints is not None:
+                    for key, value in constraints.items():
+                        live.set_constraint(key, value)
+                    self.storage.set_trial_system_attr(live._trial_id, DASHBOARD_CONSTRAINTS_KEY, list(constraints.values()))
+                self.study.tell(live, values=values, state=state)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                return  # another process ended it between our look and our writes
+
+        self.retry("record the trial", write)
+        return self.retry("read the trial", lambda: read_trial(self.storage.get_trial(live._trial_id)))
 
     def _live(self, trial: optuna.Trial | int) -> optuna.Trial:
         if isinstance(trial, optuna.Trial):

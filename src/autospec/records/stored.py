@@ -30,8 +30,8 @@ from autospec.records.schema import DUPLICATE, INTERRUPTED, MEASURED_OUTCOMES, M
 
 __all__ = ["TrialClass", "StoredTrial", "classify", "read_trial", "read_trials", "WORKER_KEY", "SERVER_KEY"]
 
-WORKER_KEY = "autospec:worker"  # system attr: {host, pid, start_time, launch_id} of the tuner running the trial
-SERVER_KEY = "autospec:server"  # system attr: {host, pid, pgid, port, start_time, cmdline, log_path} of its server
+WORKER_KEY = "autospec:worker"  # system attr: {host, pid, start_s, boot_id, launch_id} of the tuner running the trial
+SERVER_KEY = "autospec:server"  # system attr: {host, pid, pgid, port, start_s, boot_id, cmdline, log_path} of its server
 _FIXED_PARAMS_KEY = "fixed_params"  # Optuna 5.0's system attr of enqueued parameters
 
 _State = optuna.trial.TrialState

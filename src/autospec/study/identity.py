@@ -1,17 +1,19 @@
 """Who is who across tuner runs: the identity of a tuner and of the servers it launched.
 
-Never by name. A process is a PID plus its creation time on one host (a PID with another
-creation time is another process). Before a trial launches anything the tuner records
-itself on the trial (`this_worker`: host, PID, creation time, and a random *launch ID*);
+Never by name. A process is a PID plus its start time on one host (a PID with another
+start time is another process). Before a trial launches anything the tuner records
+itself on the trial (`this_worker`: host, PID, start time, and a random *launch ID*);
 the launch ID is given to the server in the environment variable ``AUTOSPEC_LAUNCH_ID``,
 which every process of the server inherits, children that left its process group with
 ``setsid()`` included. Right after the spawn the server's own identity is recorded
 (`server_record`). A process counts as a trial's server only if it runs on this host with
-the recorded creation time and either carries the trial's launch ID or still has the
+the recorded start time and either carries the trial's launch ID or still has the
 recorded command line.
 
-Records written before schema 2 hold ``start_time`` in clock ticks since boot (from
-``/proc/<pid>/stat``); they are converted the way psutil derives creation times.
+A start is recorded as ``start_s`` (seconds since boot, `proctree.ProcInfo.starttime`) with
+the ``boot_id`` it was read on. Older records hold ``create_time`` (psutil's epoch seconds,
+which move with the wall clock) or, before schema 2, ``start_time`` (clock ticks since
+boot); both are converted.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 import psutil
 
-from autospec.launcher.proctree import is_alive, read_cmdline, read_proc, same_start
+from autospec.launcher.proctree import boot_id, is_alive, read_cmdline, read_proc, same_start
 
 __all__ = [
     "LAUNCH_ID_ENV", "HOST_ENV", "host_name", "new_launch_id", "this_worker", "server_record", "recorded_start",
@@ -47,8 +49,8 @@ def new_launch_id() -> str:
     return uuid.uuid4().hex
 
 
-def _create_time(pid: int) -> float | None:
-    """Creation time of a running (non-zombie) `pid`, or None."""
+def _start(pid: int) -> float | None:
+    """The start of a running (non-zombie) `pid` (`proctree`'s clock), or None."""
     info = read_proc(pid)
     return info.starttime if info is not None and is_alive(pid, info.starttime) else None
 
@@ -56,7 +58,7 @@ def _create_time(pid: int) -> float | None:
 def this_worker(launch_id: str | None = None) -> dict[str, Any]:
     """The identity of this tuner process for one trial."""
     pid = os.getpid()
-    record: dict[str, Any] = {"host": host_name(), "pid": pid, "create_time": _create_time(pid)}
+    record: dict[str, Any] = {"host": host_name(), "pid": pid, "start_s": _start(pid), "boot_id": boot_id()}
     if launch_id:
         record["launch_id"] = launch_id
     return record
@@ -69,22 +71,28 @@ def server_record(pid: int, pgid: int, port: int | None, log_path: str | None) -
         "pid": pid,
         "pgid": pgid,
         "port": port,
-        "create_time": _create_time(pid),
+        "start_s": _start(pid),
+        "boot_id": boot_id(),
         "cmdline": read_cmdline(pid),
         "log_path": log_path,
         "recorded_at": time.time(),
     }
 
 
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def recorded_start(record: Mapping[str, Any]) -> float | None:
-    """The creation time a record names (schema 1 clock ticks converted), or None."""
-    value = record.get("create_time")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    ticks = record.get("start_time")
-    if isinstance(ticks, int) and not isinstance(ticks, bool):
-        return ticks / os.sysconf("SC_CLK_TCK") + psutil.boot_time()
-    return None
+    """The start a record names, on `proctree`'s clock; None when it names none or was
+    recorded on another boot. Older records' starts are converted (see the module docstring;
+    an epoch ``create_time`` to within the second the wall clock may have moved since)."""
+    start, created, ticks = (_number(record.get(key)) for key in ("start_s", "create_time", "start_time"))
+    if start is not None:
+        return start if record.get("boot_id") == boot_id() else None
+    if created is not None:
+        return created - psutil.boot_time()
+    return ticks / os.sysconf("SC_CLK_TCK") if ticks is not None else None
 
 
 def launch_id_of(pid: int) -> str | None:
@@ -97,21 +105,21 @@ def launch_id_of(pid: int) -> str | None:
 
 def is_same_process(record: Mapping[str, Any] | None, launch_id: str | None = None) -> bool:
     """True when the recorded process still runs on this host and is the very same one:
-    same PID and creation time, and (for a server record) the same command line or the
+    same PID and start, and (for a server record) the same command line or the
     trial's launch ID."""
     if not isinstance(record, Mapping) or record.get("host") != host_name():
         return False
     pid = record.get("pid")
-    if not isinstance(pid, int) or pid <= 0 or not same_start(_create_time(pid), recorded_start(record)):
+    if not isinstance(pid, int) or pid <= 0 or not same_start(_start(pid), recorded_start(record)):
         return False
-    if "cmdline" not in record:  # a worker record: PID + creation time is the identity
+    if "cmdline" not in record:  # a worker record: PID + start is the identity
         return True
     return read_cmdline(pid) == record.get("cmdline") or (launch_id is not None and launch_id_of(pid) == launch_id)
 
 
 def find_launch_processes(launch_ids: Iterable[str | None]) -> dict[str, dict[int, float]]:
     """Running processes of this host that carry one of `launch_ids` in their environment:
-    launch ID -> {pid: creation time}. Zombies and this process are left out."""
+    launch ID -> {pid: start}. Zombies and this process are left out."""
     wanted = {i for i in launch_ids if i}
     found: dict[str, dict[int, float]] = {}
     if not wanted:
@@ -122,7 +130,7 @@ def find_launch_processes(launch_ids: Iterable[str | None]) -> dict[str, dict[in
             continue
         launch_id = launch_id_of(proc.pid)
         if launch_id in wanted:
-            start = _create_time(proc.pid)
+            start = _start(proc.pid)
             if start is not None:
                 found.setdefault(launch_id, {})[proc.pid] = start
     return found

@@ -26,7 +26,7 @@ OWNER_ENV = {
     "trial": "AUTOSPEC_TRIAL",
     "storage": "AUTOSPEC_STORAGE",
     "tuner_pid": "AUTOSPEC_TUNER_PID",
-    "tuner_create_time": "AUTOSPEC_TUNER_CREATE_TIME",
+    "tuner_start": "AUTOSPEC_TUNER_START",  # seconds since boot (`proctree`)
 }
 
 
@@ -39,12 +39,12 @@ class ServerOwner:
     trial: int | None
     storage: str
     tuner_pid: int | None
-    tuner_create_time: float | None
+    tuner_start: float | None
 
     @property
     def tuner_alive(self) -> bool:
         """The tuner that launched it still runs (so the server is in use, not left over)."""
-        return self.tuner_pid is not None and is_alive(self.tuner_pid, self.tuner_create_time)
+        return self.tuner_pid is not None and is_alive(self.tuner_pid, self.tuner_start)
 
     def stop_command(self) -> str:
         """The command that stops what this study left behind, the safe way (recovery:
@@ -59,7 +59,7 @@ class ServerOwner:
 
 
 def owner_env(study: str, trial: int, storage: str, launch_id: str, tuner_pid: int,
-              tuner_create_time: float | None) -> dict[str, str]:
+              tuner_start: float | None) -> dict[str, str]:
     """The environment that marks a server as launched by this tuner for this trial."""
     env = {
         LAUNCH_ID_ENV: launch_id,
@@ -68,8 +68,8 @@ def owner_env(study: str, trial: int, storage: str, launch_id: str, tuner_pid: i
         OWNER_ENV["storage"]: storage,
         OWNER_ENV["tuner_pid"]: str(tuner_pid),
     }
-    if tuner_create_time is not None:
-        env[OWNER_ENV["tuner_create_time"]] = repr(tuner_create_time)
+    if tuner_start is not None:
+        env[OWNER_ENV["tuner_start"]] = repr(tuner_start)
     return env
 
 
@@ -88,10 +88,10 @@ def owner_from_environ(environ: Mapping[str, str]) -> ServerOwner | None:
         return None
     trial = _number(environ.get(OWNER_ENV["trial"]), int)
     pid = _number(environ.get(OWNER_ENV["tuner_pid"]), int)
-    created = _number(environ.get(OWNER_ENV["tuner_create_time"]), float)
+    started = _number(environ.get(OWNER_ENV["tuner_start"]), float)
     return ServerOwner(launch_id, study, int(trial) if trial is not None else None,
                        environ.get(OWNER_ENV["storage"], ""), int(pid) if pid is not None else None,
-                       float(created) if created is not None else None)
+                       float(started) if started is not None else None)
 
 
 def owner_of(pid: int) -> ServerOwner | None:

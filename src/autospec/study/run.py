@@ -417,7 +417,7 @@ class StudyRun:
         # Inherited by every server process: who launched it, for recovery, the guard and doctor.
         self.chain.env = {**self.req.env, **owner_env(
             self.req.study_name, trial.number, self.handle.locator, current.launch_id, self._me["pid"],
-            self._me["create_time"])}
+            self._me["start_s"])}
         self.signals.live_servers.add(current.launch_id)
         hooks = ChainHooks(phase=self._phase, spawned=self._spawned, measured=self._measured)
         race = self._race() if current.confirm_of is None else None  # a relaunch is measured in full
@@ -596,10 +596,7 @@ class StudyRun:
         the run (the server is already torn down)."""
         number = current.trial.number
         try:
-            if failed:
-                return self.store.tell_failed(current.trial, record)
-            self.store.tell(current.trial, record)
-            return None
+            stored = (self.store.tell_failed if failed else self.store.tell)(current.trial, record)
         except StorageUnavailable as exc:
             path = self.pending.save(number, record, failed=failed)
             self._told(current)
@@ -608,6 +605,10 @@ class StudyRun:
                 f"{exc}; trial {number}'s server is torn down and its result is kept in {path}, "
                 "recorded when the same command runs again"
             ) from None
+        if stored.outcome != record.outcome:  # another worker's recovery ended it first
+            self._log(f"trial {number} was ended by another worker ({stored.outcome}) before this tuner stored its "
+                      f"result ({record.outcome}); that worker queued it again, this result is in the events file only")
+        return stored if failed else None
 
     def _told(self, current: _Current) -> None:
         self.signals.live_servers.discard(current.launch_id)
