@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import optuna
 import psutil
@@ -19,6 +20,7 @@ import pytest
 
 from autospec.records import STALE, WITHDRAWN, read_trials
 from autospec.study.slots import PORT_BASE, PORT_SPAN
+from autospec.study.storage import open_storage
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leftover_sims")]
 
@@ -38,9 +40,10 @@ def finish(proc: subprocess.Popen, timeout: float = 300) -> str:
 
 
 def study_trials(storage: str, name: str):
-    if "://" not in storage:  # a journal file
-        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage))
-    return read_trials(optuna.load_study(study_name=name, storage=storage))
+    """The study's trials, read the way a worker opens the storage (a reader that starts
+    while the workers create the database's tables retries that race as they do)."""
+    handle = open_storage(storage, name, Path())
+    return read_trials(optuna.load_study(study_name=name, storage=handle.storage))
 
 
 def assert_exact_and_unique(trials, n):
