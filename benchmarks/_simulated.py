@@ -452,7 +452,7 @@ class PredictedOracle:
         """True when the server would start with these full flags."""
         return self.launch(flags).ok
 
-    def _workload(self, num_requests: int, seed_offset: int = 0) -> tuple[str, int]:
+    def prompt_workload(self, num_requests: int, seed_offset: int = 0) -> tuple[str, int]:
         """(simulator workload name, mean prompt tokens) of the prompts the benchmark sends,
         classified as the simulator's API classifies each prompt. ValueError if mixed."""
         key = (num_requests, seed_offset)
@@ -484,7 +484,7 @@ class PredictedOracle:
             return self._levels[key]
         bench, wl = self.space.bench, self.space.workload
         n = bench.num_requests(concurrency)
-        kind, tokens = self._workload(n)
+        kind, tokens = self.prompt_workload(n)
         common = dict(input_len=tokens, output_len=wl.output_len, temperature=wl.temperature)
         pred = predict(self.profile, flags, concurrency, kind, num_requests=n, **common)
         if not pred.ok:
@@ -498,7 +498,7 @@ class PredictedOracle:
         seconds = wl.output_len * n / pred.aggregate_tok_s
         if first and bench.warmup_requests:
             w = bench.warmup_requests
-            warm_kind, warm_tokens = self._workload(w, seed_offset=1)
+            warm_kind, warm_tokens = self.prompt_workload(w, seed_offset=1)
             warm = predict(self.profile, flags, min(concurrency, w), warm_kind, num_requests=w,
                            **{**common, "input_len": warm_tokens})
             seconds += wl.output_len * w / warm.aggregate_tok_s

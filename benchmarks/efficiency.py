@@ -644,7 +644,7 @@ def check_low_acceptance(ctx: CaseContext, truth: Truth) -> Check:
     assert best and c32
     plain = _no_spec(ctx, 32)
     gain = c32[1][1] / plain - 1
-    kind = ctx.oracle._workload(ctx.space.bench.num_requests(1))[0]
+    kind = ctx.oracle.prompt_workload(ctx.space.bench.num_requests(1))[0]
     accepts = []
     for steps in (1, 2, 3, 4):
         cfg = resolve_args(ctx.profile, {**ctx.space.server.flags, STEPS: steps, TOPK: 1, DRAFT: steps + 1})
@@ -699,7 +699,7 @@ def check_compute_bound(ctx: CaseContext, truth: Truth) -> Check:
     for c, v in truth.feasible:
         by_mem[c[MEM]] = max(by_mem.get(c[MEM], 0.0), v[1])
     spread = (max(by_mem.values()) - min(by_mem.values())) / max(by_mem.values())
-    need = 32 * (ctx.oracle._workload(ctx.space.bench.num_requests(32))[1] + ctx.space.workload.output_len + 16)
+    need = 32 * (ctx.oracle.prompt_workload(ctx.space.bench.num_requests(32))[1] + ctx.space.workload.output_len + 16)
     pools = [ctx.oracle.launch(ctx.oracle.full_flags(c)).outcome.max_total_num_tokens for c, _ in truth.feasible]
     plain1, plain32 = _no_spec(ctx, 1), _no_spec(ctx, 32)
     c32 = _best(truth, 1)
