@@ -364,7 +364,9 @@ class BenchSpec(KnownKeys):
     default), a level that feeds an objective or a constraint then keeps measuring until
     the 95% interval of each of its figures is within `target_rel_ci` of the value, or
     until the trial's measuring took `max_share_of_launch` of its launch time, or until
-    it sent `max_requests_at(C)` requests (the ceiling); see docs/benchmarking.md."""
+    it sent `max_requests_at(C)` requests (the ceiling). With `freeze_gc` (the default)
+    each level asks the server to freeze its garbage collectors after its warmup; see
+    docs/benchmarking.md."""
 
     concurrency: Annotated[tuple[int, ...], PlainValidator(_levels)] = (1, 32)
     requests_multiplier: _PositiveInt = 2
@@ -376,6 +378,8 @@ class BenchSpec(KnownKeys):
     target_rel_ci: _RelativeTarget = 0.02
     max_share_of_launch: _Share = 0.3
     max_requests: Annotated[int | tuple[tuple[int, int], ...] | None, PlainValidator(_request_ceiling)] = None
+    freeze_gc: StrictBool = True
+    warmup_output_len: Annotated[int, Strict(), Field(ge=0)] = 0  # 0: the workload's output_len
 
     def num_requests(self, concurrency: int) -> int:
         """Measured requests at one level: `multiplier` waves, at least `min_requests`."""

@@ -3,7 +3,9 @@
 It speaks HTTP/1.1 with chunked transfer encoding and keep-alive (like uvicorn),
 answers `/generate`, `/v1/completions`, `/v1/chat/completions` and `/v1/models`
 with SGLang's streaming event shapes (sglang 0.5.23), `/server_info` (and the older
-`/get_server_info`) with `FakeServer.info()` where set (404 otherwise), and misbehaves
+`/get_server_info`) with `FakeServer.info()` where set (404 otherwise), `/freeze_gc` where
+`FakeServer.can_freeze_gc` (404 otherwise; `freezes` holds how many generation requests
+had arrived at each), and misbehaves
 on request:
 `FakeServer.script(n, body) -> Reply` decides per request (n counts from 0).
 It records every request body and counts open and closed streams, so tests can
@@ -42,6 +44,8 @@ class FakeServer:
         self.script = script or (lambda n, body: Reply())
         self.info: Callable[[], dict] | None = None
         self.info_paths: list[str] = []
+        self.can_freeze_gc = False
+        self.freezes: list[int] = []
         self.bodies: list[dict] = []
         self.paths: list[str] = []
         self.model_lookups = 0
@@ -105,6 +109,11 @@ class FakeServer:
                         await self._send_json(writer, 404, {"detail": "Not Found"})
                     else:
                         await self._send_json(writer, 200, self.info())
+                    continue
+                if path == "/freeze_gc":
+                    with self._lock:
+                        self.freezes.append(len(self.bodies))
+                    await self._send_json(writer, 200 if self.can_freeze_gc else 404, {})
                     continue
                 if path == "/v1/models":
                     with self._lock:

@@ -61,6 +61,27 @@ def test_closed_loop_keeps_exactly_c_in_flight_and_excludes_warmup(fake_server) 
     assert summary.n_requests == 8 and summary.completion_tokens == 64
 
 
+@pytest.mark.parametrize("can_freeze", [True, False])
+def test_a_level_freezes_the_servers_gc_after_its_warmup_and_before_measuring(fake_server, can_freeze) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=8, per_event=2))
+    server.can_freeze_gc = can_freeze
+    results = run_levels(server.url, Workload("random", input_len=5, output_len=8, seed=7),
+                         [LevelPlan(1), LevelPlan(4, warmup_requests=3, freeze_gc=True)])
+    assert server.freezes == [4 + 3]  # not for the level without it; after its 3 warmup requests ended
+    assert "gc_frozen" not in results[1].metadata and results[4].metadata["gc_frozen"] is can_freeze
+    assert summarize(results[1]).gc_frozen is None and summarize(results[4]).gc_frozen is can_freeze
+    assert len(results[4].measured) == 8  # a server without the endpoint is measured all the same
+
+
+def test_warmup_requests_have_the_workloads_length_unless_the_plan_says_another(fake_server) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=4))
+    workload = Workload("random", input_len=5, output_len=300, seed=7)
+    run_levels(server.url, workload, [LevelPlan(2, num_requests=2, warmup_requests=2),
+                                      LevelPlan(4, num_requests=4, warmup_requests=4, warmup_output_len=200)])
+    lengths = [b["sampling_params"]["max_new_tokens"] for b in server.bodies]
+    assert lengths == [300] * 2 + [300] * 2 + [200] * 4 + [300] * 4
+
+
 def test_duration_mode_stops_sending_at_the_deadline(fake_server) -> None:
     server = fake_server(lambda n, body: Reply(tokens=4, per_event=1, delay_s=0.01))
     start = time.perf_counter()

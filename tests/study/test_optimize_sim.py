@@ -41,6 +41,7 @@ def test_study_runs_records_every_trial_and_resumes_to_the_target(tmp_path, fast
             assert attrs["startup"]["max_running_requests"] > 0
             assert set(attrs["bench"]) == {"1", "4"}
             assert attrs["bench"]["1"]["n_ok"] == 2
+            assert attrs["bench"]["1"]["gc_frozen"] is True and attrs["bench"]["4"]["gc_frozen"] is True
             assert t.values[0] > 0 and t.values[1] > 0
             assert {"launch", "bench", "teardown", "total"} <= set(attrs["seconds"])
             assert t.constraints["feasible"] == 0

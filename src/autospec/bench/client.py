@@ -42,6 +42,11 @@ _ERROR_BODY_LIMIT = 300
 #: current path first, then the older one (sglang 0.5.x answers both, the old one with a
 #: deprecation warning in its log)
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+#: SGLang (0.5.16 checked): moves every live object of the HTTP server's, scheduler's and
+#: detokenizer's Python heaps out of the collector's generations (`gc.freeze()`), which its
+#: long-GC warning advises after warmup. Measured on an H200: C=32 per-second throughput
+#: with dips to 50-60% before, none after (docs/real-gpu-validation.md).
+FREEZE_GC_PATH = "/freeze_gc"
 
 
 class BenchClient:
@@ -78,7 +83,7 @@ class BenchClient:
         self._ssl: ssl.SSLContext | None = None
         self._urls = {
             path: httpx.URL(self.base_url + path)
-            for path in (*ENDPOINTS.values(), "/v1/models", *SERVER_INFO_PATHS)
+            for path in (*ENDPOINTS.values(), "/v1/models", *SERVER_INFO_PATHS, FREEZE_GC_PATH)
         }
         self._timeouts = {
             "timeout": {
@@ -177,11 +182,27 @@ class BenchClient:
                 return None
         return None
 
-    async def send(self, prompt: Prompt, *, warmup: bool = False, lane: int = 0) -> RequestRecord:
-        """Stream one request on `lane`; returns its record (never raises except on
-        cancellation)."""
+    async def freeze_gc(self) -> bool:
+        """Ask the server to freeze its garbage collectors (`FREEZE_GC_PATH`), through lane
+        0 when no request is in flight; True when it answered 200 (a server without the
+        endpoint answers 404: False)."""
+        request = httpx.Request("POST", self._urls[FREEZE_GC_PATH], extensions=self._timeouts)
+        try:
+            response = await asyncio.wait_for(self.lane(0).handle_async_request(request), self._connect_timeout_s)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        except (httpx.HTTPError, OSError, asyncio.TimeoutError):
+            return False
+        return response.status_code == 200
+
+    async def send(self, prompt: Prompt, *, warmup: bool = False, lane: int = 0,
+                   output_len: int | None = None) -> RequestRecord:
+        """Stream one request on `lane` (`output_len`: instead of the workload's); returns
+        its record (never raises except on cancellation)."""
         transport = self.lane(lane)
-        path, body = build_request(self.workload, prompt, self.model)
+        path, body = build_request(self.workload, prompt, self.model, output_len)
         request = httpx.Request(
             "POST", self._urls[path], content=json.dumps(body).encode(), headers=_HEADERS, extensions=self._timeouts
         )

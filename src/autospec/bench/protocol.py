@@ -43,13 +43,16 @@ ENDPOINTS = {
 DONE_MARKER = "[DONE]"
 
 
-def build_request(workload: Workload, prompt: Prompt, model: str | None) -> tuple[str, dict[str, Any]]:
-    """(path, JSON body) of one streaming request for `workload.api`."""
+def build_request(workload: Workload, prompt: Prompt, model: str | None,
+                  output_len: int | None = None) -> tuple[str, dict[str, Any]]:
+    """(path, JSON body) of one streaming request for `workload.api`; `output_len`
+    replaces the workload's."""
+    max_tokens = output_len or workload.output_len
     if workload.api == "generate":
         body: dict[str, Any] = {
             "text": prompt.text,
             "sampling_params": {
-                "max_new_tokens": workload.output_len,
+                "max_new_tokens": max_tokens,
                 "temperature": workload.temperature,
                 "top_p": workload.top_p,
                 "ignore_eos": workload.ignore_eos,
@@ -58,7 +61,7 @@ def build_request(workload: Workload, prompt: Prompt, model: str | None) -> tupl
         }
         return ENDPOINTS["generate"], body
     body = {
-        "max_tokens": workload.output_len,
+        "max_tokens": max_tokens,
         "temperature": workload.temperature,
         "top_p": workload.top_p,
         "ignore_eos": workload.ignore_eos,

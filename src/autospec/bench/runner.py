@@ -6,7 +6,9 @@ count has been sent or its duration has elapsed (whichever is set; both: the fir
 reached). Requests still in flight at the deadline finish and count. Warmup
 requests run first, through min(C, warmup) workers, with prompts of their own
 (seed + 1), and the measured phase starts after the last of them ended; their
-records carry `warmup=True` and the metrics leave them out.
+records carry `warmup=True` and the metrics leave them out. A plan with `freeze_gc` then
+asks the server to freeze its garbage collectors before measuring (metadata
+``gc_frozen``: whether it did).
 
 Measured prompts are `prompts(workload, n)[i]` for the i-th request sent, the same
 list at every level (so levels and other clients can be fed identical prompts).
@@ -48,12 +50,15 @@ def default_num_requests(concurrency: int) -> int:
 @dataclass(frozen=True)
 class LevelPlan:
     """One level: concurrency plus a request count or a duration (neither: the
-    default count `default_num_requests(concurrency)`), and warmup requests."""
+    default count `default_num_requests(concurrency)`), warmup requests, and whether to
+    freeze the server's garbage collectors after them (`BenchClient.freeze_gc`)."""
 
     concurrency: int
     num_requests: int | None = None
     duration_s: float | None = None
     warmup_requests: int = 0
+    freeze_gc: bool = False
+    warmup_output_len: int = 0  # output tokens of a warmup request; 0: the workload's own
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -114,6 +119,7 @@ async def _closed_loop(
     on_record: Callable[[RequestRecord, int], None],
     extend_after: int | None = None,
     extend: Callable[[int], bool] | None = None,
+    output_len: int | None = None,
 ) -> int:
     sent = 0
     completed = 0
@@ -137,7 +143,7 @@ async def _closed_loop(
     async def worker(lane: int) -> None:
         nonlocal completed, consecutive_errors
         while (index := next_index()) is not None:
-            record = await client.send(feed[index], warmup=warmup, lane=lane)
+            record = await client.send(feed[index], warmup=warmup, lane=lane, output_len=output_len)
             completed += 1
             consecutive_errors = 0 if record.ok else consecutive_errors + 1
             on_record(record, completed)
@@ -153,9 +159,6 @@ async def _closed_loop(
 
 
 ExtendCallback = Callable[[int, Sequence[RequestRecord]], bool]
-#: output tokens of a warmup request at most: enough to run every decode kernel at the
-#: level's batch size, short enough that warming a level up costs about one prefill
-WARMUP_OUTPUT_LEN = 32
 
 
 async def run_level_with(
@@ -195,11 +198,11 @@ async def run_level_with(
         return on_record
 
     if plan.warmup_requests:
-        warm_workload = dataclasses.replace(workload, seed=workload.seed + 1,
-                                            output_len=min(workload.output_len, WARMUP_OUTPUT_LEN))
+        warm_workload = dataclasses.replace(workload, seed=workload.seed + 1)
         await _closed_loop(
             client,
             _PromptFeed(warm_workload, plan.warmup_requests),
+            output_len=plan.warmup_output_len or None,
             workers=min(plan.concurrency, plan.warmup_requests),
             limit=plan.warmup_requests,
             deadline=None,
@@ -207,6 +210,7 @@ async def run_level_with(
             max_consecutive_errors=stop_after,
             on_record=observer("warmup", plan.warmup_requests),
         )
+    frozen = await client.freeze_gc() if plan.freeze_gc else None
     deadline = None if plan.duration_s is None else time.perf_counter() + plan.duration_s
     sent = await _closed_loop(
         client,
@@ -231,6 +235,7 @@ async def run_level_with(
             "model": client.model,
             "base_url": client.base_url,
             "sent": sent,
+            **({"gc_frozen": frozen} if frozen is not None else {}),
         },
     )
 

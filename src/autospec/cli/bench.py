@@ -76,6 +76,9 @@ def register(subparsers: Any) -> None:
     count.add_argument("--num-requests", type=int, help="requests per level (default 2 x C, 4 at C=1)")
     count.add_argument("--duration", type=float, help="seconds per level instead of a request count")
     levels.add_argument("--warmup", type=int, default=0, help="warmup requests before each level (excluded)")
+    levels.add_argument("--freeze-gc", action="store_true",
+                        help="after each level's warmup, ask the server to freeze its garbage collectors (SGLang's "
+                        "POST /freeze_gc; what `autospec optimize` does by default: [bench] freeze_gc)")
     levels.add_argument("--timeout", type=float, default=600.0, help="seconds one request may take (default 600)")
     levels.add_argument("--max-error-rate", type=float, default=0.05,
                         help="a level with a larger failed share fails (default 0.05)")
@@ -130,7 +133,8 @@ def plans_from_args(args: argparse.Namespace):
     if args.precise and args.max_seconds < 0:
         raise UsageError(f"--max-seconds {args.max_seconds} must be >= 0")
     return [
-        LevelPlan(c, num_requests=args.num_requests, duration_s=args.duration, warmup_requests=args.warmup)
+        LevelPlan(c, num_requests=args.num_requests, duration_s=args.duration, warmup_requests=args.warmup,
+                  freeze_gc=args.freeze_gc)
         for c in parse_concurrency(args.concurrency)
     ]
 
@@ -249,6 +253,8 @@ def render_table(levels: list[dict[str, Any]]) -> str:
         status = "FAILED" if s.failed else "ok"
         if s.stop_reason and not s.failed:
             status += f", {s.stop_reason}"
+        if s.gc_frozen is False:
+            status += ", GC not frozen (no /freeze_gc)"
         rows.append([
             s.concurrency, s.n_requests, s.n_ok, s.n_errors,
             _pm(s.output_tok_s, s.output_tok_s_ci), _fmt(s.decode_tok_s),

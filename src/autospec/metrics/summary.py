@@ -120,6 +120,7 @@ class LevelSummary:
     accept_length_source: str | None = None
     stop_reason: str | None = None
     precision: dict[str, Any] | None = None
+    gc_frozen: bool | None = None  # the server froze its garbage collector after warmup; None: not asked
 
     @property
     def failed(self) -> bool:
@@ -365,8 +366,9 @@ def summarize(
     intervals computed to the named figures (None: all)."""
     measured = _measured(result)
     window = steady_window(measured, result.concurrency)
-    return _summarize_records(result.concurrency, measured, [_window(measured)], [window] if window else [],
-                              max_error_rate, 1, intervals)
+    summary = _summarize_records(result.concurrency, measured, [_window(measured)], [window] if window else [],
+                                 max_error_rate, 1, intervals)
+    return replace(summary, gc_frozen=result.metadata.get("gc_frozen"))
 
 
 def summarize_repeats(
@@ -410,6 +412,7 @@ def summarize_repeats(
         agg_output_tok_s_ci=cis["agg_output_tok_s"],
         failed_reason=failed,
         cis=cis,
+        gc_frozen=runs[0].metadata.get("gc_frozen"),
     )
 
 

@@ -13,6 +13,7 @@ deprecation warning):
                                                plus the simulator-only ``sim_*`` counters)
 ``GET /v1/models``                             one model card
 ``GET|POST /flush_cache``                      SGLang's text answer (the sim has no prefix cache)
+``GET|POST /freeze_gc``                        SGLang's text answer (the sim has no collector pauses)
 ``POST /generate`` (also PUT), ``/v1/completions``, ``/v1/chat/completions``  generation
 =============================================  ===================================================
 
@@ -50,6 +51,7 @@ FLUSH_CACHE_TEXT = (  # sglang 0.5.16 http_server.flush_cache, success
     "Cache flushed.\nPlease check backend logs for more details. "
     "(When there are running or waiting requests, the operation will not be performed.)\n"
 )
+FREEZE_GC_TEXT = "Garbage collection frozen.\n"  # sglang 0.5.16 http_server.freeze_gc_async
 _CACHE_LIMIT = 4096  # prompts whose workload kind is remembered
 
 
@@ -144,6 +146,9 @@ class Api:
 
     def _flush_cache(self, conn: HttpConnection, request: HttpRequest) -> None:
         conn.send_bytes(200, FLUSH_CACHE_TEXT.encode(), None, request.method, request.path)
+
+    def _freeze_gc(self, conn: HttpConnection, request: HttpRequest) -> None:
+        conn.send_bytes(200, FREEZE_GC_TEXT.encode(), None, request.method, request.path)
 
     # -- generation
     def _generation(self, conn: HttpConnection, request: HttpRequest) -> None:
@@ -252,6 +257,7 @@ _ROUTES: dict[str, tuple[tuple[str, ...], Callable[[Api, HttpConnection, HttpReq
     "/get_server_info": (("GET",), Api._server_info),
     "/v1/models": (("GET",), Api._models),
     "/flush_cache": (("GET", "POST"), Api._flush_cache),
+    "/freeze_gc": (("GET", "POST"), Api._freeze_gc),
     "/generate": (("POST", "PUT"), Api._generation),
     "/v1/completions": (("POST",), Api._generation),
     "/v1/chat/completions": (("POST",), Api._generation),

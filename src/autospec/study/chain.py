@@ -77,12 +77,12 @@ class TrialChain:
 
     def plans(self) -> list[LevelPlan]:
         """One plan per level; each warms up with `warmup_requests` waves of C requests
-        (short ones, `autospec.bench.runner.WARMUP_OUTPUT_LEN`): the first requests at a new
+        (of `warmup_output_len` tokens, default the workload's): the first requests at a new
         batch size pay for kernel compilation (measured on SGLang 0.5.16 / H200: TTFT p99
         2.5 s at C=32 on a configuration's first launch, 64-77 ms on its relaunches)."""
         b = self.space.bench
-        return [LevelPlan(concurrency=c, num_requests=b.num_requests(c), warmup_requests=b.warmup_requests * c)
-                for c in b.concurrency]
+        return [LevelPlan(concurrency=c, num_requests=b.num_requests(c), warmup_requests=b.warmup_requests * c,
+                          freeze_gc=b.freeze_gc, warmup_output_len=b.warmup_output_len) for c in b.concurrency]
 
     def run(self, number: int, candidate: Mapping[str, Any], hooks: ChainHooks | None = None,
             relaunch: bool = False) -> TrialRecord:
