@@ -101,11 +101,11 @@ class TrialStore:
                 values: list[float] | None, state: _State) -> StoredTrial:
         """Attributes, constraints, then the tell; a trial already finished (a repeat after a
         tell that landed, or ended by another process meanwhile) is left as it is."""
-        live = self._live(trial)
 
-        def write() -> None:
+        def write() -> int:
+            live = self._live(trial)
             if self.storage.get_trial(live._trial_id).state.is_finished():
-                return
+                return live._trial_id
             try:
                 for key, value in record.to_attrs().items():
                     live.set_user_attr(key, value)
@@ -115,10 +115,11 @@ class TrialStore:
                     self.storage.set_trial_system_attr(live._trial_id, DASHBOARD_CONSTRAINTS_KEY, list(constraints.values()))
                 self.study.tell(live, values=values, state=state)
             except optuna.exceptions.UpdateFinishedTrialError:
-                return  # another process ended it between our look and our writes
+                pass  # another process ended it between our look and our writes
+            return live._trial_id
 
-        self.retry("record the trial", write)
-        return self.retry("read the trial", lambda: read_trial(self.storage.get_trial(live._trial_id)))
+        trial_id = self.retry("record the trial", write)
+        return self.retry("read the trial", lambda: read_trial(self.storage.get_trial(trial_id)))
 
     def _live(self, trial: optuna.Trial | int) -> optuna.Trial:
         if isinstance(trial, optuna.Trial):
