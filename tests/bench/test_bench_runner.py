@@ -163,9 +163,15 @@ def test_ctrl_c_in_run_levels_closes_every_stream(fake_server) -> None:
             time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)
 
+    # Python's own Ctrl-C handler, whatever this process inherited (a shell that starts it in
+    # the background without job control has it ignore SIGINT)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=interrupt_when_streaming, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_levels(server.url, Workload("synthetic", output_len=500), [LevelPlan(3, num_requests=30)])
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_levels(server.url, Workload("synthetic", output_len=500), [LevelPlan(3, num_requests=30)])
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     for _ in range(500):
         if server.open_streams == 0:
             break
