@@ -290,6 +290,68 @@ def test_the_aggregate_interval_is_over_slices_of_time_when_waves_are_correlated
     assert (hi - lo) / uneven.agg_output_tok_s > (b_hi - b_lo) / ratio
 
 
+def waves_with_one_stall(cycles: int, stalled: int, stall_s: float) -> list[RequestRecord]:
+    """`waves(cycles)`, except that wave `stalled` waits `stall_s` more for its first token."""
+    records, t = [], 0.0
+    for cycle in range(cycles):
+        wait = 1.0 + (stall_s if cycle == stalled else 0.0)
+        records += [spread(t, t + wait, t + wait + 2.0, 11), spread(t, t + wait, t + wait + 2.0, 11)]
+        t += wait + 2.0
+    return records
+
+
+def test_a_one_off_stall_early_in_the_level_is_left_out_of_the_steady_window() -> None:
+    # 24 waves of 3 s; the third waits 12 s more before its first token (four waves' time).
+    records = waves_with_one_stall(24, stalled=2, stall_s=12.0)
+    window = steady_window(records, 2)
+    assert window is not None and window.transient_s > 12.0
+    assert window.start >= 6.0 + 1.0 + 12.0  # after the stalled wave's first token
+    assert window.rate == pytest.approx(22 / 3, rel=0.05)  # the rate of the waves that did not stall
+    s = summarize(level(*records, concurrency=2))
+    assert s.steady_transient_s == pytest.approx(window.transient_s) and not s.steady_short
+    assert s.steady_share == pytest.approx((window.seconds + window.transient_s) / window.run_seconds)
+    lo, hi = s.agg_output_tok_s_ci
+    assert lo <= s.agg_output_tok_s <= hi and (hi - lo) / s.agg_output_tok_s < 0.05
+    # The whole run, the stall in it, reads 528 tokens / 84 s: a seventh lower.
+    assert s.agg_output_tok_s_whole == pytest.approx(528 / 84) and s.agg_output_tok_s == pytest.approx(22 / 3, rel=0.01)
+
+
+@pytest.mark.parametrize("stalled", [14, 20])
+def test_a_stall_late_in_the_level_stays_in_the_window(stalled: int) -> None:
+    # What follows the stall is shorter than what precedes it: nothing shows it was one-off.
+    window = steady_window(waves_with_one_stall(24, stalled=stalled, stall_s=12.0), 2)
+    assert window is not None and window.transient_s == 0.0
+    assert window.rate < 0.9 * 22 / 3
+    lo, hi = window.interval
+    assert (hi - lo) / window.rate > 0.05
+
+
+def test_recurring_stalls_stay_in_the_window() -> None:
+    window = steady_window(waves(24, slow_every=3), 2)
+    assert window is not None and window.transient_s == 0.0
+
+
+def test_all_token_curves_at_once_equal_the_per_record_sums() -> None:
+    import random
+
+    import numpy as np
+
+    from autospec.metrics.steady import _TokenCurves
+
+    rng = random.Random(7)
+    records = [failed(0.0, 1.0)]
+    for _ in range(60):
+        t0 = rng.uniform(0, 10)
+        times = sorted(t0 + rng.uniform(0, 3) for _ in range(rng.randint(1, 12)))
+        if len(times) > 2 and rng.random() < 0.3:
+            times[2] = times[1]  # two events at one instant
+        tokens = [rng.randint(1, 5) for _ in times]
+        records.append(ok(t0 - 0.1, list(zip(times, tokens, strict=True)), counts=rng.random() < 0.7))
+    curves = _TokenCurves(records)
+    at = np.linspace(-1.0, 15.0, 97)
+    assert curves.total_upto(at) == pytest.approx([curves.upto(t).sum() for t in at], abs=1e-9)
+
+
 def test_no_steady_window_falls_back_to_the_whole_run_and_says_so() -> None:
     s = summarize(level(ok(0.0, [(0.1, 1), (0.3, 9)]), concurrency=4))  # C=4 never reached
     assert s.steady_share == 0.0 and s.steady_short and s.steady_window_s == 0.0

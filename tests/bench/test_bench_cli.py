@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,3 +128,29 @@ def test_bench_takes_accept_length_from_the_simulator_on_the_openai_api(tmp_path
     assert rc == 0, capsys.readouterr()
     summary = json.loads(out_json.read_text())["levels"][0]["summary"]
     assert summary["accept_length"] > 1 and summary["accept_length_source"] == "server_info"
+
+
+def test_a_one_off_stall_is_left_out_of_a_precise_level(tmp_path: Path, capsys, monkeypatch) -> None:
+    # The simulator holds one prefill for 4 simulated s (2 s here) after 16 requests, as a
+    # real server does when it meets a batch shape for the first time: the level measures
+    # on past it and reads what the same server reads without the stall.
+    def level(name: str, fault: str) -> dict:
+        monkeypatch.setenv("AUTOSPEC_SIM_FAULTS", fault)
+        out_json = tmp_path / f"{name}.json"
+        rc = main(["bench", "--sim", "--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.5",
+                   "--flag", "speculative_algorithm=NEXTN", "--flag", "speculative_num_steps=2",
+                   "--flag", "speculative_eagle_topk=1", "--flag", "speculative_num_draft_tokens=3",
+                   "--concurrency", "8", "--output-len", "32", "--precise", "--target-ci", "0.03",
+                   "--max-seconds", "60", "--json", str(out_json), "--quiet"])
+        assert rc == 0
+        return json.loads(out_json.read_text())["levels"][0]["summary"]
+
+    clean = level("clean", "")
+    shown = re.compile(r"after \d+\.\d s stall")
+    assert clean["steady_transient_s"] == 0 and not shown.search(capsys.readouterr().out)
+    stalled = level("stalled", "stall_after_requests=16:4")
+    assert shown.search(capsys.readouterr().out)
+    assert stalled["stop_reason"] == "target" and stalled["steady_transient_s"] >= 2.0
+    assert stalled["ttft_ms_p99"] >= 2000  # the stall happened while measuring
+    assert stalled["agg_output_tok_s"] == pytest.approx(clean["agg_output_tok_s"], rel=0.05)
+    assert stalled["agg_output_tok_s_whole"] < 0.8 * stalled["agg_output_tok_s"]

@@ -93,6 +93,7 @@ class Config:
     baseline: bool = False
     errors: int = 0
     retractions: int = 0
+    stall_s: float = 0.0  # a one-off stall left out of the C=32 level's steady window
     reason: str = ""
     launched: bool | None = None
     state: str = "complete"
@@ -130,6 +131,8 @@ def bench_of(cfg: Config) -> dict[str, dict[str, Any]]:
             agg = cfg.agg.get(c, (cfg.c1 * c + cfg.c32) / 3)
         per_request = cfg.c1 if c == 1 else agg / c
         out[str(c)] = _level(c, agg, per_request, cfg.rel_hw, cfg.n, cfg.errors if c == 32 else 0, accept)
+        if c == 32 and cfg.stall_s:
+            out[str(c)]["steady_transient_s"] = cfg.stall_s
     return out
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from autospec.cli.main import main
-from autospec.report import build_table, format_markdown, format_text, front_json, snapshot, table_json
+from autospec.report import build_table, format_markdown, format_text, front_json, snapshot, study_warnings, table_json
 from autospec.report.data import Measure, parse_objective
 from autospec.report.table import ratio
 
@@ -133,3 +133,16 @@ def test_snapshot_of_an_empty_study(tmp_path):
     data = snapshot(study)
     assert data.front == [] and data.baseline_trial() is None
     assert build_table(data).rows == []
+
+
+def test_the_notes_name_the_figures_that_left_out_a_one_off_stall(tmp_path, capsys):
+    from .factory import Config, build_study
+
+    made = build_study(tmp_path, [Config(steps=3, c1=220.0, c32=1700.0),
+                                  Config(steps=4, c1=250.0, c32=1650.0, stall_s=3.25)])
+    notes = study_warnings(snapshot(made.load()), None)
+    stalls = [n for n in notes if n.startswith("one-off stalls")]
+    assert stalls == ["one-off stalls left out of steady windows (the server met a batch shape for the first time; "
+                      f"docs/benchmarking.md): trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)"]
+    assert main(["pareto", *made.args]) == 0
+    assert f"trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)" in capsys.readouterr().out

@@ -22,9 +22,12 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from autospec.errors import UsageError
+
+if TYPE_CHECKING:
+    from autospec.metrics import LevelSummary
 
 __all__ = ["register", "run"]
 
@@ -239,6 +242,13 @@ def _pm(value: float, interval: tuple[float, float]) -> str:
     return f"{value:.1f} ±{(hi - lo) / 2:.1f}"
 
 
+def _steady(s: LevelSummary) -> str:
+    if math.isnan(s.steady_share):
+        return "-"
+    text = f"{s.steady_share:.0%}" + (" short" if s.steady_short else "")
+    return text + (f", after {s.steady_transient_s:.1f} s stall" if s.steady_transient_s > 0 else "")
+
+
 def render_table(levels: list[dict[str, Any]]) -> str:
     from autospec.cli.render import table
 
@@ -259,13 +269,14 @@ def render_table(levels: list[dict[str, Any]]) -> str:
             s.concurrency, s.n_requests, s.n_ok, s.n_errors,
             _pm(s.output_tok_s, s.output_tok_s_ci), _fmt(s.decode_tok_s),
             _pm(s.agg_output_tok_s, s.agg_output_tok_s_ci),
-            "-" if math.isnan(s.steady_share) else f"{s.steady_share:.0%}" + (" short" if s.steady_short else ""),
+            _steady(s),
             _fmt(s.agg_output_tok_s_whole),
             f"{_fmt(s.ttft_ms_p50)}/{_fmt(s.ttft_ms_p99)}", _fmt(s.tpot_ms_p50, 2), _fmt(s.itl_ms_p50, 2),
             accept, status,
         ])
     legend = ("per-req = completion tokens / (done - sent), mean over requests; agg = tokens per second while C "
-              "requests were in flight, ramp-up and drain left out (steady = that window's share of the level; "
+              "requests were in flight, ramp-up, drain and a one-off stall left out (steady = the share of the level "
+              "at full concurrency, 'after N s stall' = the seconds of it left out for a one-off stall; "
               "whole = all tokens / level wall time); ± = half-width of the 95% interval (t over requests, "
               "bootstrap over the steady window's requests, or t over repeat runs); accept in () came from the "
               "server, not the responses")

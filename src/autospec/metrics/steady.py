@@ -14,6 +14,16 @@ weigh a lot: measured on SGLang 0.5.16, 64 requests at C=32 gave 10,063 tok/s wh
            first request to end after the last one was sent: from then on fewer than C
            are in flight)
 
+One-off stalls are left out as well: a server that meets a batch shape for the first
+time may stop for seconds (measured on SGLang 0.5.16 / H200, triton attention, NGRAM:
+prefill batches of 17 new requests beside 15 running took 4 s, once, in the middle of
+a C=32 level), which a server under steady load paid long ago. The window, cut into
+slices of one wave, starts after the last slice that delivered under `STALL_SHARE` of
+the median slice's rate, if what follows it is free of such slices, holds `MIN_SLICES`
+waves and lasts at least as long as everything the stall cut off (`transient_s`): a
+stall that recurs (a periodic pause) is never that far behind the last one, and stays in
+the window and in its interval.
+
 Starting and ending where the batch forms makes the window span whole cycles of
 prefill and decode: with identical requests the batches stay in lockstep (waves), and
 a window from the first wave's first tokens to the last wave's first tokens holds as
@@ -60,11 +70,13 @@ from autospec.metrics import stats
 if TYPE_CHECKING:
     from autospec.bench.records import RequestRecord
 
-__all__ = ["MIN_SHARE", "SteadyWindow", "steady_window", "tokens_between"]
+__all__ = ["MIN_SHARE", "STALL_SHARE", "SteadyWindow", "steady_window", "tokens_between"]
 
 MIN_SHARE = 0.5
 MIN_SLICES = 3  # batch means need this many slices of one wave each for an interval
 MAX_SLICES = 30
+STALL_SHARE = 0.5  # a slice of one wave that delivered under this share of the median slice's rate stalled
+MAX_STALL_SLICES = 400  # slices the stall search cuts the window into at most (each at least one wave)
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,7 @@ class SteadyWindow:
     tokens: float  # output tokens that arrived inside [start, end]
     interval: tuple[float, float]  # 95% interval of `rate`
     requests: int = 0  # requests that received output inside the window
+    transient_s: float = 0.0  # seconds at full concurrency before `start` left out: a one-off stall
 
     @property
     def seconds(self) -> float:
@@ -89,8 +102,9 @@ class SteadyWindow:
 
     @property
     def share(self) -> float:
-        """The window's share of the level's run (0 when there is no window)."""
-        return self.seconds / self.run_seconds if self.run_seconds > 0 else 0.0
+        """The share of the level's run at full concurrency (the window and a one-off stall
+        left out before it; 0 when there is no window)."""
+        return (self.seconds + self.transient_s) / self.run_seconds if self.run_seconds > 0 else 0.0
 
     @property
     def short(self) -> bool:
@@ -158,6 +172,22 @@ class _TokenCurves:
             out = out + np.bincount(self._owner, weights=self._count * share, minlength=self.n)
         return out
 
+    def total_upto(self, times: np.ndarray) -> np.ndarray:
+        """All records' tokens that arrived at or before each of `times` (vectorised: a
+        segment with slope k from s to e adds k (t - s) once t > s, less k (t - e) once t > e)."""
+        times = np.asarray(times, dtype=float)
+        order = np.argsort(self._point_t)
+        points = np.concatenate([[0.0], np.cumsum(self._point_n[order])])
+        out = points[np.searchsorted(self._point_t[order], times, side="right")]
+        slope = self._count / (self._end - self._start)
+        for edge, sign in ((self._start, 1.0), (self._end, -1.0)):
+            order = np.argsort(edge)
+            k = np.concatenate([[0.0], np.cumsum(slope[order])])
+            ke = np.concatenate([[0.0], np.cumsum(slope[order] * edge[order])])
+            n = np.searchsorted(edge[order], times, side="left")
+            out = out + sign * (times * k[n] - ke[n])
+        return out
+
     def between(self, a: float, b: float) -> np.ndarray:
         """Per record: tokens that arrived in (a, b]."""
         return self.upto(b) - self.upto(a) if b > a else np.zeros(self.n)
@@ -204,11 +234,13 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> SteadyW
     rises = [t for t, step, level in streaming if step > 0 and level == peak and t >= full]
     if not rises:
         return empty
-    start = rises[0]
-    end = rises[-1] if rises[-1] > start else drain
-    if end <= start:
+    formed = rises[0]
+    end = rises[-1] if rises[-1] > formed else drain
+    if end <= formed:
         return empty
     curves = _TokenCurves(records)
+    cycle = _cycle(records)
+    start = _after_one_off_stall(curves, formed, end, cycle)
     tokens = curves.between(start, end)
     first = np.array([r.t_first if r.ok and r.t_first is not None else math.inf for r in records])
     ends = np.array([_end(r) for r in records])
@@ -216,8 +248,28 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> SteadyW
     inside = streamed > 0
     rate = float(tokens.sum()) / (end - start)
     interval = _wider(_relative_interval(tokens[inside], streamed[inside], rate),
-                      _batch_means_interval(curves, start, end, _cycle(records)))
-    return SteadyWindow(start, end, run_start, run_end, float(tokens.sum()), interval, int(inside.sum()))
+                      _batch_means_interval(curves, start, end, cycle))
+    return SteadyWindow(start, end, run_start, run_end, float(tokens.sum()), interval, int(inside.sum()),
+                        transient_s=start - formed)
+
+
+def _after_one_off_stall(curves: _TokenCurves, start: float, end: float, cycle: float) -> float:
+    """Where the window [start, end] begins once a one-off stall is left out (module
+    docstring): the end of the last slice (at least one `cycle` long) that delivered under
+    STALL_SHARE of the median slice's rate, if the rest holds MIN_SLICES cycles and lasts
+    at least as long as what it leaves out; otherwise `start`."""
+    if not (math.isfinite(cycle) and cycle > 0):
+        return start
+    count = min(int((end - start) // cycle), MAX_STALL_SLICES)
+    if count < 2 * MIN_SLICES:
+        return start
+    edges = np.linspace(start, end, count + 1)
+    delivered = np.diff(curves.total_upto(edges))
+    stalled = np.flatnonzero(delivered < STALL_SHARE * float(np.median(delivered)))
+    if not stalled.size:
+        return start
+    after = float(edges[stalled[-1] + 1])
+    return after if end - after >= max(after - start, MIN_SLICES * cycle) else start
 
 
 def _cycle(records: Sequence[RequestRecord]) -> float:

@@ -72,9 +72,10 @@ class LevelSummary:
     `cis` holds 95% intervals by metric name where they are known.
 
     Steady state (`autospec.metrics.steady`): `steady_window_s` is the window behind
-    `agg_output_tok_s`, `steady_share` its share of the run, `steady_short` is True
-    when that share is below half (the figure is then mostly ramp-up and drain, or the
-    whole-run figure where there was no window). Precision (set by the precision loop,
+    `agg_output_tok_s`, `steady_transient_s` the seconds at full concurrency left out
+    before it (a one-off stall), `steady_share` the share of the run at full concurrency
+    (both together), `steady_short` is True when that share is below half (the figure is
+    then mostly ramp-up and drain, or the whole-run figure where there was no window). Precision (set by the precision loop,
     None for a fixed request count): `stop_reason` is why the level stopped measuring
     ("target", "cap", "ceiling", "failed" or "external"), `precision` the details
     (targets, relative half-widths, cap and elapsed seconds, the hook's reason).
@@ -117,6 +118,7 @@ class LevelSummary:
     steady_window_s: float = _NAN
     steady_share: float = _NAN
     steady_short: bool = True
+    steady_transient_s: float = 0.0
     accept_length_source: str | None = None
     stop_reason: str | None = None
     precision: dict[str, Any] | None = None
@@ -282,9 +284,10 @@ def _summarize_records(
         cis["accept_length"] = stats.bootstrap_ratio_ci(req.tokens[has_verify], req.verify[has_verify])
 
     steady_s = float(sum(w.seconds for w in steady))
+    transient_s = float(sum(w.transient_s for w in steady))
     run_s = float(sum(w.run_seconds for w in steady))
     steady_tokens = float(sum(w.tokens for w in steady))
-    share = steady_s / run_s if run_s > 0 else 0.0
+    share = (steady_s + transient_s) / run_s if run_s > 0 else 0.0
     if steady_s > 0 and ok:
         agg = steady_tokens / steady_s
         if _wanted(intervals, "agg_output_tok_s"):
@@ -333,6 +336,7 @@ def _summarize_records(
         steady_window_s=steady_s,
         steady_share=share,
         steady_short=share < MIN_SHARE,
+        steady_transient_s=transient_s,
         accept_length_source="response" if accept is not None else None,
     )
 

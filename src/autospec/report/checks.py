@@ -109,8 +109,24 @@ def study_warnings(data: StudyData, baseline: TrialView | None) -> list[str]:
     running = data.of_kind("running")
     if running:
         notes.append(f"{len(running)} trial(s) still running or queued; the front can still change")
+    notes.extend(stall_notes(data))
     notes.extend(launch_notes(data))
     return notes
+
+
+def stall_notes(data: StudyData) -> list[str]:
+    """Which aggregate objectives left a one-off stall out of their steady window."""
+    left_out = []
+    for trial in data.measured:
+        for objective in data.objectives:
+            level = trial.level(objective.concurrency) if objective.concurrency is not None else None
+            seconds = (level or {}).get("steady_transient_s") or 0
+            if objective.metric in _STEADY_METRICS and seconds > 0:
+                left_out.append(f"trial {trial.number} {objective.name} ({seconds:.1f} s)")
+    if not left_out:
+        return []
+    return [f"one-off stalls left out of steady windows (the server met a batch shape for the first time; "
+            f"docs/benchmarking.md): {', '.join(left_out)}"]
 
 
 def launch_notes(data: StudyData) -> list[str]:

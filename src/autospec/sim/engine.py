@@ -143,7 +143,8 @@ class Engine:
 
     def __init__(self, *, profile, cfg, max_running: int, max_total_tokens: int, time_scale: float,
                  noise: bool, rng: random.Random, log: logs.SglangLog,
-                 on_complete: Callable[[Generation], None], disable_cuda_graph: bool = False) -> None:
+                 on_complete: Callable[[Generation], None], disable_cuda_graph: bool = False,
+                 stall: tuple[int, float] | None = None) -> None:
         self.profile = profile
         self.cfg = cfg
         self.max_running = max(1, max_running)
@@ -171,6 +172,7 @@ class Engine:
         self.busy = True
         self.busy_since = 0.0
         self.window = min(1.0, time_scale / GATHER_FULL_SCALE)  # factor on the gathering windows
+        self.stall = stall  # the stall_after_requests fault: (completed requests, seconds), once
 
     # -- requests in and out
     def submit(self, gen: Generation) -> None:
@@ -283,6 +285,9 @@ class Engine:
         deadline = max(deadline, min(g.arrived for g in admitted))
         tokens = sum(g.kv_tokens for g in admitted)
         duration = self._prefill_duration(tokens, len(admitted))
+        if self.stall is not None and self.stats.completed >= self.stall[0]:
+            duration += self.stall[1] * self.scale
+            self.stall = None
         deadline += duration
         self.stats.scheduled_seconds += duration
         await _sleep_until(loop, deadline, self.stats)

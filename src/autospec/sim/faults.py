@@ -16,6 +16,9 @@ Specs (``--sim-fault SPEC``, repeatable, or ``AUTOSPEC_SIM_FAULTS=SPEC,SPEC``):
 ``crash_at_start``         dies half-way through weight loading with a CUDA error line
 ``error_rate=P``           a seeded fraction P of requests fail: HTTP 500, or (streams) a
                            stream cut off mid-way without ``data: [DONE]``
+``stall_after_requests=N:S``  once, the first prefill after N completed requests takes S
+                           more simulated seconds (scaled like every step), all requests wait:
+                           a real server meeting a batch shape for the first time
 =========================  ==============================================================
 """
 
@@ -37,7 +40,7 @@ class FaultSpecError(ValueError):
 
 
 ACCEPTED = ("crash_after_requests=N, hang_at_start, ignore_sigterm, zombie_child, "
-            "slow_start=S, crash_at_start, error_rate=P")
+            "slow_start=S, crash_at_start, error_rate=P, stall_after_requests=N:S")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Faults:
     slow_start_s: float = 0.0
     crash_at_start: bool = False
     error_rate: float = 0.0
+    stall_after_requests: tuple[int, float] | None = None  # (N completed requests, S seconds)
 
 
 def parse_faults(specs: Iterable[str]) -> Faults:
@@ -78,6 +82,12 @@ def parse_faults(specs: Iterable[str]) -> Faults:
                 if not 0.0 <= rate <= 1.0:
                     raise ValueError
                 values["error_rate"] = rate
+            elif name == "stall_after_requests":
+                count_text, _, seconds_text = argument.partition(":")
+                count, seconds = int(count_text), float(seconds_text)
+                if count < 0 or seconds <= 0:
+                    raise ValueError
+                values["stall_after_requests"] = (count, seconds)
             elif name in ("hang_at_start", "ignore_sigterm", "zombie_child", "crash_at_start"):
                 if argument:
                     raise ValueError
@@ -89,7 +99,7 @@ def parse_faults(specs: Iterable[str]) -> Faults:
                 raise
             raise FaultSpecError(
                 f"malformed --sim-fault {spec!r}; use one of: {ACCEPTED} "
-                "(N an integer >= 0, S seconds >= 0, P a fraction in [0, 1])"
+                "(N an integer >= 0, S seconds >= 0 (> 0 for a stall), P a fraction in [0, 1])"
             ) from None
     return Faults(**values)
 

@@ -83,7 +83,7 @@ class SimServer:
             profile=setup.profile, cfg=setup.cfg, max_running=setup.outcome.max_running_requests,
             max_total_tokens=setup.outcome.max_total_num_tokens, time_scale=setup.time_scale,
             noise=setup.noise, rng=random.Random(setup.seed), log=self.log, on_complete=self._on_complete,
-            disable_cuda_graph=setup.disable_cuda_graph,
+            disable_cuda_graph=setup.disable_cuda_graph, stall=setup.faults.stall_after_requests,
         )
         self.api = Api(setup, self.engine, self.log)
         self.startup = Startup(setup, self.log, self.memory, die=self.die, on_ready=self._on_ready)
