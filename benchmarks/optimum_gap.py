@@ -11,13 +11,19 @@ seed. Ways of measuring:
     precise  the study's default: the precision loop, racing (issue 15)
     fixed    `[bench] precision = false`: the fixed request counts of before, the baseline
 
-    python benchmarks/optimum_gap.py --output-len 256 --jobs 2   # every profile, 5 seeds, both ways
+    python benchmarks/optimum_gap.py --output-len 256 --time-scale 0.25   # every profile, 5 seeds, both ways
     python benchmarks/optimum_gap.py --profiles seed-qwen35-122b-4x-rtxpro6000 --seeds 1 2 --modes precise
+
+Studies that run at once share the machine's cores with their simulators and clients, and a
+starved client reads fast configurations (many small streamed chunks) as slower than they are:
+on the 2-core machine `--jobs 4` gave llama31-8b a C=32 median of 0.861 and `--jobs 1` 0.980
+(docs/tuning-quality.md). Keep `--jobs` at most half the cores; the script warns above that.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -67,6 +73,10 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="studies run at once")
     ap.add_argument("--output-len", type=int, default=None, help="override every space's [workload] output_len")
     args = ap.parse_args()
+    cores = os.cpu_count() or 1
+    if args.jobs > max(1, cores // 2):
+        print(f"warning: --jobs {args.jobs} on {cores} cores: studies starve each other's clients and the C=32 "
+              f"ratios read low; use --jobs {max(1, cores // 2)}", file=sys.stderr)
 
     results: dict[tuple[str, str], list[tuple[int, list[float], float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:

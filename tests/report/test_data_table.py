@@ -142,7 +142,8 @@ def test_the_notes_name_the_figures_that_left_out_a_one_off_stall(tmp_path, caps
                                   Config(steps=4, c1=250.0, c32=1650.0, stall_s=3.25)])
     notes = study_warnings(snapshot(made.load()), None)
     stalls = [n for n in notes if n.startswith("one-off stalls")]
-    assert stalls == ["one-off stalls left out of steady windows (the server met a batch shape for the first time; "
-                      f"docs/benchmarking.md): trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)"]
+    assert stalls == ["one-off stalls left out of steady windows (a pause that did not come back, as when a server "
+                      "meets a batch shape for the first time; docs/benchmarking.md): "
+                      f"trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)"]
     assert main(["pareto", *made.args]) == 0
     assert f"trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)" in capsys.readouterr().out

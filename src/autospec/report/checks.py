@@ -125,8 +125,8 @@ def stall_notes(data: StudyData) -> list[str]:
                 left_out.append(f"trial {trial.number} {objective.name} ({seconds:.1f} s)")
     if not left_out:
         return []
-    return [f"one-off stalls left out of steady windows (the server met a batch shape for the first time; "
-            f"docs/benchmarking.md): {', '.join(left_out)}"]
+    return ["one-off stalls left out of steady windows (a pause that did not come back, as when a server meets a "
+            f"batch shape for the first time; docs/benchmarking.md): {', '.join(left_out)}"]
 
 
 def launch_notes(data: StudyData) -> list[str]:
