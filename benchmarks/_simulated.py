@@ -654,8 +654,10 @@ class SimulatedChain:
         self.load_seconds, self.warmup_seconds = load_seconds, warmup_seconds
 
     # -- the contract
-    def run(self, number: int, candidate: Mapping[str, Any], hooks: Any = None, relaunch: bool = False) -> Any:
-        """One trial: verdict -> simulated launch -> predicted benchmark -> teardown."""
+    def run(self, number: int, candidate: Mapping[str, Any], hooks: Any = None, relaunch: bool = False,
+            env: Mapping[str, str] | None = None) -> Any:
+        """One trial: verdict -> simulated launch -> predicted benchmark -> teardown (`env`
+        is what a real chain would add to the server's environment; nothing is started)."""
         hooks = hooks or _NoHooks()
         flags = {**self.space.server.flags, **candidate}
         hooks.phase("preflight")
@@ -770,16 +772,31 @@ class SimulatedChain:
 # ----------------------------------------------------------------------------- the study
 
 
-def _study_modules() -> tuple[Any, Any, Callable[..., Any]]:
-    """(module whose TrialChain the loop instantiates, OptimizeRequest, optimize) of the
-    installed autospec: ``autospec.study.run`` now, ``autospec.study.loop`` before."""
+def _study_runner() -> tuple[Any, Callable[..., Any]]:
+    """(OptimizeRequest, run(request, observer, chain_factory)) of the installed autospec:
+    ``autospec.study.building.build_run`` now; before it, the loop module's `optimize` with
+    its `TrialChain` replaced (``autospec.study.run``, earlier ``autospec.study.loop``), so
+    older versions can still be compared."""
+    try:
+        building = importlib.import_module("autospec.study.building")
+    except ModuleNotFoundError as exc:
+        if exc.name != "autospec.study.building":
+            raise
+    else:
+        request_cls = importlib.import_module("autospec.study.request").OptimizeRequest
+        return request_cls, lambda req, obs, chain: building.build_run(req, obs, make_chain=chain).run()
     try:
         module = importlib.import_module("autospec.study.run")
     except ModuleNotFoundError as exc:
         if exc.name != "autospec.study.run":
             raise
         module = importlib.import_module("autospec.study.loop")
-    return module, module.OptimizeRequest, module.optimize
+
+    def run(req: Any, obs: Any, chain: Callable[..., Any]) -> Any:
+        with _patched(module, "TrialChain", chain):
+            return module.optimize(req, obs)
+
+    return module.OptimizeRequest, run
 
 
 @contextlib.contextmanager
@@ -806,7 +823,7 @@ def run_study(space: Any, *, seed: int, sampler: str = "model", n_trials: int = 
     keywords (e.g. ``{"baseline": True, "storage": "..."}``). The study is named
     `study_name` (default ``sim-<sampler>-seed<seed>``) in `studies_dir`; an existing
     study of that name is continued, as the real loop does."""
-    module, request_cls, optimize = _study_modules()
+    request_cls, run = _study_runner()
     from autospec.launcher import Launcher
     from autospec.study.storage import open_storage
 
@@ -825,8 +842,7 @@ def run_study(space: Any, *, seed: int, sampler: str = "model", n_trials: int = 
     def chain_factory(**kwargs: Any) -> SimulatedChain:
         return SimulatedChain(**kwargs, profile=profile, noise=noise, seed=seed)
 
-    with _patched(module, "TrialChain", chain_factory):
-        optimize(request, observer)
+    run(request, observer, chain_factory)
     handle = open_storage(request.storage, name, studies_dir)
     import optuna
 

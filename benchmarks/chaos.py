@@ -271,7 +271,7 @@ def run_chaos(
     """SIGKILL the tuner `kills` times (at `moments` in turn, or random ones; in the first
     or a later trial a round launches, from `nths`, in turn with `moments` or at random),
     then finish the study and check it (see the module docstring)."""
-    from autospec.study.recovery import MAX_STALE_RETRIES
+    from autospec.study.processes.recovery import MAX_STALE_RETRIES
 
     rng = random.Random(seed)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -364,7 +364,7 @@ def run_chaos(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from autospec.study.recovery import MAX_STALE_RETRIES
+    from autospec.study.processes.recovery import MAX_STALE_RETRIES
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

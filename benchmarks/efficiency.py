@@ -41,7 +41,7 @@ Strategies (`STRATEGIES`, one entry each; add a new one there):
 - `study-model`, `study-tpe`, `study-gp`, `study-nsga2`, `study-random`: autospec's own study loop
   (`_simulated.run_study`: preflight, learned infeasibility, calibration launches,
   deduplication, mem-fraction pushes) with that sampler (`model`, the default, is
-  `autospec.study.model_sampler`; docs/model.md); each budget is its own study
+  `autospec.study.proposing.samplers`; docs/model.md); each budget is its own study
   (`--trials` = budget).
 
 Baselines that are not the study loop value a launch the same way as the study's chain: a

@@ -19,7 +19,7 @@ import optuna
 from autospec.config import SearchSpace, load_search_space
 from autospec.records import TrialRecord, TrialStore
 from autospec.space import calibration_points, suggest, to_distribution_params
-from autospec.study.model_sampler import ModelSampler
+from autospec.study.proposing.samplers import ModelSampler
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

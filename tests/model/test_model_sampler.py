@@ -1,4 +1,4 @@
-"""`--sampler model` (autospec.study.model_sampler): what it proposes, what it leaves out,
+"""`--sampler model` (autospec.study.proposing.samplers): what it proposes, what it leaves out,
 and when it declines the study."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from replay import hypervolume_ratio, key, replay
 from autospec.config import parse_search_space
 from autospec.records import TrialRecord, TrialStore
 from autospec.space import suggest
-from autospec.study.model_sampler import ModelSampler, unsupported_reason
+from autospec.study.proposing.samplers import ModelSampler, unsupported_reason
 
 SPACE = parse_search_space({
     "server": {"flags": {"model_path": "m", "speculative_algorithm": "NGRAM"}},
@@ -155,7 +155,7 @@ def test_other_tuned_flags_are_told_apart_by_their_own_launches():
 
 
 def test_a_numerical_failure_of_the_model_falls_back_to_a_random_proposal(monkeypatch):
-    import autospec.study.model_sampler as module
+    import autospec.study.proposing.samplers as module
 
     sampler = ModelSampler(SPACE, dict, lambda flags: {}, seed=0)
     study, _ = study_with(sampler)

@@ -224,7 +224,7 @@ def build_study(folder: Path, configs: list[Config] = STANDARD, name: str = "mad
     import warnings
 
     from autospec.config import load_search_space
-    from autospec.study.sidefiles import Artifacts
+    from autospec.study.files import Artifacts
     from autospec.study.storage import StorageHandle, open_study
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

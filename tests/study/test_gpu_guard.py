@@ -19,9 +19,9 @@ from autospec.cli.main import main
 from autospec.errors import UsageError
 from autospec.launcher import Launcher
 from autospec.launcher.probes import SimGpuProbe
-from autospec.study.gpu_guard import GpuGuard
-from autospec.study.identity import new_launch_id
-from autospec.study.owners import owner_env, owner_of
+from autospec.study.processes.gpu_guard import GpuGuard
+from autospec.study.processes.identity import new_launch_id
+from autospec.study.processes.owners import owner_env, owner_of
 
 STORAGE = "sqlite:////data/studies/mine.db"
 

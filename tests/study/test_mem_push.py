@@ -8,7 +8,7 @@ import tomllib
 
 from autospec.cli.main import main
 from autospec.config import parse_search_space
-from autospec.study.mem_push import MEM, Measured, push_candidate
+from autospec.study.proposing.mem_push import MEM, Measured, push_candidate
 
 from .conftest import SIM_ARGS
 

@@ -28,9 +28,9 @@ import pytest
 from autospec.launcher import Launcher
 from autospec.launcher.proctree import boot_id, read_cmdline, read_proc
 from autospec.records import SERVER_KEY, WORKER_KEY, TrialStore
-from autospec.study import recovery
-from autospec.study.identity import LAUNCH_ID_ENV, is_same_process, recorded_start, this_worker
-from autospec.study.owners import owner_env, owner_from_environ
+from autospec.study.processes import recovery
+from autospec.study.processes.identity import LAUNCH_ID_ENV, is_same_process, recorded_start, this_worker
+from autospec.study.processes.owners import owner_env, owner_from_environ
 from autospec.study.storage import open_storage
 
 from .conftest import storage_spec

@@ -19,9 +19,8 @@ import optuna
 import pytest
 
 from autospec.cli.main import main
-from autospec.study.identity import LAUNCH_ID_ENV
-from autospec.study.leftovers import LiveServers
-from autospec.study.signals import StopSignals
+from autospec.study.processes.identity import LAUNCH_ID_ENV
+from autospec.study.processes.stopping import LiveServers, StopSignals
 
 STUDY = "sig"
 READY_200 = 'GET /health_generate HTTP/1.1" 200'  # readiness answered: benchmarking starts next
@@ -84,7 +83,8 @@ def test_first_signal_tears_down_records_the_trial_and_exits_130(tmp_path, sim_s
     assert len(retry) == 1 and retry[0].state == optuna.trial.TrialState.WAITING
     assert retry[0].system_attrs["fixed_params"] == interrupted.params
     events = (tmp_path / "studies" / f"{STUDY}-events.log").read_text()
-    assert f"trial {interrupted.number}: outcome=interrupted during bench" in events
+    line = next(x for x in events.splitlines() if f"trial {interrupted.number}: outcome=interrupted" in x)
+    assert "stopped by a signal during bench" in line and "queued again" in line
 
     if sig == signal.SIGINT:  # resuming: same command, the retry runs first, target met exactly
         again = tuners(argv(tmp_path, sim_space, 2)).start()

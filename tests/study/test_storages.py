@@ -22,7 +22,7 @@ from autospec.cli.common import load_space
 from autospec.cli.main import main
 from autospec.launcher import Launcher
 from autospec.records import WORKER_KEY, TrialStore
-from autospec.study import recovery
+from autospec.study.processes import recovery
 from autospec.study.storage import open_storage, open_study
 
 from .conftest import storage_spec

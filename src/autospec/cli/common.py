@@ -146,7 +146,7 @@ def open_existing_study(name: str, storage: str | None, studies_dir: Path, *,
     """(StorageHandle, Study) of a study that must already exist; creates nothing."""
     import optuna
 
-    from autospec.study.layout import StudyLayout
+    from autospec.study.files import StudyLayout
     from autospec.study.storage import open_storage, study_exists
 
     if storage is None:

@@ -46,8 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def artifact_dir(handle, args: argparse.Namespace) -> Path:
-    """Where `autospec optimize` keeps the study's artifacts (`autospec.study.layout`)."""
-    from autospec.study.layout import StudyLayout
+    """Where `autospec optimize` keeps the study's artifacts (`autospec.study.files`)."""
+    from autospec.study.files import StudyLayout
 
     return StudyLayout.beside(handle.local_path, Path(args.studies_dir), args.study).artifacts_dir
 

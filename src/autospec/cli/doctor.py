@@ -65,9 +65,9 @@ def _probe(args: argparse.Namespace) -> tuple[GpuProbe | None, str, str | None]:
     if args.sim_gpu_state_dir is not None:
         return SimGpuProbe(args.sim_gpu_state_dir), "simulator", None
     if args.sim:
-        from autospec.study.layout import StudyLayout
+        from autospec.study.files import sim_gpu_state_dir
 
-        return SimGpuProbe(StudyLayout.beside(None, Path(args.studies_dir), "").sim_gpu_state_dir), "simulator", None
+        return SimGpuProbe(sim_gpu_state_dir(Path(args.studies_dir))), "simulator", None
     try:
         return NvmlGpuProbe(gpus=_gpu_indices(args.gpus)), "nvml", None
     except ProbeUnavailable as exc:
@@ -76,7 +76,7 @@ def _probe(args: argparse.Namespace) -> tuple[GpuProbe | None, str, str | None]:
 
 def _with_owner(holder: GpuHolder) -> GpuHolder:
     """Name the study trial a holder belongs to, and how to stop it safely."""
-    from autospec.study.owners import owner_of
+    from autospec.study.processes.owners import owner_of
 
     owner = owner_of(holder.pid)
     if owner is None:

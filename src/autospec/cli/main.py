@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from autospec import __version__
 from autospec.errors import AutospecError
-from autospec.study.signals import StopSignals
+from autospec.study.processes.stopping import StopSignals
 
 # Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
 _SUBCOMMANDS = ("optimize", "worker", "pareto", "bench", "doctor", "recover", "export", "report", "dashboard", "import_")
@@ -60,7 +60,7 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def stop_handler(policy: StopSignals) -> Callable[[int, FrameType | None], None]:
     """The handler for Ctrl-C, SIGTERM and SIGHUP. While a study runs (`policy.active`),
-    the study's policy applies (`autospec.study.signals.StopSignals`): the first signal
+    the study's policy applies (`autospec.study.processes.stopping.StopSignals`): the first signal
     stops the current trial cleanly, a second kills its server at once. Otherwise:
     KeyboardInterrupt."""
 

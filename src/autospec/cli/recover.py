@@ -32,11 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from autospec.launcher import Launcher
     from autospec.launcher.probes import SimGpuProbe
     from autospec.records import TrialStore
-    from autospec.study import recovery
-    from autospec.study.gpu_guard import GpuGuard
-    from autospec.study.layout import StudyLayout
-    from autospec.study.samplers import optuna_notes_silenced
-    from autospec.study.sidefiles import Artifacts, EventLog
+    from autospec.study.files import Artifacts, EventLog, StudyLayout
+    from autospec.study.processes import recovery
+    from autospec.study.processes.gpu_guard import GpuGuard
+    from autospec.study.proposing.samplers import optuna_notes_silenced
 
     with optuna_notes_silenced():
         handle, study = open_existing_handle(args)

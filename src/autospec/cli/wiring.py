@@ -3,7 +3,7 @@ environment, the launcher and its GPU probe, and the preflight oracle.
 
 Real SGLang: the command from the space file (or --server-command); NVML probe when
 nvidia-ml-py and a GPU are present (who holds GPU memory is checked by the study run,
-after it has stopped its own leftovers: `autospec.study.gpu_guard`); SGLang's own resolver as preflight when sglang
+after it has stopped its own leftovers: `autospec.study.processes.gpu_guard`); SGLang's own resolver as preflight when sglang
 imports in the server's Python. Simulator (--sim): ``python -m autospec.sim`` with a
 profile, the simulator's recorded GPU memory as the probe, and the simulator's own
 argument resolver as preflight. :func:`sim_command` is the one place that builds the
@@ -27,6 +27,7 @@ from autospec.feasibility import ArgvBuilder, PreflightOracle
 from autospec.launcher import GpuProbe, Launcher, flag_words
 from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.space import grid
+from autospec.study.files import preflight_cache_dir, sim_gpu_state_dir
 from autospec.study.slots import Slot, gpus_per_trial_of
 
 __all__ = ["Target", "build_target", "sim_command", "default_probe"]
@@ -112,7 +113,7 @@ def default_probe(gpus: Sequence[int] | None = None) -> GpuProbe:
 
 def hardware_of(probe: GpuProbe, slot: Slot | None, fallback: str, space: SearchSpace) -> str:
     """What a run's servers run on, e.g. "NVIDIA H200 x2" (", shared" for a slot that shares
-    its GPU): memory lessons are kept per hardware (`autospec.study.teach`). `fallback`
+    its GPU): memory lessons are kept per hardware (`autospec.study.proposing.queue`). `fallback`
     when the probe names no GPU."""
     from autospec.launcher import ProbeUnavailable
 
@@ -157,7 +158,7 @@ def build_target(
     ``preflight`` is "auto" (use the server's resolver when it can run) or "off".
     ``slot``: the GPU slot the servers use (their GPUs, ports, teardown; `slot_launcher`)."""
     if sim:
-        state_dir = (studies_dir / ".sim-gpu").resolve()
+        state_dir = sim_gpu_state_dir(studies_dir).resolve()
         command = sim_command(
             profile=sim_profile, load_seconds=sim_load_seconds, warmup_seconds=sim_warmup_seconds,
             time_scale=sim_time_scale, state_dir=state_dir,
@@ -216,7 +217,7 @@ def _sglang_preflight(command: tuple[str, ...], studies_dir: Path, version: str,
     if python is None:
         print("autospec: preflight off: the server command is not 'PYTHON -m ...'; using static rules", file=out)
         return None
-    candidate = Preflight(python=python, cache_dir=studies_dir / ".preflight")
+    candidate = Preflight(python=python, cache_dir=preflight_cache_dir(studies_dir))
     points = [{**space.server.flags, **c} for c in itertools.islice(grid(space), PREFETCH_LIMIT + 1)]
     argvs = [flag_words(f) for f in distinct_argument_sets(points)] if len(points) <= PREFETCH_LIMIT else []
     ok, why = candidate.warm(argvs)

@@ -4,7 +4,7 @@ never launched were not worth a launch (issue 17).
 Both come from the study: each trial the model chose carries its prediction from before
 the launch (`Markers.predicted`), and the end of each run stores the model's verdict on
 every configuration not launched (study attribute ``model_unlaunched``,
-`autospec.study.model_sampler.ModelSampler.unlaunched`). Studies of other samplers have
+`autospec.study.proposing.samplers.ModelSampler.unlaunched`). Studies of other samplers have
 neither; then there is nothing to say.
 """
 

@@ -1,25 +1,31 @@
 """Optuna wiring: storage, sampler, resume, budget and the trial chain.
 
-Public entry point: `optimize(OptimizeRequest, observer) -> OptimizeResult`, a thin
-wrapper over `StudyRun`.
+Public entry point: `optimize(OptimizeRequest, observer) -> OptimizeResult`
+(`building.build_run(...).run()`).
 
-Modules: ``run`` (StudyRun: the ask -> chain -> tell loop), ``request`` (what a run is
-asked and answers), ``observer`` (progress reports), ``samplers``, ``heartbeat``,
-``compiled`` and ``proposer`` (feasible-only proposals), ``chain`` (one trial),
-``storage`` (storage URLs, study creation and clash checks), ``layout`` (the study's
-files), ``identity`` (tuner and server identities), ``leftovers`` (stopping servers that
-outlived their trial), ``recovery`` (failing and retrying trials of a dead tuner),
-``teach`` (what earlier launches taught the feasibility gate), ``mem_push``
-(mem-fraction pushes), ``signals`` (the stop policy), ``sidefiles`` (event log, artifacts),
-``pending`` (results waiting for a storage), ``gpu_guard`` and ``owners`` (whose GPU memory).
+Modules by idea:
+
+- the run: ``request`` (what a run is asked, answers and reports), ``building`` (every
+  collaborator of a run from its request), ``run`` (StudyRun: the ask -> chain -> tell
+  loop), ``chain`` (one trial), ``finishing`` (how every trial's record is stored),
+  ``racing`` (stop measuring what cannot reach the front);
+- the study's data: ``storage`` (storage URLs, study creation and clash checks),
+  ``claims`` (launch claims under a study-wide lock), ``files`` (layout, events log,
+  artifacts, results pending a storage);
+- ``proposing``: what is launched next (``queue``: the queue policy; ``proposer``,
+  ``samplers``, ``compiled``: feasible-only proposals; ``mem_push``);
+- ``processes``: whose processes these are and cleaning up after them (``identity``,
+  ``owners``, ``stopping``: leftovers and the stop policy, ``recovery``: dead tuners and
+  heartbeats, ``gpu_guard``);
+- ``slots``: GPU slots of one host.
 """
 
 from autospec.records import TrialRecord
-from autospec.study.observer import Observer
-from autospec.study.request import OptimizeRequest, OptimizeResult, StudyInterrupted
-from autospec.study.run import StudyRun, count_launched, optimize
-from autospec.study.samplers import SAMPLERS, make_sampler
-from autospec.study.signals import StopSignals
+from autospec.study.building import build_run, optimize
+from autospec.study.processes.stopping import StopSignals
+from autospec.study.proposing.samplers import SAMPLERS, make_sampler
+from autospec.study.request import Observer, OptimizeRequest, OptimizeResult, StopReason, StudyInterrupted
+from autospec.study.run import StudyRun
 from autospec.study.storage import open_storage, open_study
 
 __all__ = [
@@ -27,11 +33,12 @@ __all__ = [
     "Observer",
     "OptimizeRequest",
     "OptimizeResult",
+    "StopReason",
     "StopSignals",
     "StudyInterrupted",
     "StudyRun",
     "TrialRecord",
-    "count_launched",
+    "build_run",
     "make_sampler",
     "open_storage",
     "open_study",

@@ -16,7 +16,6 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from autospec.bench import (
@@ -31,10 +30,11 @@ from autospec.bench import (
 )
 from autospec.config import SearchSpace
 from autospec.feasibility.gate import FeasibilityGate
+from autospec.feasibility.verdict import Verdict
 from autospec.launcher import Launcher, LaunchError, LaunchRequest
 from autospec.metrics import LevelSummary, metric_value, summarize, with_accept_length
 from autospec.records import DUPLICATE, OK, TrialRecord
-from autospec.study.layout import StudyLayout
+from autospec.study.files import StudyLayout
 from autospec.study.slots import crowded_out
 
 __all__ = ["TrialChain", "ChainHooks"]
@@ -85,9 +85,10 @@ class TrialChain:
                           freeze_gc=b.freeze_gc, warmup_output_len=b.warmup_output_len) for c in b.concurrency]
 
     def run(self, number: int, candidate: Mapping[str, Any], hooks: ChainHooks | None = None,
-            relaunch: bool = False) -> TrialRecord:
+            relaunch: bool = False, env: Mapping[str, str] | None = None) -> TrialRecord:
         """Run one trial. `relaunch`: launch it even though the same server was measured
-        before (a confirmation relaunch, `autospec optimize --confirm K`)."""
+        before (a confirmation relaunch, `autospec optimize --confirm K`); `env`: added to
+        the chain's environment for this trial's server."""
         hooks = hooks or ChainHooks()
         t0 = time.monotonic()
         flags = {**self.space.server.flags, **candidate}
@@ -95,26 +96,14 @@ class TrialChain:
         verdict = self.gate.verdict(flags, reuse=not relaunch)
         seconds = {"preflight": time.monotonic() - t0}
         if not verdict.ok:
-            record = TrialRecord(
-                outcome=verdict.status, candidate=dict(candidate), reason=verdict.reason,
-                resolved=dict(verdict.resolved), seconds=seconds,
-            )
-            if verdict.status == DUPLICATE:
-                source = self.gate.measurement_of(verdict.resolved)
-                if source is not None:
-                    record.values = list(source.values) if source.values is not None else None
-                    record.constraints = dict(source.constraints)
-                    record.duplicate_of = source.number
-                    record.bench = source.bench
-            seconds["total"] = time.monotonic() - t0
-            return record
+            return self._finish(self._answered(candidate, verdict, seconds), t0)
 
         self.layout.trial_dir(number).mkdir(parents=True, exist_ok=True)
         request = LaunchRequest(
             command=tuple(self.command),
             flags=flags,
             log_path=self.layout.server_log(number),
-            env=dict(self.env),
+            env={**self.env, **(env or {})},
             ready_timeout_s=self.ready_timeout_s or self.space.server.ready_timeout_s,
         )
         record = TrialRecord(
@@ -135,23 +124,12 @@ class TrialChain:
                 server = self.launcher.start(request, on_spawn=on_spawn)
             except LaunchError as err:
                 record.seconds["launch"] = time.monotonic() - t_launch
-                record.outcome = err.kind
-                record.reason = str(err)
-                record.server_args = spawned.get("argv")
-                if err.teardown is not None:
-                    record.teardown = err.teardown.as_dict()
-                    record.seconds["teardown"] = err.teardown.seconds
-                others = crowded_out(err.kind, record.teardown) if self.shared_gpu else None
-                if others is None:
-                    self.gate.learn_failure(verdict.resolved, err.kind)
-                else:
-                    record.reason += (f"; other servers held {others:,.0f} MiB of this slot's shared GPU: not taken as "
-                                      "this configuration's memory limit")
+                self._launch_failed(record, err, verdict.resolved, spawned.get("argv"))
                 return self._finish(record, t0)
             record.seconds["launch"] = time.monotonic() - t_launch
             record.server_args = list(server.argv)
             record.startup = server.startup.as_dict()
-            self._bench(server, record, hooks)
+            self._bench(number, server, record, hooks)
             hooks.measured(record)
         finally:
             if server is not None:
@@ -162,6 +140,34 @@ class TrialChain:
         if record.outcome == OK:
             self.gate.learn_success(verdict.resolved, record.startup or {})
         return self._finish(record, t0)
+
+    def _answered(self, candidate: Mapping[str, Any], verdict: Verdict, seconds: dict[str, float]) -> TrialRecord:
+        """The record of a candidate the gate answered without a launch (a duplicate carries
+        the measurement it repeats)."""
+        record = TrialRecord(outcome=verdict.status, candidate=dict(candidate), reason=verdict.reason,
+                             resolved=dict(verdict.resolved), seconds=seconds)
+        source = self.gate.measurement_of(verdict.resolved) if verdict.status == DUPLICATE else None
+        if source is not None:
+            record.values = list(source.values) if source.values is not None else None
+            record.constraints = dict(source.constraints)
+            record.duplicate_of = source.number
+            record.bench = source.bench
+        return record
+
+    def _launch_failed(self, record: TrialRecord, err: LaunchError, resolved: Mapping[str, Any],
+                       argv: list[str] | None) -> None:
+        """Record a server that did not start, and teach the gate its failure (unless other
+        servers crowded this slot's shared GPU: then it is not this configuration's limit)."""
+        record.outcome, record.reason, record.server_args = err.kind, str(err), argv
+        if err.teardown is not None:
+            record.teardown = err.teardown.as_dict()
+            record.seconds["teardown"] = err.teardown.seconds
+        others = crowded_out(err.kind, record.teardown) if self.shared_gpu else None
+        if others is None:
+            self.gate.learn_failure(resolved, err.kind)
+        else:
+            record.reason += (f"; other servers held {others:,.0f} MiB of this slot's shared GPU: not taken as "
+                              "this configuration's memory limit")
 
     def goals(self, launch_s: float) -> dict[int, PrecisionGoal]:
         """The precision loop's goal per level that feeds an objective or a constraint
@@ -195,7 +201,7 @@ class TrialChain:
                 )
         return goals
 
-    def _bench(self, server: Any, record: TrialRecord, hooks: ChainHooks) -> None:
+    def _bench(self, number: int, server: Any, record: TrialRecord, hooks: ChainHooks) -> None:
         t_bench = time.monotonic()
         goals = self.goals(float(record.seconds.get("launch") or 0.0))
         summaries = asyncio.run(self._measure(server, record, hooks, goals, t_bench))
@@ -203,9 +209,7 @@ class TrialChain:
         events = server.runtime_events()
         if events:
             record.startup = {**(record.startup or {}), "runtime_events": dict(events)}
-        bench_json = Path(record.log_path).parent / "bench.json" if record.log_path else None
-        if bench_json is not None:
-            bench_json.write_text(json.dumps(record.bench, indent=1, default=str))
+        self.layout.bench_json(number).write_text(json.dumps(record.bench, indent=1, default=str))
         if record.outcome != OK:
             return
         measured = {spec.name: metric_value(summaries[spec.concurrency], spec.metric) for spec in self.space.measured_specs}

@@ -25,16 +25,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 
-from autospec.records import StoredTrial
+from autospec.records import StoredTrial, TrialStore
 
-__all__ = ["StudyLock", "Claim", "decide_claim", "claimed_by_others"]
+__all__ = ["StudyLock", "Claim", "decide_claim", "claimed_by_others", "claim_trial"]
 
 _RUNNING = optuna.trial.TrialState.RUNNING
 
@@ -110,3 +110,22 @@ class StudyLock:
             finally:
                 conn.execute(text(give), args)
                 conn.commit()
+
+
+def claim_trial(store: TrialStore, lock: StudyLock, trial: optuna.Trial, target: int, counts_toward_target: bool,
+                worker: Mapping[str, Any], withdraw: Callable[[str], None]) -> bool:
+    """Claim the asked `trial` for this worker: under the study's lock, record `worker` on
+    it if `decide_claim` grants it, else call `withdraw(reason)` (still under the lock).
+    A trial not taken from the queue (another worker took the queued proposal between
+    this worker's look and its ask) is withdrawn as well. True when claimed."""
+    queued = store.was_queued(trial)
+    with lock.held():
+        if queued:
+            reason = decide_claim(store.read(), trial.number, trial.params, target, counts_toward_target).reason
+        else:
+            reason = "another worker took the queued proposal first"
+        if not reason:
+            store.record_worker(trial, worker)
+            return True
+        withdraw(reason)
+    return False

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from autospec.config import SearchSpace
 from autospec.metrics import LevelSummary
-from autospec.records import StoredTrial, pareto_front
+from autospec.records import StorageUnavailable, StoredTrial, TrialStore, pareto_front
 from autospec.records.launches import ObjectiveRef, pool_study
 
 __all__ = ["Race", "RaceObjective"]
@@ -98,6 +98,18 @@ class Race:
                 None if p is None or not math.isfinite(p.value) else (p.value - (p.half or 0.0), p.value + (p.half or 0.0))
                 for p in figures)))
         return cls(objectives, bounds, tuple(members))
+
+    @classmethod
+    def for_trial(cls, space: SearchSpace, store: TrialStore, enabled: bool = True) -> Race | None:
+        """The race of a trial starting now against the study in `store`; None when racing
+        is off (`enabled` false, or no precision loop) or the storage is away. A
+        confirmation relaunch gets none: it is measured in full."""
+        if not enabled or not space.bench.precision:
+            return None
+        try:
+            return cls.against(space, store.read())
+        except StorageUnavailable:
+            return None
 
     def level_done(self, concurrency: int, summary: LevelSummary) -> None:
         self.finished[concurrency] = summary

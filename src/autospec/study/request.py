@@ -1,21 +1,25 @@
-"""What one study run is asked to do, what it answers, and how it can end early."""
+"""What one study run is asked to do, what it answers, how it can end early, and what it
+reports while it works (the `Observer` protocol and a silent one)."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from autospec.config import SearchSpace
 from autospec.errors import RuntimeFailure
 from autospec.feasibility import PreflightOracle
 from autospec.launcher import Launcher
+from autospec.records import TrialRecord
 from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
-from autospec.study.signals import StopSignals
+from autospec.study.processes.stopping import StopSignals
 from autospec.study.slots import Slot
 
-__all__ = ["OptimizeRequest", "OptimizeResult", "StudyInterrupted", "StudyStopped", "STORAGE_PATIENCE_S"]
+__all__ = ["OptimizeRequest", "OptimizeResult", "StudyInterrupted", "StudyStopped", "STORAGE_PATIENCE_S", "Observer", "NullObserver",
+           "StopReason"]
 
 STORAGE_PATIENCE_S = 120.0  # how long a storage that is away is waited for before the run stops
 
@@ -64,6 +68,22 @@ class OptimizeRequest:
     hardware: str | None = None  # what the servers run on, e.g. "NVIDIA H200 x1" (memory lessons are kept per hardware)
     study_options: Mapping[str, Any] | None = None  # stored with a new study for `autospec worker` (cli.workers)
 
+    def placement(self) -> dict[str, Any]:
+        """Where this run's servers run: stored on each trial (reports, recovery) and used
+        to keep memory lessons to the hardware they were learned on."""
+        placement: dict[str, Any] = {"hardware": self.hardware}
+        if self.slot is not None:
+            placement["slot"] = self.slot.as_dict()
+        return placement
+
+
+class StopReason(str, enum.Enum):
+    """Why a run ended without an exception."""
+
+    TARGET = "target"  # the study holds its launched trials (and its confirmation relaunches)
+    TIMEOUT = "timeout"  # ``--timeout`` passed: no new trial was started
+    EXHAUSTED = "exhausted"  # nothing launchable is left in the space
+
 
 @dataclass
 class OptimizeResult:
@@ -71,4 +91,42 @@ class OptimizeResult:
     storage: str
     launched: int
     target: int
-    stopped_because: str  # "target" | "timeout" | "exhausted"
+    stopped_because: StopReason
+
+
+class Observer(Protocol):
+    """Progress of a run (`autospec.cli.render.Progress` draws it)."""
+
+    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
+        """`measured`: objective values of the feasible trials already in the study."""
+    def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None: ...
+    def phase(self, name: str) -> None: ...
+    def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None: ...
+    def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
+        """A proposal answered without a launch (rejected, skipped or duplicate)."""
+    def message(self, text: str) -> None: ...
+    def finished(self) -> None:
+        """The run ended, whichever way."""
+
+
+class NullObserver:
+    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
+        pass
+
+    def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None:
+        pass
+
+    def phase(self, name: str) -> None:
+        pass
+
+    def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None:
+        pass
+
+    def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def finished(self) -> None:
+        pass

@@ -7,7 +7,7 @@ Accepted storage specs (checked against Optuna 5.0.0):
   with heartbeats, so a trial whose worker died is failed before the next ``ask``.
 - a path ending in ``.log``, ``.journal`` or ``.jsonl``: ``JournalStorage`` on a
   ``JournalFileBackend`` (several workers on one host). Journal storage has no heartbeat;
-  `autospec.study.recovery` fails stale trials itself.
+  `autospec.study.processes.recovery` fails stale trials itself.
 
 A study remembers the search-space fingerprint, objectives and metric names it was
 created with; opening it with a different space is a `StorageError` that changes nothing.
@@ -25,7 +25,7 @@ from optuna.storages.journal import JournalFileBackend
 
 from autospec.config import SearchSpace
 from autospec.errors import StorageError
-from autospec.study.layout import StudyLayout
+from autospec.study.files import StudyLayout
 
 __all__ = ["StorageHandle", "open_storage", "open_study", "FINGERPRINT_KEY", "study_exists"]
 

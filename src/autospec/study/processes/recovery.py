@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 
 import optuna
 
 from autospec.launcher import Launcher
 from autospec.records import ORPHANED, STALE, WITHDRAWN, Markers, StoredTrial, TrialRecord, TrialStore
-from autospec.study.identity import find_launch_processes, host_name, is_same_process
-from autospec.study.leftovers import stop_trial_leftovers
-from autospec.study.sidefiles import Artifacts
+from autospec.study.files import Artifacts
+from autospec.study.processes.identity import find_launch_processes, host_name, is_same_process
+from autospec.study.processes.stopping import stop_trial_leftovers
 
-__all__ = ["MAX_STALE_RETRIES", "ORPHAN_AGE_S", "recover", "fail_stale_heartbeats", "requeue", "needs_recovery"]
+__all__ = ["MAX_STALE_RETRIES", "ORPHAN_AGE_S", "recover", "fail_stale_heartbeats", "requeue", "needs_recovery", "Heartbeat"]
 
 MAX_STALE_RETRIES = 3
 # A RUNNING trial without a worker record (the tuner died between `ask` and recording
@@ -162,3 +163,24 @@ def fail_stale_heartbeats(store: TrialStore) -> list[str]:
     failed = [t for t in store.read(states=(_FAIL,)) if t.trial_id in before]
     lines = [f"trial {t.number}: its tuner stopped sending heartbeats; failed it" for t in failed]
     return lines + _ensure_retries(store, failed)
+
+
+class Heartbeat:
+    """Records a heartbeat for the running trial (RDB storages) from a daemon thread."""
+
+    def __init__(self, beat: Callable[[], None] | None, interval: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(beat, interval), daemon=True)
+        if beat is not None:
+            beat()
+            self._thread.start()
+
+    def _run(self, beat: Callable[[], None], interval: float) -> None:
+        while not self._stop.wait(interval):
+            with contextlib.suppress(Exception):  # a transient DB error must not kill the trial
+                beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)

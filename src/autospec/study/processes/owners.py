@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import psutil
 
 from autospec.launcher.proctree import is_alive
-from autospec.study.identity import LAUNCH_ID_ENV
+from autospec.study.processes.identity import LAUNCH_ID_ENV
 
 __all__ = ["ServerOwner", "owner_env", "owner_of", "OWNER_ENV"]
 

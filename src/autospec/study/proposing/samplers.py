@@ -1,7 +1,7 @@
 """`--sampler model`: the next launch is the one the fitted model values most (issue 17).
 
 An Optuna sampler, so Optuna stays the storage and ask/tell layer. Before each trial of the
-proposer's scratch study (`autospec.study.proposer`) it
+proposer's scratch study (`autospec.study.proposing.proposer`) it
 
 1. reads every trial of that study: launches become `autospec.model.Observation`s (start-up
    facts, per-level summaries, accept length, or the init failure), and every configuration
@@ -21,9 +21,12 @@ seeded random sampler, and the proposer's gate answers it as usual.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import logging
 import random
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,12 +34,13 @@ import optuna
 from optuna.distributions import BaseDistribution
 
 from autospec.config import SearchSpace
+from autospec.errors import UsageError
 from autospec.model import Choice, SpecModel, Target, explain, observation_from, rank
 from autospec.model.performance import SUPPORTED_METRICS
 from autospec.records import OK, StoredTrial, TrialClass, read_trials
 from autospec.space import grid, to_distribution_params
 
-__all__ = ["ModelSampler", "unsupported_reason", "MAX_CANDIDATES", "NEGLIGIBLE"]
+__all__ = ["ModelSampler", "unsupported_reason", "MAX_CANDIDATES", "NEGLIGIBLE", "SAMPLERS", "make_sampler", "optuna_notes_silenced"]
 
 log = logging.getLogger(__name__)
 
@@ -234,3 +238,34 @@ class ModelSampler(optuna.samplers.BaseSampler):
             rows.sort(key=lambda r: -r[0])
             out[group] = {"count": len(rows), "examples": [text for _, text in rows[:examples]]}
         return out
+
+
+SAMPLERS = ("tpe", "gp", "nsga2", "random")  # `--sampler model` is autospec.study.proposing.samplers
+
+
+def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.samplers.BaseSampler:
+    """One of Optuna's samplers by name (`SAMPLERS`)."""
+    if name == "tpe":
+        # constant_liar: trials running on other slots or workers count as bad results, so
+        # concurrent proposals do not crowd where the study is measuring already.
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True,
+                                          constant_liar=True)
+    if name == "gp":
+        if importlib.util.find_spec("torch") is None:  # Optuna 5.0's GPSampler runs on PyTorch
+            raise UsageError("--sampler gp needs PyTorch; pip install torch (the CPU build is enough), or use tpe")
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=8)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise UsageError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
+
+
+@contextlib.contextmanager
+def optuna_notes_silenced() -> Iterator[None]:
+    """Optuna 5.0 flags heartbeats, metric names and grouped TPE as experimental, and warns
+    that heartbeats are meant for Study.optimize; autospec drives them itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+        yield

@@ -24,9 +24,9 @@ from autospec.errors import UsageError
 from autospec.launcher import Launcher
 from autospec.launcher.doctor import GpuHolder, gpu_holders
 from autospec.launcher.probes import ProbeUnavailable
-from autospec.study.identity import find_launch_processes
-from autospec.study.leftovers import stop_processes
-from autospec.study.owners import ServerOwner, owner_of
+from autospec.study.processes.identity import find_launch_processes
+from autospec.study.processes.owners import ServerOwner, owner_of
+from autospec.study.processes.stopping import stop_processes
 
 __all__ = ["GpuGuard", "describe_holder"]
 

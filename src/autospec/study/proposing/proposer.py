@@ -36,8 +36,8 @@ from autospec.feasibility.gate import FeasibilityGate
 from autospec.feasibility.verdict import Verdict
 from autospec.records import DUPLICATE, Markers, StoredTrial, TrialRecord, TrialStore
 from autospec.space import suggest
-from autospec.study.compiled import CompiledSpace
-from autospec.study.model_sampler import ModelSampler
+from autospec.study.proposing.compiled import CompiledSpace
+from autospec.study.proposing.samplers import ModelSampler
 
 __all__ = ["Proposer", "Proposal", "Answered"]
 

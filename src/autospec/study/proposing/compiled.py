@@ -9,7 +9,7 @@ dropped. So the sampler never proposes, say, ``speculative_eagle_topk = 4`` on a
 that only runs chains, and never spends a question on it.
 
 What is left can still be infeasible for reasons learned while the study runs (memory),
-which `autospec.study.proposer` handles.
+which `autospec.study.proposing.proposer` handles.
 """
 
 from __future__ import annotations
@@ -30,13 +30,19 @@ class CompiledSpace:
     """`space` narrowed to what SGLang accepts; `notes` say what was narrowed and why;
     `fixed` holds the tunables that became fixed flags (a trial's candidate includes them,
     so records and imports see every parameter of the original space). `accepted` and
-    `total` count grid points (None when the grid was too large to walk)."""
+    `total` count grid points (None when the grid was too large to walk). `declared` is
+    the space as the user wrote it (the baseline is checked against its flags)."""
 
     space: SearchSpace
     notes: tuple[str, ...] = ()
     accepted: int | None = None
     total: int | None = None
     fixed: dict[str, Any] = dataclasses.field(default_factory=dict)
+    narrowed_from: SearchSpace | None = None  # None: `space` was not narrowed
+
+    @property
+    def declared(self) -> SearchSpace:
+        return self.narrowed_from if self.narrowed_from is not None else self.space
 
     def candidate(self, chosen: Mapping[str, Any]) -> dict[str, Any]:
         """A candidate of the original space: the fixed tunables plus what was chosen."""
@@ -96,4 +102,4 @@ def compile_space(space: SearchSpace, accepts: Callable[[Mapping[str, Any]], boo
         return CompiledSpace(space, accepted=len(accepted), total=len(points))
     server = dataclasses.replace(space.server, flags={**space.server.flags, **new_fixed})
     return CompiledSpace(dataclasses.replace(space, params=tuple(params), server=server), tuple(notes),
-                         len(accepted), len(points), new_fixed)
+                         len(accepted), len(points), new_fixed, narrowed_from=space)
