@@ -37,9 +37,9 @@ from dataclasses import dataclass
 import httpx
 
 from autospec.bench.client import BenchClient
-from autospec.bench.records import LevelResult, RequestRecord
 from autospec.bench.workloads import Prompt, Workload, prompts
 from autospec.errors import ConfigError
+from autospec.request_records import LevelResult, RequestRecord
 
 
 def default_num_requests(concurrency: int) -> int:

@@ -67,7 +67,7 @@ import numpy as np
 from autospec.metrics import stats
 
 if TYPE_CHECKING:
-    from autospec.bench.records import RequestRecord
+    from autospec.request_records import RequestRecord
 
 __all__ = ["MIN_SHARE", "STALL_SHARE", "SteadyWindow", "steady_window", "tokens_between"]
 
