@@ -57,7 +57,8 @@ def _source_study(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import optuna
 
-    from autospec.report.importing import add_to_study, plan_from_bench_speculative, plan_from_study, read_bench_speculative
+    from autospec.records import TrialStore
+    from autospec.report.importing import plan_from_bench_speculative, plan_from_study, read_bench_speculative, trials_to_add
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -81,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--from-study names the study being imported into; pick another study")
         plan = plan_from_study(source_study, space, source_handle.description)
         source = f"study {source_study.study_name} ({source_handle.description})"
-    added, skipped = add_to_study(study, plan, space)
+    store = TrialStore(study, [o.direction == "maximize" for o in space.objectives], [c.name for c in space.constraints])
+    ready, skipped = trials_to_add(plan, space, store.imported_keys())
+    added = [store.add_measured(t.params, t.distributions, t.record, t.markers) for t in ready]
     print(f"imported {len(added)} trial(s) from {source} into study {study.study_name} ({handle.description})"
           + (f": numbers {', '.join(map(str, added))}" if added else ""))
     for line in skipped:
