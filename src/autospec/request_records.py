@@ -82,11 +82,6 @@ class RequestRecord:
             raise ValueError("chunk_tokens must be empty (unknown) or match chunk_times")
 
     @property
-    def latency_s(self) -> float | None:
-        """Seconds from sending to the end of the stream (None when it never ended)."""
-        return None if self.t_done is None else self.t_done - self.t_sent
-
-    @property
     def ttft_s(self) -> float | None:
         """Seconds from sending to the first output-carrying event."""
         return None if self.t_first is None else self.t_first - self.t_sent
