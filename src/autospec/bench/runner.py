@@ -33,6 +33,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -289,8 +290,8 @@ async def run_levels_async(
     return results
 
 
-def run_levels(base_url: str, workload: Workload, plans: Sequence[LevelPlan], **kw) -> dict[int, LevelResult]:
-    """Synchronous wrapper of `run_levels_async` (runs its own event loop)."""
+def run_levels(base_url: str, workload: Workload, plans: Sequence[LevelPlan], **kw: Any) -> dict[int, LevelResult]:
+    """Synchronous wrapper of `run_levels_async` (runs its own event loop; `kw` are its keywords)."""
     return asyncio.run(run_levels_async(base_url, workload, plans, **kw))
 
 

@@ -11,9 +11,16 @@ from __future__ import annotations
 import argparse
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autospec.cli.common import add_study_command, load_space, open_existing_study, parse_flag_overrides
 from autospec.errors import UsageError
+
+if TYPE_CHECKING:
+    import optuna
+
+    from autospec.config import SearchSpace
+    from autospec.study.storage import StorageHandle
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _target(args: argparse.Namespace):
+def _target(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study, SearchSpace]:
     import optuna
 
     from autospec.study.storage import SPACE_SOURCE_KEY, open_storage, open_study, study_exists
@@ -49,7 +56,7 @@ def _target(args: argparse.Namespace):
     return handle, study, space
 
 
-def _source_study(args: argparse.Namespace):
+def _source_study(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study]:
     return open_existing_study(args.from_study, args.from_storage, Path(args.studies_dir),
                                name_flag="--from-study", storage_flag="--from-storage")
 

@@ -197,7 +197,7 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _params_for(candidate: Mapping[str, Any], space: SearchSpace):
+def _params_for(candidate: Mapping[str, Any], space: SearchSpace) -> tuple[dict[str, Any], dict[str, Any]] | str:
     """(params, distributions) that make `suggest` reproduce `candidate`, or a reason."""
     import optuna
 
