@@ -9,7 +9,8 @@ Strategies x profiles x seeds x budgets, all against the in-process simulated ch
     .venv/bin/python benchmarks/efficiency.py --jobs 2 --json out.json   # the same, every run's launches in out.json
     .venv/bin/python benchmarks/efficiency.py --describe           # the landscapes and their structure checks
     .venv/bin/python benchmarks/efficiency.py --self-test
-    .venv/bin/python benchmarks/efficiency.py --profiles qwen3-next-80b-mtp-4x-l40s --strategies study-tpe random-startable --seeds 1 2
+    .venv/bin/python benchmarks/efficiency.py --profiles qwen3-next-80b-mtp-4x-l40s \
+        --strategies study-tpe random-startable --seeds 1 2
 
 Per run (one strategy, one profile with its search space, one seed, one budget of launches):
 
@@ -738,11 +739,12 @@ def describe(name: str) -> tuple[Truth, list[str], Check | None]:
     case = ctx.case
     p, s = ctx.profile, ctx.space
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(truth.kinds.items(), key=lambda kv: -kv[1]))
+    space = case.space if "/" not in case.space else Path(case.space).relative_to(HERE.parent)
     lines = [
         f"### {case.name}",
         "",
         f"- {case.structure}",
-        f"- profile: {p.description} (sglang {p.sglang_version}); space: {case.space if '/' not in case.space else Path(case.space).relative_to(HERE.parent)}",
+        f"- profile: {p.description} (sglang {p.sglang_version}); space: {space}",
         f"- tuned: {', '.join(q.name for q in s.params)}; workload {s.workload.kind}"
         f"{'/' + s.workload.name if s.workload.name else ''}, T={s.workload.temperature}, output {s.workload.output_len}",
         f"- grid: {truth.n_configs} configurations; {kinds}"

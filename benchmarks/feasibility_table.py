@@ -81,7 +81,8 @@ def main() -> None:
                     print(f"{name}: {row}", flush=True)
 
     print(f"\n{len(args.seeds)} seeds x {args.trials} launched trials per study; total {time.monotonic() - t0:.0f}s\n")
-    print("| sampler | learned infeasibility | static-invalid launches | duplicate launches | init failures median (worst) | answered without launch (median) |")
+    print("| sampler | learned infeasibility | static-invalid launches | duplicate launches "
+          "| init failures median (worst) | answered without launch (median) |")
     print("|---|---|---|---|---|---|")
     for (sampler, learn), rows in results.items():
         fails = [r["init_failures"] for r in rows]

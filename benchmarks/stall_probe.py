@@ -62,8 +62,9 @@ def main(folder: Path) -> int:
     median = statistics.median(client)
     dips = [s for s in seconds if tokens[s] < 0.75 * median]
     full = [s for s in seconds if tokens[s] >= 0.9 * median]
+    variation = statistics.pstdev(client) / statistics.mean(client)
     print(f"{len(seconds)} whole seconds of the one-client C=32 run; client tokens/s median {median:,.0f}, "
-          f"min {min(client):,}, max {max(client):,} (coefficient of variation {statistics.pstdev(client) / statistics.mean(client):.1%})")
+          f"min {min(client):,}, max {max(client):,} (coefficient of variation {variation:.1%})")
     print(f"correlation of client tokens/s with server decode steps/s: {statistics.correlation(client, server):.2f}")
     for name, group in (("dip seconds (< 75% of the median)", dips), ("full seconds (>= 90%)", full)):
         if not group:

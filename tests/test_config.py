@@ -93,7 +93,8 @@ def test_latency_objective_defaults_to_minimize():
         ({"workload__output_len": 0}, "[workload] output_len must be >= 1"),
         ({"workload__top_p": 0}, "[workload] top_p must be in (0, 1]"),
         ({"server__flags__speculative_num_steps": 3}, "both tunable"),
-        ({"server__flags__mem_fraction_static": 1.5, "params__mem_fraction_static": None}, "mem_fraction_static must stay within"),
+        ({"server__flags__mem_fraction_static": 1.5, "params__mem_fraction_static": None},
+         "mem_fraction_static must stay within"),
         ({"params__speculative_eagle_topk": None, "params__speculative_num_draft_tokens": {"type": "draft_tokens"}},
          "needs speculative_eagle_topk"),
         ({"params__x": {"type": "int", "low": 1, "high": 2, "when": {"nope": 1}}}, "when refers to nope"),
@@ -329,7 +330,8 @@ def test_the_workload_is_the_one_workload_type():
 
 def test_type_errors_name_the_table_and_key():
     cases = [
-        (with_(bench={"concurrency": [1, 32], "min_requests": "4"}), "space.toml: [bench] min_requests must be an integer, got '4'"),
+        (with_(bench={"concurrency": [1, 32], "min_requests": "4"}),
+         "space.toml: [bench] min_requests must be an integer, got '4'"),
         (with_(server={"command": [], "flags": {"model_path": "m"}}), "space.toml: [server] command must be a non-empty list"),
         (with_(server__env={"A": 1}), "space.toml: [server.env] A must be a string"),
         (with_(bench=[1]), "space.toml: [bench] must be a table"),

@@ -38,7 +38,8 @@ def test_sampled_draft_tokens_are_always_within_what_sglang_can_run():
 
 @pytest.mark.parametrize(
     "steps, topk, cap, expected",
-    [(3, 1, 16, (4, 4)), (3, 4, 16, (4, 16)), (3, 4, None, (4, 37)), (6, 8, 16, (7, 16)), (2, 2, None, (3, 7)), (1, 4, 16, (2, 5))],
+    [(3, 1, 16, (4, 4)), (3, 4, 16, (4, 16)), (3, 4, None, (4, 37)),
+     (6, 8, 16, (7, 16)), (2, 2, None, (3, 7)), (1, 4, 16, (2, 5))],
 )
 def test_draft_token_range_is_sglangs_bound(steps, topk, cap, expected):
     assert draft_token_range(steps, topk, cap) == expected

@@ -13,7 +13,8 @@ from autospec.workload import Workload
 
 def test_positional_construction_and_defaults():
     w = Workload("random", 16, 64)
-    assert (w.kind, w.input_len, w.output_len, w.temperature, w.top_p, w.api, w.seed) == ("random", 16, 64, 0.0, 1.0, "generate", 0)
+    assert (w.kind, w.input_len, w.output_len, w.temperature, w.top_p, w.api, w.seed) == (
+        "random", 16, 64, 0.0, 1.0, "generate", 0)
     assert Workload() == Workload("synthetic")
     assert bench.Workload is Workload
 

@@ -1,9 +1,11 @@
 """autospec: tune SGLang speculative decoding as an Optuna study.
 
-The package is layered (see docs/architecture.md): pure logic (`config`, `space`,
-`feasibility`, `metrics`) at the bottom, I/O (`launcher`, `bench`) above it,
-orchestration (`study`, `report`) above that and the CLI on top. `autospec.sim`
-is a stand-alone simulated SGLang server and imports nothing from the rest.
+The package is layered (see docs/architecture.md, checked by `lint-imports`): validated
+inputs and shared facts (`config`, `space`, `workload`, ...) at the bottom, `metrics`
+above them, I/O and per-trial decisions (`launcher`, `bench`, `feasibility`) above
+that, then the trial record (`records`), the performance model (`model`), the study
+and the report, and the CLI on top. `autospec.sim` is a stand-alone simulated SGLang
+server and imports nothing from the rest.
 """
 
 __version__ = "0.1.0"

@@ -62,6 +62,7 @@ from pydantic import (
 from pydantic.dataclasses import dataclass
 
 from autospec.errors import ConfigError
+from autospec.metric_names import METRIC_DIRECTIONS, METRICS
 from autospec.sglang_facts import DRAFT_TOKENS, STEPS, TOPK
 from autospec.validation import KnownKeys, Number, first_problem, invalid, invalid_table, one_of, short
 from autospec.workload import Workload
@@ -268,8 +269,6 @@ class ObjectiveSpec(KnownKeys):
     def _natural_direction(cls, data: Any) -> Any:
         """Without `direction`, the metric's natural one (latencies down, speeds up)."""
         if isinstance(data, dict) and "direction" not in data and isinstance(data.get("metric"), str):
-            from autospec.metrics import METRIC_DIRECTIONS  # pure module; imported lazily to keep config light
-
             return {**data, "direction": METRIC_DIRECTIONS.get(data["metric"], "maximize")}
         return data
 
@@ -799,8 +798,6 @@ def _check_measures(space: SearchSpace) -> None:
 
 
 def _check_metric(metric: str, source: str) -> None:
-    from autospec.metrics import METRICS  # pure module; imported lazily to keep config light
-
     if metric not in METRICS:
         known = ", ".join(sorted(METRICS))
         raise ConfigError(f"{source}: unknown metric {metric!r}; choose one of: {known}")

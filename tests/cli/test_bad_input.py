@@ -256,7 +256,8 @@ def test_a_missing_study_names_the_absolute_folder_from_another_directory(tmp_pa
     assert main(["pareto", "--study", "default-sim"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert err.startswith(f"autospec: error: no study 'default-sim' in {elsewhere / 'studies'} (default-sim.db does not exist there)")
+    assert err.startswith(
+        f"autospec: error: no study 'default-sim' in {elsewhere / 'studies'} (default-sim.db does not exist there)")
     assert "point --studies-dir at the folder that holds default-sim.db, or pass --storage" in err
     assert list(elsewhere.iterdir()) == []
 

@@ -107,7 +107,8 @@ def test_unknown_keys_at_the_top_level_and_in_sub_tables():
         (lambda d: d["model"].update(weights_gb=0), "model.weights_gb must be > 0, got 0.0; use a value in range"),
         (lambda d: d["acceptance"]["base"].update(code=1.5),
          "acceptance.base.code must be a probability in [0, 1], got 1.5; write a number between 0 and 1"),
-        (lambda d: d.update(sglang_version="latest"), "sglang_version must look like 0.5.16, got 'latest'; write a release number"),
+        (lambda d: d.update(sglang_version="latest"),
+         "sglang_version must look like 0.5.16, got 'latest'; write a release number"),
         (lambda d: d["defaults"].update(speculative_algorithm="medusa"),
          "defaults.speculative_algorithm is 'medusa'; use one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM or omit it"),
         (lambda d: d.update(gpu=3), "gpu must be a table, got 3; write it as [gpu]"),
@@ -128,6 +129,7 @@ def test_optional_top_level_keys_are_kept_in_extra():
 
 def test_defaults_fill_what_a_minimal_profile_leaves_out():
     profile = profile_from_dict(copy.deepcopy(minimal_profile()))
-    assert (profile.tp_size, profile.attention_backend, profile.auto_spec, profile.ngram_factor) == (1, "flashinfer", (3, 1, 4), 0.6)
+    assert (profile.tp_size, profile.attention_backend, profile.auto_spec, profile.ngram_factor) == (
+        1, "flashinfer", (3, 1, 4), 0.6)
     assert (profile.speculative_algorithm, profile.run_sigma, profile.name) == (None, 0.0, "profile")
     assert dataclasses.replace(profile, seed=3).seed == 3  # still a plain frozen dataclass

@@ -37,7 +37,6 @@ from autospec.bench.adaptive import (
     stop_rule,
 )
 from autospec.bench.client import BenchClient
-from autospec.bench.records import ERROR_KINDS, LevelResult, RequestRecord
 from autospec.bench.runner import (
     LevelPlan,
     Progress,
@@ -60,6 +59,7 @@ from autospec.bench.workloads import (
     prompts,
     synthetic_prompt,
 )
+from autospec.request_records import ERROR_KINDS, LevelResult, RequestRecord
 
 __all__ = [
     "APIS",

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from autospec.bench.client import BenchClient
-from autospec.bench.records import LevelResult
 from autospec.metrics.accept import (
     AcceptEstimate,
     accept_from_log,
@@ -23,6 +22,7 @@ from autospec.metrics.accept import (
     per_request_definition,
     server_info_accept,
 )
+from autospec.request_records import LevelResult
 
 __all__ = ["AcceptTracker"]
 

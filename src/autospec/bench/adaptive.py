@@ -47,7 +47,6 @@ from typing import Any
 import httpx
 
 from autospec.bench.client import BenchClient
-from autospec.bench.records import LevelResult, RequestRecord
 from autospec.bench.runner import LevelPlan, ProgressCallback, run_level_with
 from autospec.bench.workloads import Workload
 from autospec.errors import ConfigError
@@ -61,6 +60,7 @@ from autospec.metrics import (
     summarize,
     summarize_repeats,
 )
+from autospec.request_records import LevelResult, RequestRecord
 
 #: figures without an interval (pooled ITL, error share): the rule cannot target them
 NO_INTERVAL = frozenset({"itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "error_rate"})

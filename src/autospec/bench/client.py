@@ -9,7 +9,7 @@ C connections, httpcore scanned every pooled connection on each request and resp
 close, and the client layer (URL merging, cookies, redirects, hooks) added more; at
 C=16 against the simulator that cost showed as a 3-4% lower speed than a bare-socket
 client measured (httpx 0.28.1, httpcore 1.0.9). `send()` streams one request and maps
-every failure to a record with an `error_kind` (see `autospec.bench.records`):
+every failure to a record with an `error_kind` (see `autospec.request_records`):
 
     non-2xx status                        -> http_status
     error event / "abort" finish          -> stream_error
@@ -34,8 +34,8 @@ from types import TracebackType
 import httpx
 
 from autospec.bench.protocol import ENDPOINTS, SseSplitter, StreamError, StreamProgress, build_request
-from autospec.bench.records import RequestRecord
 from autospec.bench.workloads import Prompt, Workload
+from autospec.request_records import RequestRecord
 
 _ERROR_BODY_LIMIT = 300
 #: where SGLang reports its state (`internal_states[0].avg_spec_accept_length`): the

@@ -30,9 +30,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from autospec.bench.records import RequestRecord
 from autospec.bench.workloads import Prompt, Workload
 from autospec.errors import BenchError
+from autospec.request_records import RequestRecord
 
 ENDPOINTS = {
     "generate": "/generate",
@@ -116,7 +116,7 @@ class SseSplitter:
 
 class StreamError(BenchError):
     """One request's stream failed: raised by `StreamProgress.feed` when the stream
-    reports or shows a failure. `kind` is one of `autospec.bench.records.ERROR_KINDS`;
+    reports or shows a failure. `kind` is one of `autospec.request_records.ERROR_KINDS`;
     the client turns it into a failed `RequestRecord` and does not let it escape."""
 
     def __init__(self, kind: str, detail: str) -> None:

@@ -33,13 +33,14 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from autospec.bench.client import BenchClient
-from autospec.bench.records import LevelResult, RequestRecord
 from autospec.bench.workloads import Prompt, Workload, prompts
 from autospec.errors import ConfigError
+from autospec.request_records import LevelResult, RequestRecord
 
 
 def default_num_requests(concurrency: int) -> int:
@@ -289,8 +290,8 @@ async def run_levels_async(
     return results
 
 
-def run_levels(base_url: str, workload: Workload, plans: Sequence[LevelPlan], **kw) -> dict[int, LevelResult]:
-    """Synchronous wrapper of `run_levels_async` (runs its own event loop)."""
+def run_levels(base_url: str, workload: Workload, plans: Sequence[LevelPlan], **kw: Any) -> dict[int, LevelResult]:
+    """Synchronous wrapper of `run_levels_async` (runs its own event loop; `kw` are its keywords)."""
     return asyncio.run(run_levels_async(base_url, workload, plans, **kw))
 
 

@@ -65,7 +65,32 @@ def synthetic_prompt(input_len: int) -> str:
 
 # Common English words for kind="random" (one word is roughly one token for most
 # tokenizers; the server's own prompt_tokens is recorded per request).
-_WORDS = ["time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company", "system", "program", "question", "work", "government", "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member", "law", "car", "city", "community", "name", "president", "team", "minute", "idea", "kid", "body", "information", "back", "parent", "face", "others", "level", "office", "door", "health", "person", "art", "war", "history", "party", "result", "change", "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force", "education", "foot", "boy", "age", "policy", "music", "market", "sense", "nation", "plan", "college", "interest", "death", "experience", "effect", "class", "control", "care", "field", "development", "role", "effort", "rate", "heart", "drug", "show", "leader", "light", "voice", "wife", "police", "mind", "price", "report", "decision", "son", "view", "relationship", "town", "road", "arm", "difference", "value", "building", "action", "model", "season", "society", "tax", "director", "position", "player", "record", "paper", "space", "ground", "form", "event", "official", "matter", "center", "couple", "site", "project", "activity", "star", "table", "need", "court", "oil", "situation", "cost", "industry", "figure", "street", "image", "phone", "data", "picture", "practice", "piece", "land", "product", "doctor", "wall", "patient", "worker", "news", "test", "movie", "north", "love", "support", "technology", "step", "baby", "computer", "type", "attention", "film", "tree", "source", "organization", "hair", "window", "evidence", "population", "site", "river", "garden", "bridge", "cloud", "stone", "window", "letter", "music", "summer", "winter", "orange", "green", "quiet", "happy", "early", "simple", "strong", "bright", "small", "large", "open", "clear", "fresh"]
+_WORDS: list[str] = [
+    "time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world",
+    "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place",
+    "case", "week", "company", "system", "program", "question", "work", "government", "number",
+    "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month",
+    "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind",
+    "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end",
+    "member", "law", "car", "city", "community", "name", "president", "team", "minute", "idea",
+    "kid", "body", "information", "back", "parent", "face", "others", "level", "office", "door",
+    "health", "person", "art", "war", "history", "party", "result", "change", "morning", "reason",
+    "research", "girl", "guy", "moment", "air", "teacher", "force", "education", "foot", "boy",
+    "age", "policy", "music", "market", "sense", "nation", "plan", "college", "interest", "death",
+    "experience", "effect", "class", "control", "care", "field", "development", "role", "effort",
+    "rate", "heart", "drug", "show", "leader", "light", "voice", "wife", "police", "mind", "price",
+    "report", "decision", "son", "view", "relationship", "town", "road", "arm", "difference",
+    "value", "building", "action", "model", "season", "society", "tax", "director", "position",
+    "player", "record", "paper", "space", "ground", "form", "event", "official", "matter", "center",
+    "couple", "site", "project", "activity", "star", "table", "need", "court", "oil", "situation",
+    "cost", "industry", "figure", "street", "image", "phone", "data", "picture", "practice",
+    "piece", "land", "product", "doctor", "wall", "patient", "worker", "news", "test", "movie",
+    "north", "love", "support", "technology", "step", "baby", "computer", "type", "attention",
+    "film", "tree", "source", "organization", "hair", "window", "evidence", "population", "site",
+    "river", "garden", "bridge", "cloud", "stone", "window", "letter", "music", "summer", "winter",
+    "orange", "green", "quiet", "happy", "early", "simple", "strong", "bright", "small", "large",
+    "open", "clear", "fresh",
+]
 
 
 @dataclass(frozen=True)

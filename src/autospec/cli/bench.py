@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from autospec.errors import UsageError
 
 if TYPE_CHECKING:
+    from autospec.bench import LevelPlan, PrecisionGoal, Workload
+    from autospec.launcher import LaunchRequest
     from autospec.metrics import LevelSummary
 
 __all__ = ["register", "run"]
@@ -108,7 +110,7 @@ def register(subparsers: Any) -> None:
 
 # ---------------------------------------------------------------- argument -> objects
 
-def workload_from_args(args: argparse.Namespace):
+def workload_from_args(args: argparse.Namespace) -> Workload:
     from autospec.bench import Workload
 
     kind = args.workload or ("file" if args.prompts else "builtin" if args.prompt_set else "synthetic")
@@ -121,7 +123,7 @@ def workload_from_args(args: argparse.Namespace):
     )
 
 
-def plans_from_args(args: argparse.Namespace):
+def plans_from_args(args: argparse.Namespace) -> list[LevelPlan]:
     from autospec.bench import LevelPlan
     from autospec.cli.common import parse_concurrency
 
@@ -142,7 +144,7 @@ def plans_from_args(args: argparse.Namespace):
     ]
 
 
-def launch_request_from_args(args: argparse.Namespace, log_path: Path):
+def launch_request_from_args(args: argparse.Namespace, log_path: Path) -> LaunchRequest:
     from autospec.cli.common import parse_flag_overrides
     from autospec.launcher import LaunchRequest
 
@@ -170,13 +172,14 @@ def launch_request_from_args(args: argparse.Namespace, log_path: Path):
 
 # ---------------------------------------------------------------- measuring
 
-def precision_goal(plan, args: argparse.Namespace):
+def precision_goal(plan: LevelPlan, args: argparse.Namespace) -> PrecisionGoal:
     """--precise: per-request and aggregate tok/s to --target-ci, from the plan's request
     count (the floor) up to --max-requests or --max-seconds of this level."""
     from autospec.bench import Figure, PrecisionGoal
     from autospec.config import DEFAULT_MAX_WAVES
 
     floor = plan.request_limit
+    assert floor is not None  # --precise refuses --duration, so every plan counts its requests
     ceiling = args.max_requests or DEFAULT_MAX_WAVES * plan.concurrency
     if ceiling < floor:
         raise UsageError(f"--max-requests {ceiling} is below the level's {floor} requests; raise it")
@@ -185,7 +188,7 @@ def precision_goal(plan, args: argparse.Namespace):
                          max_error_rate=args.max_error_rate)
 
 
-async def _measure(url: str, workload, plans, args: argparse.Namespace, out: TextIO,
+async def _measure(url: str, workload: Workload, plans: list[LevelPlan], args: argparse.Namespace, out: TextIO,
                    log_path: str | None = None) -> list[dict[str, Any]]:
     from autospec.bench import (
         AcceptTracker,
@@ -283,7 +286,7 @@ def render_table(levels: list[dict[str, Any]]) -> str:
     return table(headers, rows, align_right=[True] * 13 + [False]) + "\n" + legend
 
 
-def report_json(levels: list[dict[str, Any]], workload, server: dict[str, Any]) -> dict[str, Any]:
+def report_json(levels: list[dict[str, Any]], workload: Workload, server: dict[str, Any]) -> dict[str, Any]:
     import dataclasses
 
     return {

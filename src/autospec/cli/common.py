@@ -6,10 +6,15 @@ import argparse
 import ast
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autospec.config import SearchSpace, load_search_space
 from autospec.errors import UsageError
+
+if TYPE_CHECKING:
+    import optuna
+
+    from autospec.study.storage import StorageHandle
 
 __all__ = ["add_study_command", "load_space", "space_file", "parse_flag_overrides", "flag_override_origins", "parse_concurrency",
            "study_name_for", "bundled_spaces", "open_existing_study", "studies_dir_arg"]
@@ -142,7 +147,7 @@ def _is_integer(text: str) -> bool:
 
 
 def open_existing_study(name: str, storage: str | None, studies_dir: Path, *,
-                        name_flag: str = "--study", storage_flag: str = "--storage"):
+                        name_flag: str = "--study", storage_flag: str = "--storage") -> tuple[StorageHandle, optuna.Study]:
     """(StorageHandle, Study) of a study that must already exist; creates nothing."""
     import optuna
 

@@ -18,11 +18,18 @@ import argparse
 import sys
 from pathlib import Path
 from socketserver import ThreadingMixIn
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from autospec.cli.common import add_study_command
 from autospec.cli.pareto import open_existing_handle
 from autospec.errors import UsageError
+
+if TYPE_CHECKING:
+    import optuna
+    from _typeshed.wsgi import WSGIApplication
+
+    from autospec.study.storage import StorageHandle
 
 HOST = "127.0.0.1"
 
@@ -32,7 +39,7 @@ class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args) -> None:  # one line per request is noise here
+    def log_message(self, format: str, *args: Any) -> None:  # one line per request is noise here
         pass
 
 
@@ -45,14 +52,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run, on_interrupt=(0, "dashboard stopped"))
 
 
-def artifact_dir(handle, args: argparse.Namespace) -> Path:
+def artifact_dir(handle: StorageHandle, args: argparse.Namespace) -> Path:
     """Where `autospec optimize` keeps the study's artifacts (`autospec.study.files`)."""
     from autospec.study.files import StudyLayout
 
     return StudyLayout.beside(handle.local_path, Path(args.studies_dir), args.study).artifacts_dir
 
 
-def make_app(handle, study, artifacts: Path | None):
+def make_app(handle: StorageHandle, study: optuna.Study, artifacts: Path | None) -> WSGIApplication:
     import optuna
     import optuna_dashboard
 

@@ -11,10 +11,14 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autospec.cli.common import add_study_command, parse_flag_overrides
 from autospec.cli.pareto import add_baseline_arg, baseline_of, open_existing
 from autospec.errors import UsageError
+
+if TYPE_CHECKING:
+    from autospec.report import StudyData, TrialView
 
 FORMATS = ("cmd", "yaml", "systemd", "adaptive")
 
@@ -57,7 +61,7 @@ def _env(items: list[str]) -> dict[str, str]:
     return env
 
 
-def choose(data, pick: str | None, baseline):
+def choose(data: StudyData, pick: str | None, baseline: TrialView | None) -> tuple[TrialView, str]:
     """(TrialView, label) for --pick."""
     from autospec.report import PICKS, recommend
 

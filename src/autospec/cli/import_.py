@@ -11,9 +11,16 @@ from __future__ import annotations
 import argparse
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autospec.cli.common import add_study_command, load_space, open_existing_study, parse_flag_overrides
 from autospec.errors import UsageError
+
+if TYPE_CHECKING:
+    import optuna
+
+    from autospec.config import SearchSpace
+    from autospec.study.storage import StorageHandle
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _target(args: argparse.Namespace):
+def _target(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study, SearchSpace]:
     import optuna
 
     from autospec.study.storage import SPACE_SOURCE_KEY, open_storage, open_study, study_exists
@@ -49,7 +56,7 @@ def _target(args: argparse.Namespace):
     return handle, study, space
 
 
-def _source_study(args: argparse.Namespace):
+def _source_study(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study]:
     return open_existing_study(args.from_study, args.from_storage, Path(args.studies_dir),
                                name_flag="--from-study", storage_flag="--from-storage")
 
@@ -57,7 +64,8 @@ def _source_study(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import optuna
 
-    from autospec.report.importing import add_to_study, plan_from_bench_speculative, plan_from_study, read_bench_speculative
+    from autospec.records import TrialStore
+    from autospec.report.importing import plan_from_bench_speculative, plan_from_study, read_bench_speculative, trials_to_add
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -81,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--from-study names the study being imported into; pick another study")
         plan = plan_from_study(source_study, space, source_handle.description)
         source = f"study {source_study.study_name} ({source_handle.description})"
-    added, skipped = add_to_study(study, plan, space)
+    store = TrialStore(study, [o.direction == "maximize" for o in space.objectives], [c.name for c in space.constraints])
+    ready, skipped = trials_to_add(plan, space, store.imported_keys())
+    added = [store.add_measured(t.params, t.distributions, t.record, t.markers) for t in ready]
     print(f"imported {len(added)} trial(s) from {source} into study {study.study_name} ({handle.description})"
           + (f": numbers {', '.join(map(str, added))}" if added else ""))
     for line in skipped:

@@ -79,7 +79,11 @@ def stop_handler(policy: StopSignals) -> Callable[[int, FrameType | None], None]
     return on_stop_signal
 
 
-def _install_stop_handlers(policy: StopSignals) -> dict[int, signal.Handlers | Callable[[int, FrameType | None], object] | int | None]:
+#: What `signal.signal` returns: the handler a signal had before.
+_Handler = signal.Handlers | Callable[[int, FrameType | None], object] | int | None
+
+
+def _install_stop_handlers(policy: StopSignals) -> dict[int, _Handler]:
     handler = stop_handler(policy)
     return {sig: signal.signal(sig, handler) for sig in _STOP_SIGNALS}
 

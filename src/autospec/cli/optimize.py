@@ -44,15 +44,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tp-size", type=int, help="tensor parallel size (overrides [server.flags] tp_size)")
     p.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE",
                    help="fixed server flag, e.g. --flag attention_backend=fa3 (repeatable)")
-    p.add_argument("--server-command", help="how to start the server, e.g. 'sglang serve' or '/venv/bin/python -m sglang.launch_server'")
+    p.add_argument("--server-command",
+                   help="how to start the server, e.g. 'sglang serve' or '/venv/bin/python -m sglang.launch_server'")
     p.add_argument("--concurrency", help="comma-separated concurrency levels to measure, e.g. 1,4,32")
     p.add_argument("--output-len", type=int, help="output tokens per request (overrides [workload] output_len)")
     p.add_argument("--baseline", action="store_true", help="measure the [baseline] configuration of the space file first")
     p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h or 90m")
     p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready (default from the space file)")
-    p.add_argument("--no-learn", action="store_true", help="do not learn from launches: no calibration launches, no skipping of configurations "
+    p.add_argument("--no-learn", action="store_true",
+                   help="do not learn from launches: no calibration launches, no skipping of configurations "
                         "predicted to fail, no mem-fraction pushes of queue-bound configurations")
-    p.add_argument("--remeasure", action="store_true", help="launch configurations that resolve to an already measured server again")
+    p.add_argument("--remeasure", action="store_true",
+                   help="launch configurations that resolve to an already measured server again")
     p.add_argument("--confirm", type=int, default=0, metavar="K",
                    help="after the trials, relaunch front configurations K times in all (fewest launches first) to "
                         "measure the between-launch spread; every interval then includes it (default 0)")

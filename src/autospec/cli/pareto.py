@@ -10,10 +10,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autospec.cli.common import add_study_command, open_existing_study
 from autospec.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import optuna
+
+    from autospec.report import Pick, StudyData, TrialView
+    from autospec.study.storage import StorageHandle
 
 __all__ = ["register", "run", "open_existing", "open_existing_handle", "add_baseline_arg", "baseline_of"]
 
@@ -33,7 +41,7 @@ def add_baseline_arg(p: argparse.ArgumentParser) -> None:
                    help="trial number to compare against (default: the trial measured by optimize --baseline)")
 
 
-def open_existing_handle(args: argparse.Namespace):
+def open_existing_handle(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study]:
     """(StorageHandle, optuna.Study) of an existing study; UsageError when there is none."""
     import warnings
 
@@ -43,11 +51,11 @@ def open_existing_handle(args: argparse.Namespace):
     return open_existing_study(args.study, args.storage, Path(args.studies_dir))
 
 
-def open_existing(args: argparse.Namespace):
+def open_existing(args: argparse.Namespace) -> optuna.Study:
     return open_existing_handle(args)[1]
 
 
-def baseline_of(data, number: int | None):
+def baseline_of(data: StudyData, number: int | None) -> TrialView | None:
     """The baseline TrialView: `number` (checked) or the trial marked as baseline, or None."""
     if number is None:
         return data.baseline_trial()
@@ -60,7 +68,7 @@ def baseline_of(data, number: int | None):
     return t
 
 
-def _picks_json(picks) -> dict[str, Any]:
+def _picks_json(picks: Mapping[str, Pick]) -> dict[str, Any]:
     return {name: {"number": p.trial.number, "params": p.trial.flags, "why": p.why} for name, p in picks.items()}
 
 

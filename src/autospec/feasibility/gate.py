@@ -155,7 +155,8 @@ class FeasibilityGate:
     def learn_success(self, resolved: Mapping[str, Any], startup: Mapping[str, Any]) -> None:
         self.rules.record_success(resolved, startup)
 
-    def remember(self, number: int, resolved: Mapping[str, Any], values, constraints, bench) -> None:
+    def remember(self, number: int, resolved: Mapping[str, Any], values: Sequence[float] | None,
+                 constraints: Mapping[str, float], bench: dict) -> None:
         """Record a launched trial (values None when it failed) so repeats are not launched."""
         self.measured.setdefault(dedup_key(resolved), Measurement(number, values, dict(constraints), bench))
 

@@ -175,7 +175,8 @@ class LearnedRules:
             return failed + 1e-9  # nothing proven above what failed: only the failure itself rules
         return (failed + worked) / 2.0
 
-    def _limit(self, kind: str, flags: Mapping[str, Any], predictor) -> float:
+    def _limit(self, kind: str, flags: Mapping[str, Any],
+               predictor: Callable[[Mapping[str, Any]], float | None]) -> float:
         """Largest prediction among comparable observed failures of `kind` (0 when none):
         anything predicted at or below it is expected to fail the same way. Every
         failure counts: a KV pool is too small below a size that does not depend on the

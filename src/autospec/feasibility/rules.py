@@ -471,7 +471,8 @@ def _applicable(version: Version) -> tuple[Rule, ...]:
     return tuple(rule for rule in RULES if rule.applies_to(version))
 
 
-def _walk(flags: Mapping[str, Any], rules: Iterable[Rule], stop_at_reject: bool):
+def _walk(flags: Mapping[str, Any], rules: Iterable[Rule],
+          stop_at_reject: bool) -> tuple[dict[str, Any], Rule | None, list[Rule]]:
     resolved = dict(flags)
     notes: list[Rule] = []
     for rule in rules:

@@ -19,7 +19,7 @@ are in `log_excerpt` (secrets redacted), the whole log in `log_path`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from autospec.errors import RuntimeFailure
 
@@ -88,7 +88,7 @@ class LaunchError(RuntimeFailure):
             text += f" (log: {self.log_path})"
         return text
 
-    def __reduce__(self):  # keep every attribute across pickling (e.g. to another process)
+    def __reduce__(self) -> tuple[Any, ...]:  # keep every attribute across pickling (e.g. to another process)
         return (_rebuild, (type(self), self.__dict__.copy()))
 
     def as_dict(self) -> dict:

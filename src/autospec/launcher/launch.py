@@ -46,7 +46,8 @@ class Launcher:
     unknown). A GPU slot (`autospec.study.slots`) gives ``ports`` (the window its HTTP
     and NCCL ports are picked from), ``nccl_port`` (pass SGLang ``--nccl-port`` from that
     window) and, for a GPU shared with another slot, ``gpu_baseline=False`` (teardown
-    waits for the server's own processes to leave the GPU, not for the GPU's total). Timeouts bound each teardown step (see :mod:`autospec.launcher.teardown`).
+    waits for the server's own processes to leave the GPU, not for the GPU's total).
+    Timeouts bound each teardown step (see :mod:`autospec.launcher.teardown`).
     """
 
     def __init__(

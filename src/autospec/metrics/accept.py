@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from autospec.bench.records import RequestRecord
+    from autospec.request_records import RequestRecord
 
 __all__ = [
     "AcceptEstimate",

@@ -48,11 +48,12 @@ wave (the median request latency, a closed loop's period; 3 to 30 slices), a Stu
 over the slices' rates. Requests of one wave share their batch, so they are not
 independent samples; slices are closer to it, and a window too short for 3 slices has no
 interval at all (the precision loop then keeps measuring). On SGLang 0.5.16 / H200 (NGRAM,
-16 draft tokens, C=32) the bootstrap alone said +-1% after windows of 1.3-3 s. It describes how fast requests were served (acceptance, step
-times), not where in its cycle of prefills the window happened to cut, nor the
-launch-to-launch noise of a server (docs/benchmarking.md, "Confidence"). `share` (the window's share
-of the level's run) says how much of the run was steady; a window below `MIN_SHARE` of
-the run is flagged (`short`).
+16 draft tokens, C=32) the bootstrap alone said +-1% after windows of 1.3-3 s. It
+describes how fast requests were served (acceptance, step times), not where in its cycle
+of prefills the window happened to cut, nor the launch-to-launch noise of a server
+(docs/benchmarking.md, "Confidence"). `share` (the window's share of the level's run)
+says how much of the run was steady; a window below `MIN_SHARE` of the run is flagged
+(`short`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ import numpy as np
 from autospec.metrics import stats
 
 if TYPE_CHECKING:
-    from autospec.bench.records import RequestRecord
+    from autospec.request_records import RequestRecord
 
 __all__ = ["MIN_SHARE", "STALL_SHARE", "SteadyWindow", "steady_window", "tokens_between"]
 

@@ -54,7 +54,7 @@ from autospec.metrics import stats
 from autospec.metrics.steady import MIN_SHARE, SteadyWindow, steady_window
 
 if TYPE_CHECKING:  # bench sits above metrics; only its record types are read here
-    from autospec.bench.records import LevelResult, RequestRecord
+    from autospec.request_records import LevelResult, RequestRecord
 
 DEFAULT_MAX_ERROR_RATE = 0.05
 

@@ -191,9 +191,10 @@ def observation_from_record(record: TrialRecord, *, base_flags: Mapping[str, Any
                             imported: bool = False) -> Observation | None:
     """The observation of one trial record; None when no server was launched for it
     (rejected, skipped, duplicate; `imported`: measured elsewhere, `autospec import`) or
-    its launch says nothing about the configuration (interrupted, a host failure). Flags: `base_flags` (the space's fixed flags), then the
-    launched argv, the candidate and SGLang's resolved flags on top (the resolver's
-    rewrites, e.g. draft tokens = steps + 1 for chains)."""
+    its launch says nothing about the configuration (interrupted, a host failure).
+    Flags: `base_flags` (the space's fixed flags), then the launched argv, the candidate
+    and SGLang's resolved flags on top (the resolver's rewrites, e.g. draft tokens =
+    steps + 1 for chains)."""
     if not (record.launched or imported):
         return None
     outcome = record.outcome

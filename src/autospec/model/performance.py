@@ -73,9 +73,8 @@ SUPPORTED_METRICS = ("output_tok_s", "agg_output_tok_s", "decode_tok_s", "tpot_m
                      "ttft_ms_mean")
 #: c0..c7 and h (all on a log scale)
 N_COST = 9
-#: o0, o1 (log ms), logit phi
-N_OVERHEAD = 3
 _A = N_ACCEPT_PARAMS
+#: where the overhead parameters start: o0, o1 (log ms), logit phi
 _C = N_ACCEPT_PARAMS + N_COST
 #: Noise (log scale) of each measured figure.
 NOISE = {"accept": 0.01, "tpot": 0.02, "ttft": 0.10, "out": 0.02, "agg": 0.03}

@@ -24,7 +24,8 @@ from typing import Any
 
 from autospec.sglang_facts import DRAFT_TOKENS, MEM_FRACTION, STEPS, TOPK
 
-__all__ = ["Shape", "shape_of", "context_keys", "context_of", "MAX_RUNNING", "SPEC_DEFAULT_SLOTS", "NGRAM_DEFAULT_DRAFT", "PERF_KNOBS"]
+__all__ = ["Shape", "shape_of", "context_keys", "context_of", "MAX_RUNNING", "SPEC_DEFAULT_SLOTS", "NGRAM_DEFAULT_DRAFT",
+           "PERF_KNOBS"]
 
 MAX_RUNNING = "max_running_requests"
 #: SGLang resets max_running_requests to 48 under speculation when it is unset (0.5.x).

@@ -175,6 +175,11 @@ class TrialStore:
         attrs = markers.to_attrs() if markers is not None else None
         self.retry("queue a trial", lambda: self.study.enqueue_trial(dict(params), user_attrs=attrs or None))
 
+    def imported_keys(self) -> set[str]:
+        """The keys of the trials imported into the study so far (`Markers.imported`)."""
+        trials = self.retry("read the study's trials", lambda: read_trials(self.study))
+        return {str(key) for t in trials if (key := (t.markers.imported or {}).get("key")) is not None}
+
     def add_measured(self, params: Mapping[str, Any], distributions: Mapping[str, Any], record: TrialRecord,
                      markers: Markers) -> int:
         """Add a finished trial measured elsewhere (`autospec import`); its number."""

@@ -4,7 +4,8 @@ the report document, and imports of earlier measurements.
 
 `snapshot` reads a study once into a plain `StudyData`; the table, recommendations,
 exports and plots are pure functions of it. `document.write_report` writes the report
-folder; `importing.add_to_study` adds trials.
+folder; `importing.trials_to_add` builds the trials an import adds (`TrialStore` writes
+them).
 """
 
 from autospec.report.adaptive import Ladder, LadderSlot, adaptive_flags, build_ladder, ladder_json

@@ -211,7 +211,8 @@ class StudyData:
         kinds = [t.kind for t in self.trials]
         return TrialCounts(
             measured=kinds.count("front") + kinds.count("dominated"), infeasible=kinds.count("infeasible"),
-            duplicate=kinds.count("duplicate"), relaunch=kinds.count("relaunch"), failed=kinds.count("failed"), interrupted=kinds.count("interrupted"),
+            duplicate=kinds.count("duplicate"), relaunch=kinds.count("relaunch"), failed=kinds.count("failed"),
+            interrupted=kinds.count("interrupted"),
             running=kinds.count("running"),
             launched=sum(1 for t in self.trials if t.state == "complete" and t.launched and t.confirm_of is None),
         )

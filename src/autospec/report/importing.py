@@ -24,6 +24,9 @@ Imported trials are COMPLETE, carry the ``imported`` marker (source, key) and
 sampler asks for them), the outcome from the source, and the feasibility constraints
 (`autospec.records.TrialStore.add_measured`). Importing the same source twice adds
 nothing the second time (keys are compared).
+
+This module only builds the trials (`plan_from_*`, then `trials_to_add`); writing them
+is `TrialStore.add_measured`'s job (`autospec import` calls it).
 """
 
 from __future__ import annotations
@@ -37,13 +40,13 @@ from typing import Any
 
 from autospec.config import SearchSpace
 from autospec.errors import UsageError
-from autospec.records import CONSTRAINT_VIOLATED, DUPLICATE, OK, Markers, TrialRecord, TrialStore, read_trials
+from autospec.records import CONSTRAINT_VIOLATED, DUPLICATE, OK, Markers, TrialRecord, read_trials
 from autospec.report.table import compact
 from autospec.sglang_facts import DRAFT_TOKENS, STEPS, TOPK
 from autospec.space import suggest, to_distribution_params
 
-__all__ = ["ImportedTrial", "ImportPlan", "read_bench_speculative", "plan_from_bench_speculative",
-           "plan_from_study", "add_to_study", "BENCH_SPECULATIVE_FIELDS"]
+__all__ = ["ImportedTrial", "ImportPlan", "ReadyTrial", "read_bench_speculative", "plan_from_bench_speculative",
+           "plan_from_study", "trials_to_add", "BENCH_SPECULATIVE_FIELDS"]
 
 BENCH_SPECULATIVE_FIELDS = ("batch_size", "steps", "topk", "num_draft_tokens", "acc_length", "step_time", "speed")
 
@@ -194,7 +197,7 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _params_for(candidate: Mapping[str, Any], space: SearchSpace):
+def _params_for(candidate: Mapping[str, Any], space: SearchSpace) -> tuple[dict[str, Any], dict[str, Any]] | str:
     """(params, distributions) that make `suggest` reproduce `candidate`, or a reason."""
     import optuna
 
@@ -217,12 +220,24 @@ def _params_for(candidate: Mapping[str, Any], space: SearchSpace):
     return params, fixed_trial.distributions
 
 
-def add_to_study(study: Any, plan: ImportPlan, space: SearchSpace) -> tuple[list[int], list[str]]:
-    """Add the plan's trials to `study` (an optuna.Study); (new trial numbers, skipped lines)."""
-    store = TrialStore(study, [o.direction == "maximize" for o in space.objectives], [c.name for c in space.constraints])
-    existing = {(t.markers.imported or {}).get("key") for t in read_trials(study)}
+@dataclass(frozen=True)
+class ReadyTrial:
+    """An imported trial ready to be written (`TrialStore.add_measured`): the parameters
+    and distributions that make `suggest` reproduce its candidate, its record and markers."""
+
+    params: dict[str, Any]
+    distributions: dict[str, Any]
+    record: TrialRecord
+    markers: Markers
+
+
+def trials_to_add(plan: ImportPlan, space: SearchSpace, existing_keys: Iterable[str]) -> tuple[list[ReadyTrial], list[str]]:
+    """The plan's trials that a study of `space` holding `existing_keys` (see
+    `TrialStore.imported_keys`) does not have yet, in order, and one skipped line per
+    configuration left out (the plan's own first). Writes nothing."""
+    existing = set(existing_keys)
     skipped = list(plan.skipped)
-    added = []
+    ready = []
     for item in plan.trials:
         label = compact(item.candidate)
         if item.key in existing:
@@ -233,6 +248,6 @@ def add_to_study(study: Any, plan: ImportPlan, space: SearchSpace) -> tuple[list
             skipped.append(f"{label}: {found}")
             continue
         params, distributions = found
-        added.append(store.add_measured(params, distributions, item.record, item.markers))
+        ready.append(ReadyTrial(dict(params), dict(distributions), item.record, item.markers))
         existing.add(item.key)
-    return added, skipped
+    return ready, skipped

@@ -70,9 +70,10 @@ def _label_offsets(xs: list[float], ys: list[float], step: float = 11.0) -> list
     return offsets
 
 
-def _xy(data: StudyData, t: TrialView, ix: int, iy: int):
-    mx = t.objective_measure(data.objectives[ix], ix)
-    my = t.objective_measure(data.objectives[iy], iy)
+def _xy(data: StudyData, t: TrialView, ix: int, iy: int) -> tuple[Measure, Measure]:
+    """Objectives `ix` and `iy` of `t` (NaN, which is not drawn, where `t` has no value)."""
+    mx = t.objective_measure(data.objectives[ix], ix) or Measure(math.nan)
+    my = t.objective_measure(data.objectives[iy], iy) or Measure(math.nan)
     return mx, my
 
 
@@ -87,7 +88,7 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     picks = picks or {}
     keys = _varying(data)
 
-    def point(t: TrialView):
+    def point(t: TrialView) -> tuple[tuple[float, float | None], tuple[float, float | None]]:
         if single:
             m = t.objective_measure(data.objectives[ix], ix) or Measure(math.nan)
             return (float(t.number), None), (m.value, m.half_width)
@@ -158,8 +159,10 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     return fig
 
 
-def _series(t: TrialView, metric: str):
-    cs, vs, hs = [], [], []
+def _series(t: TrialView, metric: str) -> tuple[list[int], list[float], list[float]]:
+    cs: list[int] = []
+    vs: list[float] = []
+    hs: list[float] = []
     for c in t.levels:
         if (t.bench[c] or {}).get("failed_reason"):
             continue

@@ -46,8 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autospec.sim import logs
-from autospec.sim.model import prefill_seconds, step_seconds
+from autospec.sim.model import ServerConfig, prefill_seconds, step_seconds
 from autospec.sim.predict import noiseless_emit
+from autospec.sim.profile import Profile
 
 __all__ = ["Engine", "EngineStats", "Generation", "EOS_TOKEN_ID"]
 
@@ -141,7 +142,7 @@ class EngineStats:
 class Engine:
     """The batch scheduler (module docstring); ``run()`` is the loop, ``submit()`` feeds it."""
 
-    def __init__(self, *, profile, cfg, max_running: int, max_total_tokens: int, time_scale: float,
+    def __init__(self, *, profile: Profile, cfg: ServerConfig, max_running: int, max_total_tokens: int, time_scale: float,
                  noise: bool, rng: random.Random, log: logs.SglangLog,
                  on_complete: Callable[[Generation], None], disable_cuda_graph: bool = False,
                  stall: tuple[int, float] | None = None) -> None:

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import FrameType
 
 from autospec.sim.gpu_state import GpuStateFile
 
@@ -110,7 +111,7 @@ _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 
 
-def _prctl(option: int, value) -> None:
+def _prctl(option: int, value: int | bytes) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(option, value, 0, 0, 0)
@@ -174,7 +175,7 @@ def spawn_zombie_child(state_dir: str | None, gpus: Sequence[int], mem_mb: float
         _prctl(_PR_SET_NAME, b"sglang::schedul")
         state = GpuStateFile(state_dir, os.getpid())
 
-        def _terminate(signum, frame):
+        def _terminate(signum: int, frame: FrameType | None) -> None:
             state.remove()
             os._exit(0)
 

@@ -26,7 +26,7 @@ import socket
 from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 __all__ = ["BadRequest", "HttpConnection", "HttpRequest", "dumps", "parse_request", "reason_phrase"]
 
@@ -123,8 +123,8 @@ class HttpConnection(asyncio.Protocol):
         self.on_client_gone: Callable[[], None] | None = None
 
     # -- asyncio.Protocol
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a TCP server's are stream transports
         peer = transport.get_extra_info("peername")
         if peer:
             self.client = f"{peer[0]}:{peer[1]}"
@@ -135,11 +135,11 @@ class HttpConnection(asyncio.Protocol):
         if not self.busy:
             self._next()
 
-    def eof_received(self):
+    def eof_received(self) -> bool:
         self._lost()
         return False
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self._lost()
         self.app.connections.discard(self)
 

@@ -77,6 +77,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from autospec.sim.choices import ALGORITHMS, ATTENTION_BACKENDS
 from autospec.sim.profile import WORKLOADS, Profile
 
 __all__ = [
@@ -98,14 +99,6 @@ __all__ = [
     "step_seconds",
     "tree_shape",
 ]
-
-#: values of --speculative-algorithm (SGLang 0.5.x; DFLASH/DSPARK are newer and not modelled)
-ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-#: attention backends the sim knows (a subset of SGLang's choices)
-ATTENTION_BACKENDS = (
-    "flashinfer", "fa3", "fa4", "triton", "torch_native", "flex_attention",
-    "trtllm_mha", "trtllm_mla", "flashmla", "cutlass_mla", "aiter", "wave", "intel_amx",
-)
 
 #: SGLang resets an unset --max-running-requests to this under speculative decoding
 #: ("Max running requests is reset to 48 for speculative decoding." -- 0.5.x, 0.5.16 log)

@@ -30,6 +30,7 @@ from typing import Any
 
 from autospec.sim.model import (
     ArgumentRejected,
+    ServerConfig,
     accept_length,
     init_outcome,
     prefill_seconds,
@@ -136,7 +137,7 @@ def predict(
                       per_req, output_len * len(records) / span, ttft, decode)
 
 
-def _replay(profile: Profile, cfg, mrr: int, e: float, concurrency: int, n_total: int,
+def _replay(profile: Profile, cfg: ServerConfig, mrr: int, e: float, concurrency: int, n_total: int,
             input_len: int, output_len: int) -> list[tuple[float, float, float]]:
     """(sent, first token, done) per request, from the scheduler loop in the docstring."""
     t = 0.0

@@ -27,6 +27,8 @@ from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from autospec.sim.choices import ALGORITHMS, ATTENTION_BACKENDS
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -300,16 +302,12 @@ class _AutoSpec(_Table):
 
 
 def _attention_backend(value: str) -> str:
-    from autospec.sim.model import ATTENTION_BACKENDS  # local: model imports profile
-
     if value not in ATTENTION_BACKENDS:
         raise _fail(f"is {value!r}; use one of {', '.join(ATTENTION_BACKENDS)}")
     return value
 
 
 def _algorithm(value: Any) -> str | None:
-    from autospec.sim.model import ALGORITHMS  # local: model imports profile
-
     if value is not None and (not isinstance(value, str) or value.upper() not in ALGORITHMS):
         raise _fail(f"is {value!r}; use one of {', '.join(ALGORITHMS)} or omit it")
     return value.upper() if value is not None else None

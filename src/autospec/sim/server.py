@@ -24,6 +24,7 @@ import random
 import signal
 import sys
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,7 +152,7 @@ class SimServer:
             except (ProcessLookupError, ChildProcessError):
                 pass
 
-    def die(self, frames, error_line: str, rank_prefix: str | None = None) -> None:
+    def die(self, frames: Iterable[tuple[str, int, str, str]], error_line: str, rank_prefix: str | None = None) -> None:
         """SGLang's failure chain, then death by SIGKILL (what kill_process_tree does).
         `rank_prefix`: the failing scheduler's log prefix when it is not rank 0's."""
         lines = logs.scheduler_traceback(frames, error_line)

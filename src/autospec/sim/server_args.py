@@ -12,7 +12,8 @@ from typing import Any
 
 from autospec.sim.args import CommandLine
 from autospec.sim.engine import DECODE_LOG_INTERVAL
-from autospec.sim.model import SPEC_DEFAULT_MAX_RUNNING_REQUESTS
+from autospec.sim.model import SPEC_DEFAULT_MAX_RUNNING_REQUESTS, ServerConfig
+from autospec.sim.profile import Profile
 
 __all__ = ["build_server_args"]
 
@@ -51,7 +52,7 @@ _SGLANG_DEFAULTS: dict[str, Any] = {
 }
 
 
-def build_server_args(profile, cfg, command: CommandLine, seed: int) -> dict[str, Any]:
+def build_server_args(profile: Profile, cfg: ServerConfig, command: CommandLine, seed: int) -> dict[str, Any]:
     """The resolved ``ServerArgs`` fields the sim reports (log line and /server_info)."""
     flags = command.flags
     resolved = dict(_SGLANG_DEFAULTS)

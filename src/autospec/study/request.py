@@ -18,8 +18,10 @@ from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.study.processes.stopping import StopSignals
 from autospec.study.slots import Slot
 
-__all__ = ["OptimizeRequest", "OptimizeResult", "StudyInterrupted", "StudyStopped", "STORAGE_PATIENCE_S", "Observer", "NullObserver",
-           "StopReason"]
+__all__ = [
+    "OptimizeRequest", "OptimizeResult", "StopReason", "StudyInterrupted", "StudyStopped", "STORAGE_PATIENCE_S",
+    "Observer", "NullObserver",
+]
 
 STORAGE_PATIENCE_S = 120.0  # how long a storage that is away is waited for before the run stops
 

@@ -111,7 +111,8 @@ def open_storage(spec: str | None, study_name: str, studies_dir: Path) -> Storag
     scheme = spec.split("://", 1)[0].lower()
     if not re.match(r"^(sqlite|postgresql|postgres|mysql)(\+\w+)?$", scheme):
         raise StorageError(
-            f"storage URL scheme {scheme!r} is not supported; use sqlite:///FILE.db, postgresql://USER@HOST/DB or a journal file path"
+            f"storage URL scheme {scheme!r} is not supported; "
+            "use sqlite:///FILE.db, postgresql://USER@HOST/DB or a journal file path"
         )
     local: Path | None = None
     if scheme.startswith("sqlite"):
@@ -125,10 +126,14 @@ def open_storage(spec: str | None, study_name: str, studies_dir: Path) -> Storag
     try:
         storage = _rdb_storage(spec, scheme)
     except ImportError as exc:
-        raise StorageError(f"storage {_redact(spec)} needs a database driver that is not installed ({exc}); pip install it") from None
+        raise StorageError(
+            f"storage {_redact(spec)} needs a database driver that is not installed ({exc}); pip install it"
+        ) from None
     except Exception as exc:  # sqlalchemy.exc.* and driver errors: unreachable, auth, bad URL
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StorageError(f"cannot open storage {_redact(spec)}: {first}; check the URL, that the server runs and the credentials") from None
+        raise StorageError(
+            f"cannot open storage {_redact(spec)}: {first}; check the URL, that the server runs and the credentials"
+        ) from None
     return StorageHandle(storage, _redact(spec), heartbeat=True, local_path=local)
 
 

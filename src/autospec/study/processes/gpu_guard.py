@@ -1,6 +1,6 @@
 """Before a study launches anything: who holds GPU memory, and may the study start?
 
-Order (issue: a killed tuner must not block its own resume): the run first recovers
+Order (so that a killed tuner does not block its own resume): the run first recovers
 (`recovery.recover` stops this study's leftover servers by their recorded identity);
 then `GpuGuard.clear` looks at what still holds GPU memory:
 

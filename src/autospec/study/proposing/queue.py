@@ -86,6 +86,10 @@ def teach_gate(trials: Iterable[StoredTrial], gate: FeasibilityGate, hardware: s
             gate.learn_success(resolved, r.startup or {})
 
 
+def _startup(t: StoredTrial) -> Mapping[str, Any]:
+    return (t.record.startup if t.record else None) or {}
+
+
 @dataclass(frozen=True)
 class QueueSettings:
     """What the policy is asked to do (from `OptimizeRequest`)."""
@@ -278,7 +282,7 @@ class QueuePolicy:
             return ""
         launched_trials = [t for t in trials if t.launched]
         front = [
-            Measured(t.number, t.candidate, t.values, ((t.record.startup if t.record else None) or {}).get("max_running_requests"))
+            Measured(t.number, t.candidate, t.values, _startup(t).get("max_running_requests"))
             for t in pareto_front(launched_trials, self.store.maximize) if t.values is not None and t.outcome == OK
         ]
         push = push_candidate(self.space, front, self._push_answer)

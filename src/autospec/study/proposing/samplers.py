@@ -1,4 +1,4 @@
-"""`--sampler model`: the next launch is the one the fitted model values most (issue 17).
+"""`--sampler model`: the next launch is the one the fitted model values most.
 
 An Optuna sampler, so Optuna stays the storage and ask/tell layer. Before each trial of the
 proposer's scratch study (`autospec.study.proposing.proposer`) it
@@ -40,7 +40,10 @@ from autospec.model.performance import SUPPORTED_METRICS
 from autospec.records import OK, StoredTrial, TrialClass, read_trials
 from autospec.space import grid, to_distribution_params
 
-__all__ = ["ModelSampler", "unsupported_reason", "MAX_CANDIDATES", "NEGLIGIBLE", "SAMPLERS", "make_sampler", "optuna_notes_silenced"]
+__all__ = [
+    "ModelSampler", "unsupported_reason", "MAX_CANDIDATES", "NEGLIGIBLE", "SAMPLERS", "make_sampler",
+    "optuna_notes_silenced",
+]
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The `autospec` command: parse -> config -> library call -> render (`main.main`)."""
