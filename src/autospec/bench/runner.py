@@ -44,7 +44,8 @@ from autospec.request_records import LevelResult, RequestRecord
 
 
 def default_num_requests(concurrency: int) -> int:
-    """The seed's request count per level: 2 x concurrency, 4 at concurrency 1."""
+    """The hand-tuning sweep's request count per level (docs/simulator.md): 2 x concurrency, 4 at
+    concurrency 1."""
     return 4 if concurrency == 1 else 2 * concurrency
 
 

@@ -20,7 +20,7 @@ from autospec.cli.render import Progress
 from autospec.config import parse_duration
 from autospec.errors import UsageError
 
-SIM_LOAD_SECONDS = 2.0  # the seed's model took ~100 s; the simulator need not make you wait
+SIM_LOAD_SECONDS = 2.0  # a real 122B model takes ~100 s; the simulator need not make you wait
 SIM_WARMUP_SECONDS = 1.0
 
 
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sim", action="store_true", help="run against the bundled simulator instead of SGLang (no GPU needed)")
     p.add_argument("--sim-profile", metavar="FILE|NAME",
                    help="simulator profile: a TOML file or a bundled profile's name "
-                   "(default: the seed-calibrated profile; a wrong name lists the bundled ones)")
+                   "(default: the one calibrated to a real hand-tuning sweep; a wrong name lists the bundled ones)")
     p.add_argument("--sim-load-seconds", type=float, default=SIM_LOAD_SECONDS, help="simulated model load time (default 2)")
     p.add_argument("--sim-warmup-seconds", type=float, default=SIM_WARMUP_SECONDS,
                    help="simulated warmup after load, before the server is ready (default 1)")

@@ -266,18 +266,7 @@ def _summarize_records(
     has_verify = np.isfinite(req.verify)
     accept = float(req.tokens[has_verify].sum() / req.verify[has_verify].sum()) if has_verify.any() else None
 
-    cis: dict[str, tuple[float, float]] = {}
-    for name, values in (("output_tok_s", per_request_f), ("decode_tok_s", decode_f)):
-        if _wanted(intervals, name):
-            cis[name] = stats.t_interval(values)
-    for name, values in (("ttft_ms_mean", ttft_f), ("tpot_ms_mean", tpot_f)):
-        if _wanted(intervals, name):
-            cis[name] = _scaled(stats.t_interval(values))
-    for q in (50, 90, 99):
-        for prefix, values in (("ttft", ttft_f), ("tpot", tpot_f), ("e2e", latency_f)):
-            name = f"{prefix}_ms_p{q}"
-            if _wanted(intervals, name):
-                cis[name] = _scaled(stats.quantile_interval(values, q))
+    cis = _per_request_intervals(req, per_request_f, decode_f, ttft_f, tpot_f, latency_f, intervals)
     if _wanted(intervals, "agg_output_tok_s_whole") or _wanted(intervals, "agg_output_tok_s"):
         cis["agg_output_tok_s_whole"] = _whole_run_interval(req, whole)
     if has_verify.sum() >= 2 and _wanted(intervals, "accept_length"):
@@ -286,16 +275,8 @@ def _summarize_records(
     steady_s = float(sum(w.seconds for w in steady))
     transient_s = float(sum(w.transient_s for w in steady))
     run_s = float(sum(w.run_seconds for w in steady))
-    steady_tokens = float(sum(w.tokens for w in steady))
     share = (steady_s + transient_s) / run_s if run_s > 0 else 0.0
-    if steady_s > 0 and ok:
-        agg = steady_tokens / steady_s
-        if _wanted(intervals, "agg_output_tok_s"):
-            cis["agg_output_tok_s"] = steady[0].interval if len(steady) == 1 else _NAN2
-    else:
-        agg = whole
-        if _wanted(intervals, "agg_output_tok_s"):
-            cis["agg_output_tok_s"] = cis.get("agg_output_tok_s_whole", _NAN2)
+    agg = _aggregate(steady, bool(ok), whole, cis, intervals)
 
     n_total = len(measured)
     return LevelSummary(
@@ -339,6 +320,39 @@ def _summarize_records(
         steady_transient_s=transient_s,
         accept_length_source="response" if accept is not None else None,
     )
+
+
+def _per_request_intervals(req: _Requests, per_request: np.ndarray, decode: np.ndarray, ttft: np.ndarray,
+                           tpot: np.ndarray, latency: np.ndarray,
+                           intervals: Collection[str] | None) -> dict[str, tuple[float, float]]:
+    """95% intervals of the per-request figures (`intervals`: the names wanted; None: all)."""
+    cis: dict[str, tuple[float, float]] = {}
+    for name, values in (("output_tok_s", per_request), ("decode_tok_s", decode)):
+        if _wanted(intervals, name):
+            cis[name] = stats.t_interval(values)
+    for name, values in (("ttft_ms_mean", ttft), ("tpot_ms_mean", tpot)):
+        if _wanted(intervals, name):
+            cis[name] = _scaled(stats.t_interval(values))
+    for q in (50, 90, 99):
+        for prefix, values in (("ttft", ttft), ("tpot", tpot), ("e2e", latency)):
+            name = f"{prefix}_ms_p{q}"
+            if _wanted(intervals, name):
+                cis[name] = _scaled(stats.quantile_interval(values, q))
+    return cis
+
+
+def _aggregate(steady: Sequence[SteadyWindow], any_ok: bool, whole: float, cis: dict[str, tuple[float, float]],
+               intervals: Collection[str] | None) -> float:
+    """The level's aggregate: tokens per second of the steady windows (the whole run's
+    figure when there is none); its interval is put in `cis`."""
+    steady_s = float(sum(w.seconds for w in steady))
+    if steady_s > 0 and any_ok:
+        if _wanted(intervals, "agg_output_tok_s"):
+            cis["agg_output_tok_s"] = steady[0].interval if len(steady) == 1 else _NAN2
+        return float(sum(w.tokens for w in steady)) / steady_s
+    if _wanted(intervals, "agg_output_tok_s"):
+        cis["agg_output_tok_s"] = cis.get("agg_output_tok_s_whole", _NAN2)
+    return whole
 
 
 def _whole_run_interval(req: _Requests, whole: float) -> tuple[float, float]:

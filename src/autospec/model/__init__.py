@@ -1,5 +1,5 @@
 """A predictive model of a speculative-decoding study, fitted from its launches, and the
-choice of the next configuration it informs (issue 17). Pure: numpy and scipy only; it
+choice of the next configuration it informs. Pure: numpy and scipy only; it
 imports nothing of the simulator (its forms come from how SGLang works, not from
 `autospec.sim`).
 
@@ -11,7 +11,7 @@ imports nothing of the simulator (its forms come from how SGLang works, not from
     spec         `SpecModel`: all of it fitted together, predictions with uncertainty
     choose       `rank`: expected hypervolume improvement x p_start; `explain`
 
-docs/model.md has the forms, why they hold, and the validation against the seed's
+docs/model.md has the forms, why they hold, and the validation against the hand-tuning sweep's
 measurements.
 """
 

@@ -10,8 +10,8 @@ docs/model.md has the long form):
   pool; what is left is divided by the bytes per token. A hybrid (recurrent + attention)
   model reserves recurrent state per request slot *and* per draft position before
   sizing the pool (sglang 0.5.10 ``handle_max_mamba_cache``: ``mamba_cache_per_req *
-  max_running_requests * num_draft_tokens``; the seed lost about 80k tokens per extra
-  step). So, for fixed other flags,
+  max_running_requests * num_draft_tokens``; the hand-tuning sweep of sim profile
+  seed-qwen35-122b-4x-rtxpro6000 lost about 80k tokens per extra step). So, for fixed other flags,
   ``T = b0 + bf * f - bd * D - bs * slots * D``: linear in f and in the reserve. The slope
   bf is known from one launch up to the state share: P GB per unit of f at the log's own
   tokens per GB (``KV Cache is allocated. #tokens: T, K size + V size``), bf ~ P * T / kv_gb;
@@ -185,7 +185,7 @@ class MemoryModel:
         prior_mean = np.array([intercept, slope_prior[0], 0.0, 0.0])
         # per draft token: tight at 0 (attention-only models reserve nothing per draft
         # token); per slot and draft token (hybrid models' recurrent state): mean 0, sd
-        # 10% of the largest pool seen per draft token at the slots seen (the seed
+        # 10% of the largest pool seen per draft token at the slots seen (the hand-tuning sweep
         # measured 17%: about 80k of 455k tokens per step at 48 slots)
         prior_sd = np.array([max(scale, 0.5 * a0), slope_prior[1], 0.005 * scale, 0.1 * scale / reserve])
         sd = 0.003 * y + 16.0

@@ -1,7 +1,7 @@
 """One launched trial as the model sees it (pure): flags, whether it started, start-up
 facts and per-level figures. Built from a stored trial (`observation_from`), from a
 `TrialRecord` (`observation_from_record`) or by hand (`Observation(...)`, e.g. from the
-seed's hand measurements)."""
+hand-tuning sweep's measurements, sim profile seed-qwen35-122b-4x-rtxpro6000)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ by nonlinear least squares on log residuals of every figure a launch measured (a
 length, TPOT, TTFT at C=1, per-request speed where nothing queued, aggregate), with
 Gaussian priors on every parameter. Where a launch measured its accept length, the cost
 residuals use the measured one (acceptance misfit then cannot bias the costs); where it
-did not (the seed's hand measurements), the model's. Uncertainty: the Laplace
+did not (the hand-tuning sweep's measurements, docs/simulator.md), the model's. Uncertainty: the Laplace
 approximation at the optimum (the data's precision divided by how much worse than the
 stated noise the fit is, plus the prior's, so never wider than the prior), drawn as
 parameter samples.

@@ -1,5 +1,5 @@
 """What `--sampler model` expected, beside what was measured, and why the configurations
-never launched were not worth a launch (issue 17).
+never launched were not worth a launch.
 
 Both come from the study: each trial the model chose carries its prediction from before
 the launch (`Markers.predicted`), and the end of each run stores the model's verdict on

@@ -5,7 +5,8 @@
   (hollow), infeasible ones that were measured (red crosses), a count of infeasible
   ones that never produced numbers, the baseline (star) and the three picks.
 - `concurrency_figure`: for the front's configurations (and the baseline), per-request
-  output tok/s and aggregate output tok/s against concurrency, like the seed's table.
+  output tok/s and aggregate output tok/s against concurrency, like the table of the
+  hand-tuning sweep the default sim profile is calibrated to.
 
 `render(fig, path_stem)` writes ``<stem>.png`` and returns the SVG text, which the
 report embeds in self-contained HTML (no JavaScript, no network).

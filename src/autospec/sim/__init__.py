@@ -4,7 +4,7 @@ The server process (`python -m autospec.sim`) behaves like an SGLang server from
 outside; this package's pure part, re-exported here, is what it and autospec's tests
 use to know what the server *should* do:
 
-    profile = load_profile()                        # the default, seed-calibrated profile
+    profile = load_profile()                        # the default profile, calibrated to the hand-tuning sweep
     cfg = resolve_args(profile, {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3})
     init_outcome(profile, cfg)                       # KV pool, max_running_requests, or a failure
     predict(profile, flags, concurrency=32)          # noiseless benchmark figures

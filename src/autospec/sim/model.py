@@ -19,7 +19,7 @@ Pipeline:  flags --resolve_args--> ServerConfig --init_outcome--> InitOutcome
        reserve   R = fixed_state_gb + spec_state_gb * slots * D
                  slots = the requested max_running_requests (user value, or 48 under
                          speculation; / dp_size with DP attention), D = draft tokens (0
-                         without speculation). This is the seed's hybrid-model (GDN) effect:
+                         without speculation). This is the hybrid-model (GDN) effect of the hand-tuning sweep's Qwen3.5-122B:
                          SGLang keeps an intermediate recurrent state per request slot and
                          draft position (sglang 0.5.10 handle_max_mamba_cache), so every
                          extra step costs a fixed slice of the KV pool (~80k tokens).
