@@ -1,7 +1,10 @@
-"""The scheduler in-process (no HTTP): KV-pool admission and retraction.
+"""The scheduler in-process (no HTTP): KV-pool admission and retraction, and the closed
+loop predict() replays.
 
 The engine runs on a private asyncio loop at a tiny time scale; the expected numbers come
-from the request sizes and the pool size given to it, never from the engine itself.
+from the request sizes and the pool size given to it, or from predict(), never from the
+engine itself. Timings are read on the engine's simulated clock (the simulated seconds of
+the steps it scheduled), which no wall-clock delay changes.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import re
 import pytest
 
 from autospec.launcher import RUNTIME_EVENT_PATTERNS
-from autospec.sim import accept_length, load_profile, resolve_args
+from autospec.sim import accept_length, init_outcome, load_profile, predict, resolve_args
 from autospec.sim.engine import Engine, Generation
 from autospec.sim.logs import SglangLog
 
@@ -110,3 +113,74 @@ def test_the_first_request_runs_even_if_it_alone_overflows_the_pool(profile):
 
     gen = asyncio.run(main())
     assert gen.completion_tokens == 200 and "Retract" not in stream.getvalue()
+
+
+def closed_loop(profile, flags, *, concurrency: int, requests: int, output_len: int) -> list[tuple[float, float, float]]:
+    """(sent, first token, done) per request of a closed loop of `concurrency` clients that
+    turn around instantly (what predict() assumes), on the engine's simulated clock: the
+    simulated seconds of every step it scheduled so far, over the time scale."""
+    cfg = resolve_args(profile, flags)
+    outcome = init_outcome(profile, cfg)
+    scale = 1e-4
+    out: list[tuple[float, float, float]] = []
+
+    async def main() -> None:
+        done = asyncio.Event()
+        sent: dict[str, float] = {}
+        first: dict[str, float] = {}
+        count = 0
+
+        def now() -> float:
+            return engine.stats.scheduled_seconds / scale
+
+        def on_step(gen: Generation, text: str) -> None:
+            first.setdefault(gen.rid, now())
+
+        def send() -> None:
+            nonlocal count
+            gen = Generation(rid=str(count), prompt_tokens=PROMPT_TOKENS, max_new_tokens=output_len,
+                             stop_at=output_len, accept_mean=accept_length(profile, cfg, "synthetic", 0.0),
+                             accept_cdf=None, on_step=on_step)
+            count += 1
+            sent[gen.rid] = now()
+            engine.submit(gen)
+
+        def on_complete(gen: Generation) -> None:
+            out.append((sent[gen.rid], first[gen.rid], now()))
+            if count < requests:
+                send()  # the finished request's client sends its next one at once
+            elif len(out) == requests:
+                done.set()
+
+        engine = Engine(profile=profile, cfg=cfg, max_running=outcome.max_running_requests,
+                        max_total_tokens=outcome.max_total_num_tokens, time_scale=scale, noise=False,
+                        rng=random.Random(0), log=SglangLog(io.StringIO()), on_complete=on_complete)
+        task = asyncio.create_task(engine.run())
+        for _ in range(min(concurrency, requests)):
+            send()
+        await asyncio.wait_for(done.wait(), 60)
+        task.cancel()
+
+    asyncio.run(main())
+    return out
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "requests", "output_len"),
+    [(1, 4, 64), (4, 8, 64), (16, 32, 64), (32, 64, 64), (7, 23, 257)],  # C=32: waves of 17, 17, 17, 13
+)
+def test_a_closed_loop_is_served_as_predict_replays_it(profile, concurrency, requests, output_len):
+    # The speeds the simulator serves in simulated time; how closely a process on a given
+    # machine keeps them in real time is benchmarks/sim_speed.py's question.
+    records = closed_loop(profile, SPEC, concurrency=concurrency, requests=requests, output_len=output_len)
+    expected = predict(profile, SPEC, concurrency, "synthetic", input_len=PROMPT_TOKENS, output_len=output_len,
+                       num_requests=requests)
+    assert len(records) == requests
+    span = max(done for _, _, done in records) - min(sent for sent, _, _ in records)
+    per_request = sum(output_len / (done - sent) for sent, _, done in records) / requests
+    ttft = sum(first - sent for sent, first, _ in records) / requests
+    decode = sum((output_len - 1) / (done - first) for _, first, done in records) / requests
+    assert output_len * requests / span == pytest.approx(expected.aggregate_tok_s, rel=1e-9)
+    assert per_request == pytest.approx(expected.per_request_tok_s, rel=1e-9)
+    assert ttft == pytest.approx(expected.ttft_s, rel=1e-9)
+    assert decode == pytest.approx(expected.decode_tok_s, rel=1e-9)

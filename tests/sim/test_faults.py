@@ -136,11 +136,19 @@ def test_stall_after_requests_holds_one_prefill_once(sim_factory):
     sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "stall_after_requests=2:20")
     sim.wait_ready()
 
-    def seconds() -> float:
-        t0 = time.monotonic()
+    def scheduled() -> float:
+        return httpx.get(sim.url + "/server_info", timeout=30).json()["internal_states"][0]["sim_scheduled_seconds"]
+
+    def seconds() -> tuple[float, float]:
+        """(wall seconds, seconds its steps were scheduled to take) of one request."""
+        t0, schedule = time.monotonic(), scheduled()
         assert httpx.post(sim.url + "/generate", json=BODY, timeout=30).status_code == 200
-        return time.monotonic() - t0
+        return time.monotonic() - t0, scheduled() - schedule
 
     before = [seconds() for _ in range(2)]
     stalled, after = seconds(), seconds()
-    assert stalled >= 1.0 > max(*before, after)
+    # Identical requests are scheduled identically, but for the third's stall (once); and it
+    # really waited (a loaded machine can only make it wait longer).
+    assert [s for _, s in before] == pytest.approx([after[1]] * 2)
+    assert stalled[1] == pytest.approx(after[1] + 1.0)
+    assert stalled[0] >= 1.0
