@@ -58,9 +58,20 @@ except ImportError:  # the older checkout
     from autospec.study.records import TrialRecord
 
 __all__ = [
-    "SimulatedChain", "SimLaunch", "PredictedOracle", "InProcessSimPreflight",
-    "simulate_launch", "startable", "true_values", "run_study", "sim_command", "flag_words",
-    "PREDICTABLE_METRICS", "TEARDOWN_SECONDS", "FAILED_TEARDOWN_SECONDS", "REJECT_SECONDS",
+    "SimulatedChain",
+    "SimLaunch",
+    "PredictedOracle",
+    "InProcessSimPreflight",
+    "simulate_launch",
+    "startable",
+    "true_values",
+    "run_study",
+    "sim_command",
+    "flag_words",
+    "PREDICTABLE_METRICS",
+    "TEARDOWN_SECONDS",
+    "FAILED_TEARDOWN_SECONDS",
+    "REJECT_SECONDS",
 ]
 
 # ----------------------------------------------------------------------------- constants
@@ -77,8 +88,7 @@ REJECT_SECONDS = 3.0
 #: Where along the load the real simulator dies (autospec/sim/startup.py): weights OOM
 #: after 0.7 x load; KV pool after 0.7 + 0.05; graph capture failure after the KV pool and
 #: 0.1 x load of capture (0.85); any other init failure at the KV-pool point.
-FAIL_AT_FRACTION = {"weights_oom": 0.7, "kv_pool_too_small": 0.75, "cuda_graph_oom": 0.85,
-                    "invalid_draft_tree": 0.85}
+FAIL_AT_FRACTION = {"weights_oom": 0.7, "kv_pool_too_small": 0.75, "cuda_graph_oom": 0.85, "invalid_draft_tree": 0.85}
 OTHER_FAIL_AT_FRACTION = 0.75
 #: Shares of the load in the log's timing lines (autospec/sim/startup.py, at time scale 1).
 WEIGHTS_SHARE, GRAPH_SHARE = 0.7, 0.25
@@ -91,9 +101,24 @@ HOST = "127.0.0.1"
 #: Metrics the simulated chain supplies (autospec metric names): from `predict`'s figures,
 #: and per-request percentiles from the same noiseless scheduler replay that `predict`
 #: runs (``autospec.sim.predict._replay``). Not predictable: itl_ms_* (chunk gaps).
-PREDICTABLE_METRICS = ("output_tok_s", "agg_output_tok_s", "decode_tok_s", "ttft_ms_mean", "ttft_ms_p50",
-                       "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
-                       "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99", "accept_length", "error_rate")
+PREDICTABLE_METRICS = (
+    "output_tok_s",
+    "agg_output_tok_s",
+    "decode_tok_s",
+    "ttft_ms_mean",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "ttft_ms_p99",
+    "tpot_ms_mean",
+    "tpot_ms_p50",
+    "tpot_ms_p90",
+    "tpot_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p90",
+    "e2e_ms_p99",
+    "accept_length",
+    "error_rate",
+)
 
 # ----------------------------------------------------------------------------- compat
 
@@ -112,8 +137,9 @@ def flag_words(flags: Mapping[str, Any]) -> list[str]:
     return argv[1:-4]
 
 
-def sim_command(profile: Profile | None = None, *, load_seconds: float | None = None,
-                warmup_seconds: float | None = None) -> tuple[str, ...]:
+def sim_command(
+    profile: Profile | None = None, *, load_seconds: float | None = None, warmup_seconds: float | None = None
+) -> tuple[str, ...]:
     """``python -m autospec.sim ...`` as ``optimize --sim`` builds it (time scale 1; the
     profile as an absolute path unless it is the default). Recorded in ``server_args``."""
     command = [sys.executable, "-m", "autospec.sim"]
@@ -129,7 +155,7 @@ def sim_command(profile: Profile | None = None, *, load_seconds: float | None = 
 def _sim_options(command: Sequence[str]) -> list[str]:
     """The ``--sim-*`` words of a ``python -m autospec.sim`` command (empty otherwise)."""
     command = list(command)
-    return command[command.index("autospec.sim") + 1:] if "autospec.sim" in command else []
+    return command[command.index("autospec.sim") + 1 :] if "autospec.sim" in command else []
 
 
 _PARSER: list[Any] = []
@@ -274,9 +300,15 @@ class SimLaunch:
         return self.kind == "ok"
 
 
-def simulate_launch(profile: Profile, flags: Mapping[str, Any], *, command: Sequence[str] = (),
-                    load_seconds: float | None = None, warmup_seconds: float | None = None,
-                    log_path: Path | str | None = None) -> SimLaunch:
+def simulate_launch(
+    profile: Profile,
+    flags: Mapping[str, Any],
+    *,
+    command: Sequence[str] = (),
+    load_seconds: float | None = None,
+    warmup_seconds: float | None = None,
+    log_path: Path | str | None = None,
+) -> SimLaunch:
     """Start the simulator with `flags` (the full server flags) in-process.
 
     Mirrors ``python -m autospec.sim`` (its ``__main__``: argparse, resolver, notes, the
@@ -327,8 +359,7 @@ def simulate_launch(profile: Profile, flags: Mapping[str, Any], *, command: Sequ
         cuda_graph_seconds=round(GRAPH_SHARE * load, 3) if facts.cuda_graph_seconds is not None else None,
         ready_seconds=round(load + warmup, 3),  # the launcher measures spawn -> ready
     )
-    return SimLaunch("ok", argv, text, load + warmup, flags=dict(cmd.flags), cfg=cfg, outcome=outcome,
-                     startup=facts)
+    return SimLaunch("ok", argv, text, load + warmup, flags=dict(cmd.flags), cfg=cfg, outcome=outcome, startup=facts)
 
 
 def _redacted(argv: list[str], flags: Mapping[str, Any]) -> list[str]:
@@ -341,23 +372,45 @@ def _redacted(argv: list[str], flags: Mapping[str, Any]) -> list[str]:
     return Redactor.for_launch(request, {}).argv(argv)
 
 
-def _failed(argv: list[str], text: str, returncode: int, seconds: float, log_path: Path | str | None,
-            *, flags: Mapping[str, Any] | None = None) -> SimLaunch:
+def _failed(
+    argv: list[str],
+    text: str,
+    returncode: int,
+    seconds: float,
+    log_path: Path | str | None,
+    *,
+    flags: Mapping[str, Any] | None = None,
+) -> SimLaunch:
     error = classify_failure(text, returncode, timed_out=False, log_path=log_path, seconds=round(seconds, 3))
-    return SimLaunch(error.kind, argv, text, seconds, flags=dict(flags) if flags is not None else None,
-                     error=error, returncode=returncode)
+    return SimLaunch(
+        error.kind, argv, text, seconds, flags=dict(flags) if flags is not None else None, error=error, returncode=returncode
+    )
 
 
-def _run_startup(profile: Profile, cfg: Any, outcome: Any, server_args: dict[str, Any], cmd: Any, seed: int,
-                 stream: io.StringIO) -> bool:
+def _run_startup(
+    profile: Profile, cfg: Any, outcome: Any, server_args: dict[str, Any], cmd: Any, seed: int, stream: io.StringIO
+) -> bool:
     """The simulator's start-up sequence (`Startup.run`) at time scale 0 into `stream`;
     True when it reached readiness. `die` writes SGLang's failure chain as
     `SimServer.die` does (without killing anything)."""
     setup = ServerSetup(
-        profile=profile, cfg=cfg, outcome=outcome, server_args=server_args, host=cmd.host, port=cmd.port,
-        served_model_name=str(server_args["served_model_name"]), model_path=cfg.model_path, time_scale=0.0,
-        noise=False, seed=seed, load_seconds=0.0, warmup_seconds=0.0, faults=Faults(), state_dir=None,
-        cmdline="python -m autospec.sim", disable_cuda_graph=bool(cmd.flags.get("disable_cuda_graph")),
+        profile=profile,
+        cfg=cfg,
+        outcome=outcome,
+        server_args=server_args,
+        host=cmd.host,
+        port=cmd.port,
+        served_model_name=str(server_args["served_model_name"]),
+        model_path=cfg.model_path,
+        time_scale=0.0,
+        noise=False,
+        seed=seed,
+        load_seconds=0.0,
+        warmup_seconds=0.0,
+        faults=Faults(),
+        state_dir=None,
+        cmdline="python -m autospec.sim",
+        disable_cuda_graph=bool(cmd.flags.get("disable_cuda_graph")),
     )
     log = sim_logs.SglangLog(stream, rank_prefix=" TP0" if cfg.tp_size > 1 else "")
     ready: list[bool] = []
@@ -421,14 +474,18 @@ class PredictedOracle:
                 )
         predict_module = importlib.import_module("autospec.sim.predict")  # the package re-exports the function
 
-        replayed = [s.name for s in (*self.space.objectives, *self.space.constraints)
-                    if s.metric.split("_ms_")[0] in ("ttft", "tpot", "e2e") and s.metric != "ttft_ms_mean"]
+        replayed = [
+            s.name
+            for s in (*self.space.objectives, *self.space.constraints)
+            if s.metric.split("_ms_")[0] in ("ttft", "tpot", "e2e") and s.metric != "ttft_ms_mean"
+        ]
         if replayed and not hasattr(predict_module, "_replay"):
             raise ValueError(f"{', '.join(replayed)}: this simulator has no predict._replay to form percentiles from")
         if not self.space.workload.ignore_eos:
             warnings.warn(
                 "workload ignore_eos=false: the real simulator stops requests at seeded EOS positions; "
-                "the simulated chain assumes every request runs to output_len", stacklevel=3,
+                "the simulated chain assumes every request runs to output_len",
+                stacklevel=3,
             )
 
     @staticmethod
@@ -458,12 +515,16 @@ class PredictedOracle:
         key = (num_requests, seed_offset)
         if key not in self._prompts:
             spec = self.space.workload
-            texts = [("\n".join(m["content"] for m in p.messages) if spec.api == "chat" else p.text)
-                     for p in _bench_prompts(spec, num_requests, seed_offset)]
+            texts = [
+                ("\n".join(m["content"] for m in p.messages) if spec.api == "chat" else p.text)
+                for p in _bench_prompts(spec, num_requests, seed_offset)
+            ]
             kinds = sorted({classify_prompt(t) for t in texts})
             if len(kinds) != 1:
-                raise ValueError(f"the workload's prompts classify as several simulator workloads ({kinds}); "
-                                 "predict() models one kind per level")
+                raise ValueError(
+                    f"the workload's prompts classify as several simulator workloads ({kinds}); "
+                    "predict() models one kind per level"
+                )
             tokens = round(sum(count_tokens(t) for t in texts) / len(texts)) if texts else spec.input_len
             self._prompts[key] = (kinds[0], max(tokens, 1))
         return self._prompts[key]
@@ -492,15 +553,18 @@ class PredictedOracle:
         cfg = resolve_args(self.profile, flags)
         init = init_outcome(self.profile, cfg)
         if tokens + wl.output_len > init.context_len:
-            raise ValueError(f"requests of {tokens}+{wl.output_len} tokens exceed the model context "
-                             f"({init.context_len}); "
-                             "the real simulator answers 400 and the simulated chain does not model request errors")
+            raise ValueError(
+                f"requests of {tokens}+{wl.output_len} tokens exceed the model context "
+                f"({init.context_len}); "
+                "the real simulator answers 400 and the simulated chain does not model request errors"
+            )
         seconds = wl.output_len * n / pred.aggregate_tok_s
         if first and bench.warmup_requests:
             w = bench.warmup_requests
             warm_kind, warm_tokens = self.prompt_workload(w, seed_offset=1)
-            warm = predict(self.profile, flags, min(concurrency, w), warm_kind, num_requests=w,
-                           **{**common, "input_len": warm_tokens})
+            warm = predict(
+                self.profile, flags, min(concurrency, w), warm_kind, num_requests=w, **{**common, "input_len": warm_tokens}
+            )
             seconds += wl.output_len * w / warm.aggregate_tok_s
         metrics = {
             "output_tok_s": pred.per_request_tok_s,
@@ -523,8 +587,7 @@ class PredictedOracle:
         launch = self.launch(flags)
         if not launch.ok:
             return None
-        levels = {c: self.level(launch.flags, c, first=(i == 0))
-                  for i, c in enumerate(self.space.bench.concurrency)}
+        levels = {c: self.level(launch.flags, c, first=(i == 0)) for i, c in enumerate(self.space.bench.concurrency)}
         values = [levels[o.concurrency].metrics[o.metric] for o in self.space.objectives]
         constraints = {c.name: c.violation(levels[c.concurrency].metrics[c.metric]) for c in self.space.constraints}
         return values, constraints
@@ -536,11 +599,13 @@ class PredictedOracle:
         return None if measured is None else measured[0]
 
 
-def _percentiles(profile: Profile, cfg: Any, init: Any, accept: float, concurrency: int, n: int,
-                 input_len: int, output_len: int) -> dict[str, float]:
+def _percentiles(
+    profile: Profile, cfg: Any, init: Any, accept: float, concurrency: int, n: int, input_len: int, output_len: int
+) -> dict[str, float]:
     """ttft/tpot/e2e figures in ms as `autospec.metrics.summarize` forms them, from the
     per-request (sent, first token, done) times of predict's own noiseless replay."""
     from autospec.metrics import stats
+
     predict_module = importlib.import_module("autospec.sim.predict")  # the package re-exports the function
 
     replay = getattr(predict_module, "_replay", None)
@@ -609,9 +674,18 @@ class _NoHooks:
 
 def _teardown(seconds: float) -> dict[str, Any]:
     """A TeardownReport.as_dict() of a clean stop (nothing was spawned)."""
-    return {"seconds": seconds, "signal_sent": "TERM", "killed_after_timeout": False, "leftover_pids": [],
-            "gpu_memory_released": True, "gpu_wait_seconds": 0.0, "port_released": True, "stopped_pids": [],
-            "processes_seconds": seconds, "simulated": True}
+    return {
+        "seconds": seconds,
+        "signal_sent": "TERM",
+        "killed_after_timeout": False,
+        "leftover_pids": [],
+        "gpu_memory_released": True,
+        "gpu_wait_seconds": 0.0,
+        "port_released": True,
+        "stopped_pids": [],
+        "processes_seconds": seconds,
+        "simulated": True,
+    }
 
 
 class SimulatedChain:
@@ -633,11 +707,25 @@ class SimulatedChain:
     called as TrialChain calls it; ``hooks.spawned`` never (no process is spawned, so
     no server record is stored for recovery to act on)."""
 
-    def __init__(self, space: Any, launcher: Any = None, gate: Any = None, command: Sequence[str] = (),
-                 layout: Any = None, work_dir: Path | None = None, env: Mapping[str, str] | None = None,
-                 ready_timeout_s: float | None = None, *, profile: Profile | None = None, noise: float = 0.0,
-                 seed: int | None = 0, write_logs: bool = False, load_seconds: float | None = None,
-                 warmup_seconds: float | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        space: Any,
+        launcher: Any = None,
+        gate: Any = None,
+        command: Sequence[str] = (),
+        layout: Any = None,
+        work_dir: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        ready_timeout_s: float | None = None,
+        *,
+        profile: Profile | None = None,
+        noise: float = 0.0,
+        seed: int | None = 0,
+        write_logs: bool = False,
+        load_seconds: float | None = None,
+        warmup_seconds: float | None = None,
+        **kwargs: Any,
+    ) -> None:
         if gate is None:
             raise TypeError("SimulatedChain needs the study's feasibility gate (gate=...)")
         self.space, self.launcher, self.gate, self.command = space, launcher, gate, tuple(command)
@@ -654,8 +742,14 @@ class SimulatedChain:
         self.load_seconds, self.warmup_seconds = load_seconds, warmup_seconds
 
     # -- the contract
-    def run(self, number: int, candidate: Mapping[str, Any], hooks: Any = None, relaunch: bool = False,
-            env: Mapping[str, str] | None = None) -> Any:
+    def run(
+        self,
+        number: int,
+        candidate: Mapping[str, Any],
+        hooks: Any = None,
+        relaunch: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> Any:
         """One trial: verdict -> simulated launch -> predicted benchmark -> teardown (`env`
         is what a real chain would add to the server's environment; nothing is started)."""
         hooks = hooks or _NoHooks()
@@ -667,12 +761,17 @@ class SimulatedChain:
             return self._not_launched(verdict, candidate, seconds)
         log_path = self._log_path(number)
         record = TrialRecord(
-            outcome="ok", candidate=dict(candidate), resolved=dict(verdict.resolved), launched=True,
-            seconds=seconds, log_path=str(log_path) if log_path else None,
+            outcome="ok",
+            candidate=dict(candidate),
+            resolved=dict(verdict.resolved),
+            launched=True,
+            seconds=seconds,
+            log_path=str(log_path) if log_path else None,
         )
         hooks.phase("launch")
-        launch = self.oracle.launch(flags, command=self.command, log_path=log_path,
-                                    load_seconds=self.load_seconds, warmup_seconds=self.warmup_seconds)
+        launch = self.oracle.launch(
+            flags, command=self.command, log_path=log_path, load_seconds=self.load_seconds, warmup_seconds=self.warmup_seconds
+        )
         self._write(log_path, launch.log_text)
         record.seconds["launch"] = launch.seconds
         record.server_args = list(launch.argv)
@@ -697,8 +796,11 @@ class SimulatedChain:
     def _not_launched(self, verdict: Any, candidate: Mapping[str, Any], seconds: dict[str, float]) -> Any:
         """The record of a candidate the gate stopped (TrialChain's own branch)."""
         record = TrialRecord(
-            outcome=verdict.status, candidate=dict(candidate), reason=verdict.reason,
-            resolved=dict(verdict.resolved), seconds=seconds,
+            outcome=verdict.status,
+            candidate=dict(candidate),
+            reason=verdict.reason,
+            resolved=dict(verdict.resolved),
+            seconds=seconds,
         )
         if verdict.status == "duplicate":
             source = self.gate.measurement_of(verdict.resolved)
@@ -718,15 +820,22 @@ class SimulatedChain:
             hooks.phase(f"bench c={c}")
             level = self.oracle.level(launch.flags, c, first=(i == 0))
             figures[c] = self._noisy(level.metrics)
-            record.bench[c] = {"concurrency": c, "n_requests": level.num_requests, "n_ok": level.num_requests,
-                               "n_errors": 0, "error_rate": 0.0, "failed_reason": None, **figures[c],
-                               "simulated": True}
+            record.bench[c] = {
+                "concurrency": c,
+                "n_requests": level.num_requests,
+                "n_ok": level.num_requests,
+                "n_errors": 0,
+                "error_rate": 0.0,
+                "failed_reason": None,
+                **figures[c],
+                "simulated": True,
+            }
             record.seconds["bench"] += level.seconds
         if self.write_logs and record.log_path:
-            self._write(Path(record.log_path).parent / "bench.json",
-                        json.dumps(record.bench, indent=1, default=str))
-        measured = {spec.name: figures[spec.concurrency][spec.metric]
-                    for spec in (*self.space.objectives, *self.space.constraints)}
+            self._write(Path(record.log_path).parent / "bench.json", json.dumps(record.bench, indent=1, default=str))
+        measured = {
+            spec.name: figures[spec.concurrency][spec.metric] for spec in (*self.space.objectives, *self.space.constraints)
+        }
         missing = [name for name, v in measured.items() if not math.isfinite(v)]
         if missing:
             record.outcome = "bench_failed"
@@ -809,10 +918,22 @@ def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
         setattr(module, name, original)
 
 
-def run_study(space: Any, *, seed: int, sampler: str = "model", n_trials: int = 20, profile: Profile | None = None,
-              noise: float = 0.0, studies_dir: Path | str, learn: bool = True, sglang_version: str | None = None,
-              extra: Mapping[str, Any] | None = None, preflight: bool = True, study_name: str | None = None,
-              observer: Any = None) -> Any:
+def run_study(
+    space: Any,
+    *,
+    seed: int,
+    sampler: str = "model",
+    n_trials: int = 20,
+    profile: Profile | None = None,
+    noise: float = 0.0,
+    studies_dir: Path | str,
+    learn: bool = True,
+    sglang_version: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+    preflight: bool = True,
+    study_name: str | None = None,
+    observer: Any = None,
+) -> Any:
     """Run the installed autospec's real study loop (``optimize``) with `SimulatedChain`
     in place of TrialChain, and return the Optuna study.
 
@@ -834,9 +955,19 @@ def run_study(space: Any, *, seed: int, sampler: str = "model", n_trials: int = 
     name = study_name or f"sim-{sampler}-seed{seed}"
     studies_dir = Path(studies_dir)
     request = request_cls(
-        space=space, study_name=name, n_trials=n_trials, command=command, studies_dir=studies_dir,
-        sampler=sampler, seed=seed, launcher=Launcher(), preflight=pre, to_argv=flag_words,
-        sglang_version=version, learn=learn, **dict(extra or {}),
+        space=space,
+        study_name=name,
+        n_trials=n_trials,
+        command=command,
+        studies_dir=studies_dir,
+        sampler=sampler,
+        seed=seed,
+        launcher=Launcher(),
+        preflight=pre,
+        to_argv=flag_words,
+        sglang_version=version,
+        learn=learn,
+        **dict(extra or {}),
     )
 
     def chain_factory(**kwargs: Any) -> SimulatedChain:

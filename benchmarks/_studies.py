@@ -30,17 +30,35 @@ def run_study(
 ) -> tuple[optuna.Study, float]:
     """Run one study to completion; return it and the wall seconds it took."""
     argv = [
-        sys.executable, "-m", "autospec.cli.main", "optimize", "--sim", "--quiet",
-        "--trials", str(trials), "--seed", str(seed), "--sampler", sampler, "--space", space,
-        "--study", name, "--studies-dir", str(folder),
-        "--sim-time-scale", f"{time_scale:g}", "--sim-load-seconds", f"{load_seconds:g}", *extra,
+        sys.executable,
+        "-m",
+        "autospec.cli.main",
+        "optimize",
+        "--sim",
+        "--quiet",
+        "--trials",
+        str(trials),
+        "--seed",
+        str(seed),
+        "--sampler",
+        sampler,
+        "--space",
+        space,
+        "--study",
+        name,
+        "--studies-dir",
+        str(folder),
+        "--sim-time-scale",
+        f"{time_scale:g}",
+        "--sim-load-seconds",
+        f"{load_seconds:g}",
+        *extra,
     ]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"study {name} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}\n"
-                         f"{proc.stdout.strip()[-3000:]}")
+        raise SystemExit(f"study {name} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}\n{proc.stdout.strip()[-3000:]}")
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{folder / (name + '.db')}")
     return study, wall
 

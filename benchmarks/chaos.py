@@ -122,8 +122,13 @@ class ChaosResult:
 
     @property
     def ok(self) -> bool:
-        return (self.trials_lost == 0 and self.leftover_processes == 0 and self.launched == self.target
-                and self.retries_missing == 0 and self.final_exit == 0)
+        return (
+            self.trials_lost == 0
+            and self.leftover_processes == 0
+            and self.launched == self.target
+            and self.retries_missing == 0
+            and self.final_exit == 0
+        )
 
 
 # ---------------------------------------------------------------- processes and files
@@ -162,8 +167,13 @@ class Round:
         self.trials_dir = workdir / "studies" / f"{STUDY}-trials"
         self.before = set(self._dirs())
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autospec.cli.main", *argv], cwd=workdir, env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [sys.executable, "-m", "autospec.cli.main", *argv],
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self.started = time.monotonic()
 
@@ -196,7 +206,7 @@ class Round:
     def _nth(self, nth: int, ready: Callable[[Path], bool]) -> bool:
         """The `nth` or a later trial launched this round is `ready` (one that failed to
         start never reaches the benchmark; the next one will)."""
-        return any(ready(d) for d in self.new_dirs()[nth - 1:])
+        return any(ready(d) for d in self.new_dirs()[nth - 1 :])
 
     def reach(self, moment: str, nth: int, rng: random.Random) -> bool:
         """Wait for `moment` of the `nth` trial this round launches (plus a small random
@@ -206,9 +216,11 @@ class Round:
             hit = self.wait_for(lambda: self._nth(nth, lambda d: (d / "server.log").is_file()), 0.01)
             delay = rng.uniform(0.0, 0.8)
         elif moment == "benchmark":
+
             def benchmarking(d: Path) -> bool:
                 text = _read(d / "server.log")
                 return READY_200 in text and "POST /generate" in text.split(READY_200, 1)[1]
+
             hit = self.wait_for(lambda: self._nth(nth, benchmarking), 0.01)
             delay = rng.uniform(0.0, 0.15)
         elif moment == "teardown":
@@ -252,7 +264,8 @@ def _snapshot(study: optuna.Study | None) -> dict[int, Any]:
         return {}
     return {
         t.number: (t.state.name, t.values, t.params, t.user_attrs)
-        for t in study.get_trials(deepcopy=True) if t.state.is_finished()
+        for t in study.get_trials(deepcopy=True)
+        if t.state.is_finished()
     }
 
 
@@ -278,8 +291,22 @@ def run_chaos(
     (workdir / "studies").mkdir(exist_ok=True)
     (workdir / "space.toml").write_text(SPACE)
     spec = _storage_spec(storage, workdir)
-    argv = ["optimize", "--space", str(workdir / "space.toml"), "--study", STUDY, "--storage", spec,
-            "--studies-dir", str(workdir / "studies"), "--trials", str(trials), "--seed", str(seed), *SIM_FLAGS]
+    argv = [
+        "optimize",
+        "--space",
+        str(workdir / "space.toml"),
+        "--study",
+        STUDY,
+        "--storage",
+        spec,
+        "--studies-dir",
+        str(workdir / "studies"),
+        "--trials",
+        str(trials),
+        "--seed",
+        str(seed),
+        *SIM_FLAGS,
+    ]
     env = dict(os.environ)
     env.pop("AUTOSPEC_SIM_FAULTS", None)
     if fault:
@@ -311,8 +338,10 @@ def run_chaos(
         for number, data in now.items():
             finished.setdefault(number, data)
         measured = sum(1 for state, _, _, attrs in now.values() if state == "COMPLETE" and attrs.get("launched"))
-        log(f"kill {done_kills:2d} at {moment:<13} of trial {nth} of the round after {rounds[-1]:5.1f}s; "
-            f"finished trials: {len(now)} ({measured} launched and stored)")
+        log(
+            f"kill {done_kills:2d} at {moment:<13} of trial {nth} of the round after {rounds[-1]:5.1f}s; "
+            f"finished trials: {len(now)} ({measured} launched and stored)"
+        )
 
     final = Round(workdir, argv, env)
     try:
@@ -330,9 +359,7 @@ def run_chaos(
         if now.get(number) != data:
             lost.append(f"trial {number} changed or vanished by the end")
     trials_now = study.get_trials(deepcopy=False) if study is not None else []
-    launched = sum(
-        1 for t in trials_now if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("launched")
-    )
+    launched = sum(1 for t in trials_now if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("launched"))
     retried = {t.user_attrs.get("retry_of") for t in trials_now}
     by_number = {t.number: t for t in trials_now}
 
@@ -353,12 +380,21 @@ def run_chaos(
     ]
     leftovers = sim_processes(str(workdir))
     return ChaosResult(
-        kills=done_kills, trials_lost=len(set(lost)), leftover_processes=len(leftovers), launched=launched,
-        target=trials, retries_missing=len(missing), final_exit=final_exit, moments=hits, round_seconds=rounds,
-        given_up=len(failed) - len(missing), checked_finished=len(finished),
-        checked_complete=sum(1 for state, _, _, attrs in finished.values()
-                             if state == "COMPLETE" and attrs.get("launched")),
-        wall_seconds=time.monotonic() - t0, lost_detail=sorted(set(lost)), leftover_detail=leftovers,
+        kills=done_kills,
+        trials_lost=len(set(lost)),
+        leftover_processes=len(leftovers),
+        launched=launched,
+        target=trials,
+        retries_missing=len(missing),
+        final_exit=final_exit,
+        moments=hits,
+        round_seconds=rounds,
+        given_up=len(failed) - len(missing),
+        checked_finished=len(finished),
+        checked_complete=sum(1 for state, _, _, attrs in finished.values() if state == "COMPLETE" and attrs.get("launched")),
+        wall_seconds=time.monotonic() - t0,
+        lost_detail=sorted(set(lost)),
+        leftover_detail=leftovers,
         missing_detail=missing_detail,
     )
 
@@ -379,13 +415,20 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="autospec-chaos-"))
     trials = args.trials or 2 * args.kills
-    print(f"chaos: {args.kills} kills, target {trials} launched trials, storage {args.storage}, "
-          f"fault {args.fault}, seed {args.seed}, in {workdir}")
+    print(
+        f"chaos: {args.kills} kills, target {trials} launched trials, storage {args.storage}, "
+        f"fault {args.fault}, seed {args.seed}, in {workdir}"
+    )
     try:
         result = run_chaos(
-            workdir, kills=args.kills, trials=trials, seed=args.seed, storage=args.storage,
+            workdir,
+            kills=args.kills,
+            trials=trials,
+            seed=args.seed,
+            storage=args.storage,
             fault=None if args.fault == "none" else args.fault,
-            moments=MOMENTS if args.cycle else None, log=lambda line: print("  " + line, flush=True),
+            moments=MOMENTS if args.cycle else None,
+            log=lambda line: print("  " + line, flush=True),
         )
     finally:
         left = sim_processes(str(workdir))
@@ -400,14 +443,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trials lost:         {result.trials_lost}")
     print(f"leftover processes:  {result.leftover_processes}")
     print(f"launched trials:     {result.launched} (target {result.target})")
-    print(f"retries missing:     {result.retries_missing} (parameters given up after "
-          f"{MAX_STALE_RETRIES + 1} kills in a row: {result.given_up})")
-    print(f"checked unchanged:   {result.checked_finished} trials finished before a kill "
-          f"({result.checked_complete} of them launched and measured)")
+    print(
+        f"retries missing:     {result.retries_missing} (parameters given up after "
+        f"{MAX_STALE_RETRIES + 1} kills in a row: {result.given_up})"
+    )
+    print(
+        f"checked unchanged:   {result.checked_finished} trials finished before a kill "
+        f"({result.checked_complete} of them launched and measured)"
+    )
     print(f"final run exit code: {result.final_exit}")
     print("moments hit:         " + ", ".join(f"{m} {result.moments[m]}" for m in MOMENTS))
-    print(f"time:                {result.wall_seconds:.0f} s in all; a killed round ran {median:.1f} s "
-          f"(median of {len(rounds)})")
+    print(f"time:                {result.wall_seconds:.0f} s in all; a killed round ran {median:.1f} s (median of {len(rounds)})")
     for line in result.lost_detail:
         print(f"  lost: {line}")
     for line in result.missing_detail:

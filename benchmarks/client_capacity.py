@@ -31,8 +31,16 @@ import httpx
 from autospec.bench import LevelPlan, Workload, run_levels
 
 SEED_AGGREGATE_TOK_S = 2000.0  # the seed's C=32 aggregate (data/seed_speculation.csv: 1979 at steps=3)
-SPEC_FLAGS = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+SPEC_FLAGS = [
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+]
 
 
 def _free_port() -> int:
@@ -48,13 +56,30 @@ def _cpu_seconds(pid: int) -> float:
 
 def _start_sim(port: int, time_scale: float, spec: bool, max_running: int) -> subprocess.Popen:
     cpus = sorted(os.sched_getaffinity(0))
-    argv = [sys.executable, "-m", "autospec.sim", "--host", "127.0.0.1", "--port", str(port),
-            "--model-path", "sim", "--sim-noise", "off", "--sim-load-seconds", "0",
-            "--sim-time-scale", f"{time_scale:g}", "--max-running-requests", str(max_running),
-            *(SPEC_FLAGS if spec else [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "autospec.sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model-path",
+        "sim",
+        "--sim-noise",
+        "off",
+        "--sim-load-seconds",
+        "0",
+        "--sim-time-scale",
+        f"{time_scale:g}",
+        "--max-running-requests",
+        str(max_running),
+        *(SPEC_FLAGS if spec else []),
+    ]
     preexec = (lambda: os.sched_setaffinity(0, {cpus[-1]})) if len(cpus) > 1 else None
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=preexec)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -94,11 +119,17 @@ def measure(spec: bool, concurrency: int, seconds: float, time_scale: float, out
     chunks = sum(len(r.chunk_times) for r in ok)
     return {
         "setting": "NEXTN steps=3" if spec else "no speculation",
-        "requests": len(ok), "failed": len(result.records) - len(ok),
-        "tokens": tokens, "chunks": chunks, "wall_s": wall,
-        "client_cpu_s": client_cpu, "sim_cpu_s": sim_cpu,
-        "tok_s": tokens / wall, "chunks_s": chunks / wall,
-        "tok_per_cpu_s": tokens / client_cpu, "chunks_per_cpu_s": chunks / client_cpu,
+        "requests": len(ok),
+        "failed": len(result.records) - len(ok),
+        "tokens": tokens,
+        "chunks": chunks,
+        "wall_s": wall,
+        "client_cpu_s": client_cpu,
+        "sim_cpu_s": sim_cpu,
+        "tok_s": tokens / wall,
+        "chunks_s": chunks / wall,
+        "tok_per_cpu_s": tokens / client_cpu,
+        "chunks_per_cpu_s": chunks / client_cpu,
     }
 
 
@@ -112,20 +143,27 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) > 1:
         os.sched_setaffinity(0, {cpus[0]})
-    print(f"client on CPU {cpus[0]}, simulator on CPU {cpus[-1]}; C={args.concurrency}, "
-          f"{args.seconds:g} s per setting, output {args.output_len} tokens, time scale {args.time_scale:g}")
-    print(f"{'setting':<16} {'tok/s':>9} {'chunks/s':>9} {'tok/cpu-s':>10} {'chunks/cpu-s':>12} "
-          f"{'client cpu':>10} {'sim cpu':>8} {'x seed agg':>10} {'x seed (1 core)':>15}")
+    print(
+        f"client on CPU {cpus[0]}, simulator on CPU {cpus[-1]}; C={args.concurrency}, "
+        f"{args.seconds:g} s per setting, output {args.output_len} tokens, time scale {args.time_scale:g}"
+    )
+    print(
+        f"{'setting':<16} {'tok/s':>9} {'chunks/s':>9} {'tok/cpu-s':>10} {'chunks/cpu-s':>12} "
+        f"{'client cpu':>10} {'sim cpu':>8} {'x seed agg':>10} {'x seed (1 core)':>15}"
+    )
     for spec in (True, False):
         m = measure(spec, args.concurrency, args.seconds, args.time_scale, args.output_len)
-        print(f"{m['setting']:<16} {m['tok_s']:>9.0f} {m['chunks_s']:>9.0f} {m['tok_per_cpu_s']:>10.0f} "
-              f"{m['chunks_per_cpu_s']:>12.0f} {m['client_cpu_s'] / m['wall_s']:>9.0%} "
-              f"{m['sim_cpu_s'] / m['wall_s']:>8.0%} {m['tok_s'] / SEED_AGGREGATE_TOK_S:>9.1f}x "
-              f"{m['tok_per_cpu_s'] / SEED_AGGREGATE_TOK_S:>14.1f}x"
-              + (f"  ({m['failed']} failed)" if m["failed"] else ""))
-    print("tok/s, chunks/s: achieved over wall time (limited by whichever process saturates first); "
-          "per cpu-s: per second of the client's own CPU time, i.e. what one busy core sustains; "
-          f"x seed: ratio to the seed's {SEED_AGGREGATE_TOK_S:,.0f} tok/s C=32 aggregate.")
+        print(
+            f"{m['setting']:<16} {m['tok_s']:>9.0f} {m['chunks_s']:>9.0f} {m['tok_per_cpu_s']:>10.0f} "
+            f"{m['chunks_per_cpu_s']:>12.0f} {m['client_cpu_s'] / m['wall_s']:>9.0%} "
+            f"{m['sim_cpu_s'] / m['wall_s']:>8.0%} {m['tok_s'] / SEED_AGGREGATE_TOK_S:>9.1f}x "
+            f"{m['tok_per_cpu_s'] / SEED_AGGREGATE_TOK_S:>14.1f}x" + (f"  ({m['failed']} failed)" if m["failed"] else "")
+        )
+    print(
+        "tok/s, chunks/s: achieved over wall time (limited by whichever process saturates first); "
+        "per cpu-s: per second of the client's own CPU time, i.e. what one busy core sustains; "
+        f"x seed: ratio to the seed's {SEED_AGGREGATE_TOK_S:,.0f} tok/s C=32 aggregate."
+    )
 
 
 if __name__ == "__main__":

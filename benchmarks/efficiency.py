@@ -79,8 +79,13 @@ DEFAULT_SEEDS = (1, 2, 3, 4, 5)
 DEFAULT_BUDGETS = (10, 20)
 TARGET = 0.95  # share of the true hypervolume for "launches to 95%"
 
-STEPS, TOPK, DRAFT, MEM, MRR = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-                                "mem_fraction_static", "max_running_requests")
+STEPS, TOPK, DRAFT, MEM, MRR = (
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "mem_fraction_static",
+    "max_running_requests",
+)
 
 
 def _quiet() -> None:
@@ -132,8 +137,9 @@ def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -
     return float(compute_hypervolume(np.asarray(pts), np.asarray(reference, dtype=float)))
 
 
-def normalise(values: Sequence[float], reference: Sequence[float], ideal: Sequence[float],
-              directions: Sequence[str]) -> tuple[float, ...]:
+def normalise(
+    values: Sequence[float], reference: Sequence[float], ideal: Sequence[float], directions: Sequence[str]
+) -> tuple[float, ...]:
     """Objective values -> minimisation coordinates, 0 at the ideal point and 1 at the
     reference point on every axis (an axis where ideal == reference maps to 0)."""
     out = []
@@ -165,24 +171,52 @@ def _harness_space(name: str) -> str:
 #: Llama-3.1-8B profile (same model, EAGLE3, flashinfer); no bundled space fits DeepSeek-V3
 #: (TP=8) and the bundled `ngram` space fits no profile (its model is a 7B coder, and its
 #: --speculative-ngram-max-bfs-breadth is not a flag the simulator's command line knows).
-CASES: dict[str, Case] = {c.name: c for c in (
-    Case("seed-qwen35-122b-4x-rtxpro6000", "default",
-         "the seed: MTP chains, trees rejected (triton, page 16, sglang 0.5.10), KV pool vs graph headroom"),
-    Case("llama31-8b-eagle3-1x-h100", "eagle3",
-         "small dense model on a fast GPU: wide trees at C=1, chains at C=32"),
-    Case("deepseek-v3-mtp-8x-h200", _harness_space("deepseek-v3-mtp-8x-h200"),
-         "large MoE: expert traffic makes long drafts expensive under load"),
-    Case("llama33-70b-eagle3-1x-h200", _harness_space("llama33-70b-eagle3-1x-h200"),
-         "(a) tree optimum: a topk 2-4 tree is best at C=1 (fa3, page 16)", "tree"),
-    Case("llama31-70b-eagle-4x-a100", _harness_space("llama31-70b-eagle-4x-a100"),
-         "(b) low acceptance: 1-2 steps win at C=1, speculation barely pays at C=32", "low_acceptance"),
-    Case("qwen3-next-80b-mtp-4x-l40s", _harness_space("qwen3-next-80b-mtp-4x-l40s"),
-         "(c) narrow memory band between KV-pool failure and graph OOM, moving with steps", "narrow_band"),
-    Case("qwen3-32b-eagle3-1x-h200", _harness_space("qwen3-32b-eagle3-1x-h200"),
-         "(d) compute-bound: the memory fraction hardly matters", "compute_bound"),
-    Case("qwen25-coder-7b-ngram-1x-l4", _harness_space("qwen25-coder-7b-ngram-1x-l4"),
-         "(e) NGRAM: draft-token budget (and memory fraction), no draft model", "ngram"),
-)}
+CASES: dict[str, Case] = {
+    c.name: c
+    for c in (
+        Case(
+            "seed-qwen35-122b-4x-rtxpro6000",
+            "default",
+            "the seed: MTP chains, trees rejected (triton, page 16, sglang 0.5.10), KV pool vs graph headroom",
+        ),
+        Case("llama31-8b-eagle3-1x-h100", "eagle3", "small dense model on a fast GPU: wide trees at C=1, chains at C=32"),
+        Case(
+            "deepseek-v3-mtp-8x-h200",
+            _harness_space("deepseek-v3-mtp-8x-h200"),
+            "large MoE: expert traffic makes long drafts expensive under load",
+        ),
+        Case(
+            "llama33-70b-eagle3-1x-h200",
+            _harness_space("llama33-70b-eagle3-1x-h200"),
+            "(a) tree optimum: a topk 2-4 tree is best at C=1 (fa3, page 16)",
+            "tree",
+        ),
+        Case(
+            "llama31-70b-eagle-4x-a100",
+            _harness_space("llama31-70b-eagle-4x-a100"),
+            "(b) low acceptance: 1-2 steps win at C=1, speculation barely pays at C=32",
+            "low_acceptance",
+        ),
+        Case(
+            "qwen3-next-80b-mtp-4x-l40s",
+            _harness_space("qwen3-next-80b-mtp-4x-l40s"),
+            "(c) narrow memory band between KV-pool failure and graph OOM, moving with steps",
+            "narrow_band",
+        ),
+        Case(
+            "qwen3-32b-eagle3-1x-h200",
+            _harness_space("qwen3-32b-eagle3-1x-h200"),
+            "(d) compute-bound: the memory fraction hardly matters",
+            "compute_bound",
+        ),
+        Case(
+            "qwen25-coder-7b-ngram-1x-l4",
+            _harness_space("qwen25-coder-7b-ngram-1x-l4"),
+            "(e) NGRAM: draft-token budget (and memory fraction), no draft model",
+            "ngram",
+        ),
+    )
+}
 
 
 def load_case(case: Case) -> tuple[Any, Any]:
@@ -226,8 +260,9 @@ class Truth:
         return hypervolume([self.norm(v) for v in values], [1.0] * len(self.objectives))
 
 
-def pareto(points: Sequence[tuple[dict[str, Any], list[float]]], directions: Sequence[str]
-           ) -> list[tuple[dict[str, Any], list[float]]]:
+def pareto(
+    points: Sequence[tuple[dict[str, Any], list[float]]], directions: Sequence[str]
+) -> list[tuple[dict[str, Any], list[float]]]:
     """The non-dominated points (one per distinct value vector), best first objective first."""
     sign = [1.0 if d == "maximize" else -1.0 for d in directions]
     best: dict[tuple[float, ...], tuple[dict[str, Any], list[float]]] = {}
@@ -236,8 +271,7 @@ def pareto(points: Sequence[tuple[dict[str, Any], list[float]]], directions: Seq
     items = list(best.values())
 
     def dominated(a: list[float]) -> bool:
-        return any(all(s * b >= s * x for s, b, x in zip(sign, other, a)) and tuple(other) != tuple(a)
-                   for _, other in items)
+        return any(all(s * b >= s * x for s, b, x in zip(sign, other, a)) and tuple(other) != tuple(a) for _, other in items)
 
     front = [(c, v) for c, v in items if not dominated(v)]
     return sorted(front, key=lambda cv: [-s * x for s, x in zip(sign, cv[1])])
@@ -259,7 +293,7 @@ class CaseContext:
         self._kinds: dict[str, str] | None = None
 
     def kind(self, candidate: Mapping[str, Any]) -> str:
-        """"ok" or the launch failure kind of a candidate."""
+        """ "ok" or the launch failure kind of a candidate."""
         return self.oracle.launch(self.oracle.full_flags(candidate)).kind
 
     def feasible_values(self, candidate: Mapping[str, Any]) -> list[float] | None:
@@ -297,9 +331,19 @@ class CaseContext:
         ideal = [max(col) if d == "maximize" else min(col) for col, d in zip(cols, directions)]
         front = pareto(feasible, directions)
         truth = Truth(
-            case=self.case.name, space=self.case.space, objectives=[o.name for o in self.space.objectives],
-            directions=directions, n_configs=len(self.configs), kinds=dict(kinds), violating=violating,
-            feasible=feasible, reference=reference, ideal=ideal, front=front, hv=0.0, seconds=0.0,
+            case=self.case.name,
+            space=self.case.space,
+            objectives=[o.name for o in self.space.objectives],
+            directions=directions,
+            n_configs=len(self.configs),
+            kinds=dict(kinds),
+            violating=violating,
+            feasible=feasible,
+            reference=reference,
+            ideal=ideal,
+            front=front,
+            hv=0.0,
+            seconds=0.0,
         )
         truth.hv = truth.hv_of(v for _, v in front)
         truth.seconds = time.perf_counter() - t0
@@ -430,8 +474,12 @@ def default_value(param: Any, profile: Any) -> Any:
     from autospec.space import param_values
 
     values = param_values(param)
-    target = {MEM: profile.mem_fraction_static, MRR: 48, "cuda_graph_max_bs": profile.cuda_graph_max_bs,
-              "page_size": profile.page_size}.get(param.name)
+    target = {
+        MEM: profile.mem_fraction_static,
+        MRR: 48,
+        "cuda_graph_max_bs": profile.cuda_graph_max_bs,
+        "page_size": profile.page_size,
+    }.get(param.name)
     if target is None or not all(isinstance(v, (int, float)) for v in values):
         return values[len(values) // 2]
     return min(values, key=lambda v: (round(abs(v - target), 9), v))
@@ -481,8 +529,15 @@ def run_grid(ctx: CaseContext, seed: int, budget: int, strategy: str) -> Run:
     t0 = time.perf_counter()
     order = grid_order(ctx.space, ctx.profile)
     launches = launch_directly(ctx, order, budget)
-    return Run(ctx.case.name, strategy, seed, budget, launches, time.perf_counter() - t0,
-               extra={"script_configurations_in_space": len(order)})
+    return Run(
+        ctx.case.name,
+        strategy,
+        seed,
+        budget,
+        launches,
+        time.perf_counter() - t0,
+        extra={"script_configurations_in_space": len(order)},
+    )
 
 
 # ---------------------------------------------------------------------------- the study loop
@@ -496,8 +551,9 @@ def run_study_loop(ctx: CaseContext, seed: int, budget: int, strategy: str, *, s
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="efficiency-") as folder:
-        study = run_study(ctx.space, seed=seed, sampler=sampler, n_trials=budget, profile=ctx.profile,
-                          noise=0.0, studies_dir=Path(folder))
+        study = run_study(
+            ctx.space, seed=seed, sampler=sampler, n_trials=budget, profile=ctx.profile, noise=0.0, studies_dir=Path(folder)
+        )
         trials = read_trials(study)
     launches: list[Launch] = []
     answered = 0
@@ -508,14 +564,29 @@ def run_study_loop(ctx: CaseContext, seed: int, budget: int, strategy: str, *, s
         if not rec.launched:
             answered += 1
             continue
-        notes = [name for name, on in (("baseline", t.markers.baseline), ("calibration", t.markers.calibration),
-                                       ("mem_push", t.markers.mem_push is not None),
-                                       ("retry", t.markers.retry_of is not None)) if on]
+        notes = [
+            name
+            for name, on in (
+                ("baseline", t.markers.baseline),
+                ("calibration", t.markers.calibration),
+                ("mem_push", t.markers.mem_push is not None),
+                ("retry", t.markers.retry_of is not None),
+            )
+            if on
+        ]
         values = ctx.feasible_values(rec.candidate) if rec.outcome in ("ok", "constraint_violated") else None
-        launches.append(Launch(dict(rec.candidate), rec.outcome, float((rec.seconds or {}).get("total", 0.0)),
-                               values, ",".join(notes)))
-    return Run(ctx.case.name, strategy, seed, budget, launches, time.perf_counter() - t0,
-               extra={"study_trials": len(trials), "study_trials_not_launched": answered})
+        launches.append(
+            Launch(dict(rec.candidate), rec.outcome, float((rec.seconds or {}).get("total", 0.0)), values, ",".join(notes))
+        )
+    return Run(
+        ctx.case.name,
+        strategy,
+        seed,
+        budget,
+        launches,
+        time.perf_counter() - t0,
+        extra={"study_trials": len(trials), "study_trials_not_launched": answered},
+    )
 
 
 # ---------------------------------------------------------------------------- registry
@@ -589,8 +660,21 @@ def evaluate(run: Run, truth: Truth) -> Result:
             to_target, gpu_to_target = i, spent
     ratio = hv / truth.hv if truth.hv > 0 else (1.0 if found else 0.0)
     kinds = Counter(launch.kind for launch in run.launches if launch.kind in LAUNCH_FAILURE_KINDS)
-    return Result(run.case, run.strategy, run.seed, run.budget, len(run.launches), ratio, to_target,
-                  sum(kinds.values()), dict(kinds), spent, gpu_to_target, run.wall_s, run.extra)
+    return Result(
+        run.case,
+        run.strategy,
+        run.seed,
+        run.budget,
+        len(run.launches),
+        ratio,
+        to_target,
+        sum(kinds.values()),
+        dict(kinds),
+        spent,
+        gpu_to_target,
+        run.wall_s,
+        run.extra,
+    )
 
 
 # ============================================================================ structure checks
@@ -605,12 +689,14 @@ class Check:
 
 def _fmt_cand(c: Mapping[str, Any]) -> str:
     short = {STEPS: "steps", TOPK: "topk", DRAFT: "draft", MEM: "mem", MRR: "mrr"}
-    return " ".join(f"{short.get(k, k)}={v}" for k, v in sorted(c.items(), key=lambda kv: list(short).index(kv[0])
-                                                                 if kv[0] in short else 99))
+    return " ".join(
+        f"{short.get(k, k)}={v}" for k, v in sorted(c.items(), key=lambda kv: list(short).index(kv[0]) if kv[0] in short else 99)
+    )
 
 
-def _best(truth: Truth, i: int, where: Callable[[dict[str, Any]], bool] = lambda c: True
-          ) -> tuple[dict[str, Any], list[float]] | None:
+def _best(
+    truth: Truth, i: int, where: Callable[[dict[str, Any]], bool] = lambda c: True
+) -> tuple[dict[str, Any], list[float]] | None:
     sign = 1.0 if truth.directions[i] == "maximize" else -1.0
     pts = [(c, v) for c, v in truth.feasible if where(c)]
     return max(pts, key=lambda cv: sign * cv[1][i]) if pts else None
@@ -629,12 +715,16 @@ def check_tree(ctx: CaseContext, truth: Truth) -> Check:
     c32 = _best(truth, 1)
     assert best and chain and c32
     topk = best[0].get(TOPK, 1)
-    return Check("tree optimum", 2 <= topk <= 4, [
-        f"C=1 optimum: {_fmt_cand(best[0])}: {best[1][0]:.1f} tok/s (topk {topk}; want 2-4)",
-        f"best chain (topk 1) at C=1: {_fmt_cand(chain[0])}: {chain[1][0]:.1f} tok/s "
-        f"({100 * (best[1][0] / chain[1][0] - 1):+.1f}% for the tree)",
-        f"C=32 optimum: {_fmt_cand(c32[0])}: {c32[1][1]:.1f} tok/s",
-    ])
+    return Check(
+        "tree optimum",
+        2 <= topk <= 4,
+        [
+            f"C=1 optimum: {_fmt_cand(best[0])}: {best[1][0]:.1f} tok/s (topk {topk}; want 2-4)",
+            f"best chain (topk 1) at C=1: {_fmt_cand(chain[0])}: {chain[1][0]:.1f} tok/s "
+            f"({100 * (best[1][0] / chain[1][0] - 1):+.1f}% for the tree)",
+            f"C=32 optimum: {_fmt_cand(c32[0])}: {c32[1][1]:.1f} tok/s",
+        ],
+    )
 
 
 def check_low_acceptance(ctx: CaseContext, truth: Truth) -> Check:
@@ -651,14 +741,16 @@ def check_low_acceptance(ctx: CaseContext, truth: Truth) -> Check:
         cfg = resolve_args(ctx.profile, {**ctx.space.server.flags, STEPS: steps, TOPK: 1, DRAFT: steps + 1})
         accepts.append(f"{steps}: {accept_length(ctx.profile, cfg, kind, ctx.space.workload.temperature):.2f}")
     steps = best[0].get(STEPS)
-    return Check("low acceptance", steps is not None and steps <= 2 and gain < 0.15, [
-        f"accept length per verify step (steps: E) on {kind} at T={ctx.space.workload.temperature}: "
-        + ", ".join(accepts),
-        f"C=1 optimum: {_fmt_cand(best[0])}: {best[1][0]:.1f} tok/s (want steps 1-2); "
-        f"no speculation {_no_spec(ctx, 1):.1f}",
-        f"C=32 optimum: {_fmt_cand(c32[0])}: {c32[1][1]:.1f} tok/s, {100 * gain:+.1f}% over no speculation "
-        f"({plain:.1f}; want < +15%)",
-    ])
+    return Check(
+        "low acceptance",
+        steps is not None and steps <= 2 and gain < 0.15,
+        [
+            f"accept length per verify step (steps: E) on {kind} at T={ctx.space.workload.temperature}: " + ", ".join(accepts),
+            f"C=1 optimum: {_fmt_cand(best[0])}: {best[1][0]:.1f} tok/s (want steps 1-2); no speculation {_no_spec(ctx, 1):.1f}",
+            f"C=32 optimum: {_fmt_cand(c32[0])}: {c32[1][1]:.1f} tok/s, {100 * gain:+.1f}% over no speculation "
+            f"({plain:.1f}; want < +15%)",
+        ],
+    )
 
 
 def check_narrow_band(ctx: CaseContext, truth: Truth) -> Check:
@@ -683,9 +775,12 @@ def check_narrow_band(ctx: CaseContext, truth: Truth) -> Check:
     n_steps = len(param_values(ctx.space.param(STEPS)))
     ok_default = sum(1 for c in ctx.configs if c.get(MRR) == default_slots and ctx.kind(c) == "ok")
     moves = len({lo for _, lo, _ in lows}) > 1 and len({hi for _, _, hi in lows}) > 1
-    lines.insert(0, f"start: {truth.kinds.get('ok', 0)} of {total} configurations ({100 * share:.0f}%); "
-                    f"at max_running_requests={default_slots} (SGLang's default under speculation): "
-                    f"{ok_default} of {n_mem * n_steps} (steps, mem) points ({100 * ok_default / (n_mem * n_steps):.0f}%)")
+    lines.insert(
+        0,
+        f"start: {truth.kinds.get('ok', 0)} of {total} configurations ({100 * share:.0f}%); "
+        f"at max_running_requests={default_slots} (SGLang's default under speculation): "
+        f"{ok_default} of {n_mem * n_steps} (steps, mem) points ({100 * ok_default / (n_mem * n_steps):.0f}%)",
+    )
     failures = ", ".join(f"{k} {n}" for k, n in sorted(truth.kinds.items()) if k != "ok")
     lines.append(f"failures: {failures}; both ends of the band move with steps: {moves}")
     by_mem: dict[float, float] = {}
@@ -705,13 +800,17 @@ def check_compute_bound(ctx: CaseContext, truth: Truth) -> Check:
     plain1, plain32 = _no_spec(ctx, 1), _no_spec(ctx, 32)
     c32 = _best(truth, 1)
     assert c32
-    return Check("compute-bound", spread < 0.03, [
-        "best C=32 tok/s by mem: " + ", ".join(f"{m:.2f}: {v:.0f}" for m, v in sorted(by_mem.items())),
-        f"spread of the C=32 optimum across mem fractions: {100 * spread:.2f}% (want < 3%)",
-        f"smallest KV pool of a configuration that starts: {min(pools):,} tokens; 32 requests need ~{need:,}",
-        f"C=32 optimum {_fmt_cand(c32[0])}: {c32[1][1]:.0f} tok/s vs {plain32:.0f} without speculation "
-        f"(C=1 without speculation: {plain1:.1f})",
-    ])
+    return Check(
+        "compute-bound",
+        spread < 0.03,
+        [
+            "best C=32 tok/s by mem: " + ", ".join(f"{m:.2f}: {v:.0f}" for m, v in sorted(by_mem.items())),
+            f"spread of the C=32 optimum across mem fractions: {100 * spread:.2f}% (want < 3%)",
+            f"smallest KV pool of a configuration that starts: {min(pools):,} tokens; 32 requests need ~{need:,}",
+            f"C=32 optimum {_fmt_cand(c32[0])}: {c32[1][1]:.0f} tok/s vs {plain32:.0f} without speculation "
+            f"(C=1 without speculation: {plain1:.1f})",
+        ],
+    )
 
 
 def check_ngram(ctx: CaseContext, truth: Truth) -> Check:
@@ -719,16 +818,23 @@ def check_ngram(ctx: CaseContext, truth: Truth) -> Check:
     b1, b32 = _best(truth, 0), _best(truth, 1)
     assert b1 and b32
     tuned = [p.name for p in ctx.space.params]
-    return Check("NGRAM", algo == "NGRAM" and b1[0][DRAFT] != b32[0][DRAFT], [
-        f"algorithm {algo}, tuned: {', '.join(tuned)}",
-        f"C=1 optimum: {_fmt_cand(b1[0])}: {b1[1][0]:.1f} tok/s (no speculation {_no_spec(ctx, 1):.1f})",
-        f"C=32 optimum: {_fmt_cand(b32[0])}: {b32[1][1]:.1f} tok/s (no speculation {_no_spec(ctx, 32):.1f})",
-    ])
+    return Check(
+        "NGRAM",
+        algo == "NGRAM" and b1[0][DRAFT] != b32[0][DRAFT],
+        [
+            f"algorithm {algo}, tuned: {', '.join(tuned)}",
+            f"C=1 optimum: {_fmt_cand(b1[0])}: {b1[1][0]:.1f} tok/s (no speculation {_no_spec(ctx, 1):.1f})",
+            f"C=32 optimum: {_fmt_cand(b32[0])}: {b32[1][1]:.1f} tok/s (no speculation {_no_spec(ctx, 32):.1f})",
+        ],
+    )
 
 
 CHECKS: dict[str, Callable[[CaseContext, Truth], Check]] = {
-    "tree": check_tree, "low_acceptance": check_low_acceptance, "narrow_band": check_narrow_band,
-    "compute_bound": check_compute_bound, "ngram": check_ngram,
+    "tree": check_tree,
+    "low_acceptance": check_low_acceptance,
+    "narrow_band": check_narrow_band,
+    "compute_bound": check_compute_bound,
+    "ngram": check_ngram,
 }
 
 
@@ -785,8 +891,9 @@ def _run_task(name: str, strategy: str, seed: int, budget: int) -> Run:
     return STRATEGIES[strategy].run(context(name), seed, budget, strategy)
 
 
-def run_all(cases: Sequence[str], strategies: Sequence[str], seeds: Sequence[int], budgets: Sequence[int],
-            jobs: int) -> tuple[dict[str, Truth], list[Run]]:
+def run_all(
+    cases: Sequence[str], strategies: Sequence[str], seeds: Sequence[int], budgets: Sequence[int], jobs: int
+) -> tuple[dict[str, Truth], list[Run]]:
     """Every (case, strategy, seed, budget) run, `jobs` worker processes (1: in-process)."""
     tasks = [(c, s, seed, b) for c in cases for s in strategies for seed in seeds for b in budgets]
     tasks.sort(key=lambda t: -STRATEGIES[t[1]].cost * t[3])  # slow ones first
@@ -865,19 +972,32 @@ def _cell_launches(rs: list[Result]) -> str:
 
 TABLES: list[tuple[str, str, Callable[[list[Result], int], str]]] = [
     ("hv", "HV ratio, median (worst) over seeds", lambda rs, b: _cell_hv(rs)),
-    ("to95", "Launches until 95% of the true HV, median (worst), seeds that reached it "
-             "(>budget: not within the budget)", _cell_to_target),
-    ("fail", "Init failures per run (launched trials whose outcome is a launch failure kind), median (worst)",
-     lambda rs, b: _cell_failures(rs)),
-    ("gpu", "Simulated GPU hours per run, median (median until 95% of the true HV; - if no seed reached it)",
-     lambda rs, b: _cell_gpu(rs)),
-    ("launches", "Launches made, median (grid stops when bench_speculative.py's list is exhausted)",
-     lambda rs, b: _cell_launches(rs)),
+    (
+        "to95",
+        "Launches until 95% of the true HV, median (worst), seeds that reached it (>budget: not within the budget)",
+        _cell_to_target,
+    ),
+    (
+        "fail",
+        "Init failures per run (launched trials whose outcome is a launch failure kind), median (worst)",
+        lambda rs, b: _cell_failures(rs),
+    ),
+    (
+        "gpu",
+        "Simulated GPU hours per run, median (median until 95% of the true HV; - if no seed reached it)",
+        lambda rs, b: _cell_gpu(rs),
+    ),
+    (
+        "launches",
+        "Launches made, median (grid stops when bench_speculative.py's list is exhausted)",
+        lambda rs, b: _cell_launches(rs),
+    ),
 ]
 
 
-def render_tables(results: list[Result], cases: Sequence[str], strategies: Sequence[str], budgets: Sequence[int],
-                  seeds: Sequence[int]) -> list[str]:
+def render_tables(
+    results: list[Result], cases: Sequence[str], strategies: Sequence[str], budgets: Sequence[int], seeds: Sequence[int]
+) -> list[str]:
     out: list[str] = []
     for budget in budgets:
         out.append(f"## Budget: {budget} launches ({len(seeds)} seeds: {' '.join(map(str, seeds))})")
@@ -920,8 +1040,7 @@ def self_test() -> int:
         theirs = float(compute_hypervolume(pts, np.array([1.0, 1.0])))
         assert abs(ours - theirs) < 1e-9, (n, ours, theirs)
     pts3 = rng.random((20, 3))
-    assert abs(hypervolume(pts3.tolist(), [1.0, 1.0, 1.0])
-               - float(compute_hypervolume(pts3, np.ones(3)))) < 1e-9
+    assert abs(hypervolume(pts3.tolist(), [1.0, 1.0, 1.0]) - float(compute_hypervolume(pts3, np.ones(3)))) < 1e-9
     # normalisation: ideal -> 0, reference -> 1, both directions
     assert normalise([10, 5], [2, 9], [10, 5], ["maximize", "minimize"]) == (0.0, 0.0)
     assert normalise([2, 9], [2, 9], [10, 5], ["maximize", "minimize"]) == (1.0, 1.0)
@@ -968,22 +1087,39 @@ def code_state() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profiles", nargs="+", default=list(CASES), choices=list(CASES), metavar="PROFILE",
-                    help=f"default: all ({', '.join(CASES)})")
-    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES),
-                    metavar="STRATEGY", help=f"default: all ({', '.join(STRATEGIES)})")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--profiles",
+        nargs="+",
+        default=list(CASES),
+        choices=list(CASES),
+        metavar="PROFILE",
+        help=f"default: all ({', '.join(CASES)})",
+    )
+    ap.add_argument(
+        "--strategies",
+        nargs="+",
+        default=list(STRATEGIES),
+        choices=list(STRATEGIES),
+        metavar="STRATEGY",
+        help=f"default: all ({', '.join(STRATEGIES)})",
+    )
     ap.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS))
     ap.add_argument("--budgets", nargs="+", type=int, default=list(DEFAULT_BUDGETS), help="launches per run")
-    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                    help="worker processes (default: 2, or 1 on a 1-CPU machine; 1 runs in-process)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="worker processes (default: 2, or 1 on a 1-CPU machine; 1 runs in-process)",
+    )
     ap.add_argument("--json", help="write every run's launches and figures to this file")
     ap.add_argument("--describe", action="store_true", help="describe each profile's landscape and check its structure")
     ap.add_argument("--self-test", action="store_true", help="unit checks of the hypervolume and the grid order")
-    ap.add_argument("--misspecified", action="store_true",
-                    help="bend the simulator's step cost and acceptance into forms the model does not have "
-                         "(benchmarks/_misspecified.py)")
+    ap.add_argument(
+        "--misspecified",
+        action="store_true",
+        help="bend the simulator's step cost and acceptance into forms the model does not have (benchmarks/_misspecified.py)",
+    )
     args = ap.parse_args(argv)
     if args.misspecified:
         os.environ["AUTOSPEC_HARNESS_MISSPECIFIED"] = "1"
@@ -1007,9 +1143,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"`{command}` (jobs {args.jobs}, {os.cpu_count()} CPUs; autospec {code_state()}; started {started})\n")
     truths, runs = run_all(args.profiles, args.strategies, args.seeds, args.budgets, args.jobs)
-    pairs = sorted(((evaluate(run, truths[run.case]), run) for run in runs),
-                   key=lambda p: (args.profiles.index(p[0].case), args.strategies.index(p[0].strategy),
-                                  p[0].budget, p[0].seed))
+    pairs = sorted(
+        ((evaluate(run, truths[run.case]), run) for run in runs),
+        key=lambda p: (args.profiles.index(p[0].case), args.strategies.index(p[0].strategy), p[0].budget, p[0].seed),
+    )
     results = [r for r, _ in pairs]
     wall = time.perf_counter() - t0
 
@@ -1032,11 +1169,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         payload = {
-            "command": command, "wall_s": wall, "seeds": args.seeds, "budgets": args.budgets,
-            "truths": {n: {k: v for k, v in dataclasses.asdict(t).items() if k != "feasible"}
-                       | {"n_feasible": len(t.feasible)} for n, t in truths.items()},
-            "runs": [{**dataclasses.asdict(r), "launches_detail": [dataclasses.asdict(x) for x in run.launches]}
-                     for r, run in pairs],
+            "command": command,
+            "wall_s": wall,
+            "seeds": args.seeds,
+            "budgets": args.budgets,
+            "truths": {
+                n: {k: v for k, v in dataclasses.asdict(t).items() if k != "feasible"} | {"n_feasible": len(t.feasible)}
+                for n, t in truths.items()
+            },
+            "runs": [
+                {**dataclasses.asdict(r), "launches_detail": [dataclasses.asdict(x) for x in run.launches]} for r, run in pairs
+            ],
         }
         Path(args.json).write_text(json.dumps(payload, indent=1, default=str) + "\n")
         print(f"wrote {args.json}")

@@ -73,16 +73,26 @@ def main() -> None:
                 for seed in args.seeds:
                     name = f"{sampler}-{'learn' if learn else 'nolearn'}-{seed}"
                     extra = FAST + ([] if learn else ["--no-learn"])
-                    study, wall = run_study(Path(tmp), name, trials=args.trials, seed=seed, sampler=sampler,
-                                            extra=extra, time_scale=args.time_scale, load_seconds=0.2)
+                    study, wall = run_study(
+                        Path(tmp),
+                        name,
+                        trials=args.trials,
+                        seed=seed,
+                        sampler=sampler,
+                        extra=extra,
+                        time_scale=args.time_scale,
+                        load_seconds=0.2,
+                    )
                     row = tally(study)
                     row["wall"] = wall
                     results.setdefault((sampler, learn), []).append(row)
                     print(f"{name}: {row}", flush=True)
 
     print(f"\n{len(args.seeds)} seeds x {args.trials} launched trials per study; total {time.monotonic() - t0:.0f}s\n")
-    print("| sampler | learned infeasibility | static-invalid launches | duplicate launches "
-          "| init failures median (worst) | answered without launch (median) |")
+    print(
+        "| sampler | learned infeasibility | static-invalid launches | duplicate launches "
+        "| init failures median (worst) | answered without launch (median) |"
+    )
     print("|---|---|---|---|---|---|")
     for (sampler, learn), rows in results.items():
         fails = [r["init_failures"] for r in rows]

@@ -145,10 +145,14 @@ def holder_command(script: Path, args: argparse.Namespace, setsid: bool) -> tupl
 def run_launcher(probe, script: Path, args, setsid: bool, log_dir: Path, index: int) -> dict:
     baseline = used_mb(probe, args.gpu)
     flags, command = holder_command(script, args, setsid)
-    launcher = Launcher(probe, term_timeout_s=args.term_timeout, gpu_free_timeout_s=args.bare_wait,
-                        gpu_tolerance_mb=TOLERANCE_MB)
-    req = LaunchRequest(command=tuple(command), flags=flags, log_path=log_dir / f"launcher-{setsid}-{index}.log",
-                        ready_timeout_s=300, poll_interval_s=0.05)
+    launcher = Launcher(probe, term_timeout_s=args.term_timeout, gpu_free_timeout_s=args.bare_wait, gpu_tolerance_mb=TOLERANCE_MB)
+    req = LaunchRequest(
+        command=tuple(command),
+        flags=flags,
+        log_path=log_dir / f"launcher-{setsid}-{index}.log",
+        ready_timeout_s=300,
+        poll_interval_s=0.05,
+    )
     server = launcher.start(req)
     held = used_mb(probe, args.gpu) - baseline
     if held < 2 * args.gb * 1024 * 0.9:
@@ -178,8 +182,7 @@ def run_bare_kill(probe, script: Path, args, index: int) -> dict:
     started = time.monotonic()
     os.kill(proc.pid, signal.SIGKILL)  # the parent only
     proc.wait()
-    freed_after = wait_used(probe, args.gpu, lambda used: used <= baseline + TOLERANCE_MB, args.bare_wait,
-                            since=started)
+    freed_after = wait_used(probe, args.gpu, lambda used: used <= baseline + TOLERANCE_MB, args.bare_wait, since=started)
     still_held = max(used_mb(probe, args.gpu) - baseline, 0.0)
     survivors = sorted(probe.snapshot().pids)
     # clean up what the bare kill left (the child, still in the group)
@@ -212,8 +215,10 @@ def summarize(results: list[dict], bare_wait: float) -> list[str]:
             lines.append(f"{scenario:<17} {len(rows):>2} {med:>9.3f} {min(times):>7.3f}-{max(times):<7.3f}  {freed}")
         else:
             medians[scenario] = None
-            lines.append(f"{scenario:<17} {len(rows):>2} {'>' + format(bare_wait, 'g'):>9} {'-':>15}  {freed} "
-                         f"(still held after {bare_wait:g} s)")
+            lines.append(
+                f"{scenario:<17} {len(rows):>2} {'>' + format(bare_wait, 'g'):>9} {'-':>15}  {freed} "
+                f"(still held after {bare_wait:g} s)"
+            )
     bare = medians.get("bare-kill")
     for scenario in ("launcher", "launcher-setsid"):
         own = medians.get(scenario)
@@ -230,8 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gb", type=float, default=8.0, help="GiB held by the parent and by the child (default 8)")
     parser.add_argument("--gpu", type=int, default=0, help="NVML/CUDA index of the GPU (default 0)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per scenario (default 3)")
-    parser.add_argument("--bare-wait", type=float, default=20.0,
-                        help="seconds to wait for memory after a bare kill (default 20)")
+    parser.add_argument("--bare-wait", type=float, default=20.0, help="seconds to wait for memory after a bare kill (default 20)")
     parser.add_argument("--term-timeout", type=float, default=30.0, help="launcher's TERM timeout (default 30)")
     parser.add_argument("--json", type=Path, help="write the raw results here")
     args = parser.parse_args(argv)
@@ -243,12 +247,17 @@ def main(argv: list[str] | None = None) -> int:
         script = folder / "holder.py"
         script.write_text(HOLDER)
         baseline = used_mb(probe, args.gpu)
-        print(f"GPU {args.gpu}: {probe.snapshot().names.get(args.gpu)}, {baseline:.0f} MiB in use before; "
-              f"each process holds {args.gb:g} GiB", flush=True)
+        print(
+            f"GPU {args.gpu}: {probe.snapshot().names.get(args.gpu)}, {baseline:.0f} MiB in use before; "
+            f"each process holds {args.gb:g} GiB",
+            flush=True,
+        )
         for index in range(args.repeats):
-            for run in (lambda i=index: run_launcher(probe, script, args, False, folder, i),
-                        lambda i=index: run_launcher(probe, script, args, True, folder, i),
-                        lambda i=index: run_bare_kill(probe, script, args, i)):
+            for run in (
+                lambda i=index: run_launcher(probe, script, args, False, folder, i),
+                lambda i=index: run_launcher(probe, script, args, True, folder, i),
+                lambda i=index: run_bare_kill(probe, script, args, i),
+            ):
                 row = run()
                 results.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "report"}), flush=True)

@@ -40,17 +40,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for mode in ("fixed", "precise"):
-            study, wall = run_study(folder, f"cost-{mode}", trials=args.trials, seed=args.seed,
-                                    space=space_file(CASES[args.profile].space, mode, folder),
-                                    time_scale=args.time_scale, load_seconds=args.load_seconds,
-                                    extra=["--sim-profile", args.profile])
+            study, wall = run_study(
+                folder,
+                f"cost-{mode}",
+                trials=args.trials,
+                seed=args.seed,
+                space=space_file(CASES[args.profile].space, mode, folder),
+                time_scale=args.time_scale,
+                load_seconds=args.load_seconds,
+                extra=["--sim-profile", args.profile],
+            )
             walls[mode] = wall
             launched = [t for t in study.trials if t.user_attrs.get("launched")]
             launch = [t.user_attrs["seconds"].get("launch", 0.0) for t in launched]
             bench = [t.user_attrs["seconds"].get("bench", 0.0) for t in launched]
             stops = collections.Counter(
                 f"c={c}:{level.get('stop_reason') or 'fixed'}"
-                for t in launched for c, level in (t.user_attrs.get("bench") or {}).items())
+                for t in launched
+                for c, level in (t.user_attrs.get("bench") or {}).items()
+            )
             data = snapshot(study)
             flags = collections.Counter(w.code for t in data.front for w in _warnings(data, t))
             print(f"\n## {mode}: {wall:.0f} s wall, {len(launched)} launched trials")
@@ -58,11 +66,15 @@ def main() -> None:
             print("|---|---|---|---|")
             for t, lo, be in zip(launched, launch, bench):
                 print(f"| {t.number} | {lo:.1f} | {be:.1f} | {be / lo:.0%} |" if lo else f"| {t.number} | - | - | - |")
-            print(f"median measure/launch {statistics.median(b / lo for b, lo in zip(bench, launch) if lo):.0%}; "
-                  f"total launch {sum(launch):.0f} s, measure {sum(bench):.0f} s; level stops: {dict(stops)}; "
-                  f"front {len(data.front)} configurations, flags on it: {dict(flags) or 'none'}")
-    print(f"\nwall time precise / fixed: {walls['precise'] / walls['fixed']:.2f} "
-          f"({walls['precise']:.0f} s / {walls['fixed']:.0f} s)")
+            print(
+                f"median measure/launch {statistics.median(b / lo for b, lo in zip(bench, launch) if lo):.0%}; "
+                f"total launch {sum(launch):.0f} s, measure {sum(bench):.0f} s; level stops: {dict(stops)}; "
+                f"front {len(data.front)} configurations, flags on it: {dict(flags) or 'none'}"
+            )
+    print(
+        f"\nwall time precise / fixed: {walls['precise'] / walls['fixed']:.2f} "
+        f"({walls['precise']:.0f} s / {walls['fixed']:.0f} s)"
+    )
 
 
 def _warnings(data, trial):

@@ -75,8 +75,11 @@ def main() -> None:
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     if args.jobs > max(1, cores // 2):
-        print(f"warning: --jobs {args.jobs} on {cores} cores: studies starve each other's clients and the C=32 "
-              f"ratios read low; use --jobs {max(1, cores // 2)}", file=sys.stderr)
+        print(
+            f"warning: --jobs {args.jobs} on {cores} cores: studies starve each other's clients and the C=32 "
+            f"ratios read low; use --jobs {max(1, cores // 2)}",
+            file=sys.stderr,
+        )
 
     results: dict[tuple[str, str], list[tuple[int, list[float], float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,33 +94,55 @@ def main() -> None:
 
             def truth(flags, objective, space=space, profile=profile, kw=kw, kind=kind):
                 waves = STEADY_WAVES if objective.metric == "agg_output_tok_s" else 2
-                p = predict(profile, {**space.server.flags, **flags}, objective.concurrency, kind,
-                            num_requests=max(space.bench.num_requests(objective.concurrency),
-                                             waves * objective.concurrency), **kw)
-                value = {"output_tok_s": p.per_request_tok_s, "agg_output_tok_s": p.aggregate_tok_s,
-                         "decode_tok_s": p.decode_tok_s}[objective.metric]
+                p = predict(
+                    profile,
+                    {**space.server.flags, **flags},
+                    objective.concurrency,
+                    kind,
+                    num_requests=max(space.bench.num_requests(objective.concurrency), waves * objective.concurrency),
+                    **kw,
+                )
+                value = {
+                    "output_tok_s": p.per_request_tok_s,
+                    "agg_output_tok_s": p.aggregate_tok_s,
+                    "decode_tok_s": p.decode_tok_s,
+                }[objective.metric]
                 return value if p.ok else 0.0
 
             best = [max(grid(space), key=lambda c, o=o: truth(c, o)) for o in space.objectives]
             optimum = [truth(c, o) for c, o in zip(best, space.objectives)]
-            print(f"{name} ({kind} prompts): " + "; ".join(f"{o.name} optimum {v:.1f} at {c}" for o, v, c in
-                                                          zip(space.objectives, optimum, best)), flush=True)
+            print(
+                f"{name} ({kind} prompts): "
+                + "; ".join(f"{o.name} optimum {v:.1f} at {c}" for o, v, c in zip(space.objectives, optimum, best)),
+                flush=True,
+            )
 
             def one(job, name=name, truth=truth, optimum=optimum, space=space, extra=extra):
                 mode, seed = job
                 study_name = f"gap-{name}-{mode}-{seed}"
                 study, wall = run_study(  # a folder each: studies that run at once must not share the simulated GPU
-                    folder / study_name, study_name, trials=args.trials, seed=seed, sampler=args.sampler,
+                    folder / study_name,
+                    study_name,
+                    trials=args.trials,
+                    seed=seed,
+                    sampler=args.sampler,
                     space=space_file(CASES[name].space, mode, folder),
-                    time_scale=args.time_scale, extra=["--sim-profile", name, *extra])
+                    time_scale=args.time_scale,
+                    extra=["--sim-profile", name, *extra],
+                )
                 front = snapshot(study).front
                 picks = [max(front, key=lambda t, o=o: truth(t.flags, o), default=None) for o in space.objectives]
-                ratios = [truth(p.flags, o) / optimum[i] if p is not None else 0.0
-                          for i, (o, p) in enumerate(zip(space.objectives, picks))]
-                short = [f" (front's best: {p.flags})" if p is not None and r < 0.99 else ""
-                         for p, r in zip(picks, ratios)]
-                print(f"{name} {mode} seed {seed}: " + ", ".join(f"{o.name} {r:.3f}{x}" for o, r, x in
-                      zip(space.objectives, ratios, short)) + f"; {wall:.0f} s", flush=True)
+                ratios = [
+                    truth(p.flags, o) / optimum[i] if p is not None else 0.0
+                    for i, (o, p) in enumerate(zip(space.objectives, picks))
+                ]
+                short = [f" (front's best: {p.flags})" if p is not None and r < 0.99 else "" for p, r in zip(picks, ratios)]
+                print(
+                    f"{name} {mode} seed {seed}: "
+                    + ", ".join(f"{o.name} {r:.3f}{x}" for o, r, x in zip(space.objectives, ratios, short))
+                    + f"; {wall:.0f} s",
+                    flush=True,
+                )
                 return mode, seed, ratios, wall
 
             jobs = [(mode, seed) for mode in args.modes for seed in args.seeds]
@@ -132,8 +157,10 @@ def main() -> None:
         space, _ = load_case(CASES[name])
         for i, o in enumerate(space.objectives):
             r = [row[1][i] for row in rows]
-            print(f"| {name} | {mode} | {o.name} | {statistics.median(r):.3f} | {min(r):.3f} | "
-                  f"{statistics.median(row[2] for row in rows):.0f} |")
+            print(
+                f"| {name} | {mode} | {o.name} | {statistics.median(r):.3f} | {min(r):.3f} | "
+                f"{statistics.median(row[2] for row in rows):.0f} |"
+            )
 
 
 if __name__ == "__main__":

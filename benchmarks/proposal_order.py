@@ -49,20 +49,33 @@ def run(args: argparse.Namespace) -> int:
     space, profile = load_space(args.space), load_profile()
     payload: dict[str, Any] = {
         "autospec": str(Path(autospec.__file__).resolve().parent),
-        "space": args.space, "profile": profile.name, "sampler": args.sampler, "trials": args.trials,
-        "noise": args.noise, "seeds": {},
+        "space": args.space,
+        "profile": profile.name,
+        "sampler": args.sampler,
+        "trials": args.trials,
+        "noise": args.noise,
+        "seeds": {},
     }
     for seed in args.seeds:
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="proposal-order-") as folder:
-            study = run_study(space, seed=seed, sampler=args.sampler, n_trials=args.trials, profile=profile,
-                              noise=args.noise, studies_dir=Path(folder))
+            study = run_study(
+                space,
+                seed=seed,
+                sampler=args.sampler,
+                n_trials=args.trials,
+                profile=profile,
+                noise=args.noise,
+                studies_dir=Path(folder),
+            )
             rows = trial_rows(study)
             gpu_s = sum(float((t.user_attrs.get("seconds") or {}).get("total", 0.0)) for t in study.trials)
         payload["seeds"][str(seed)] = rows
         launched = sum(1 for r in rows if r[3])
-        print(f"seed {seed}: {len(rows)} trials ({launched} launched) in {time.perf_counter() - t0:.2f} s; "
-              f"simulated GPU time {gpu_s / 3600:.2f} h")
+        print(
+            f"seed {seed}: {len(rows)} trials ({launched} launched) in {time.perf_counter() - t0:.2f} s; "
+            f"simulated GPU time {gpu_s / 3600:.2f} h"
+        )
     Path(args.out).write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out} (autospec from {payload['autospec']})")
     return 0

@@ -62,8 +62,15 @@ def write_fixture(source: Path, study: str, model_launches: int) -> Path:
             seen.add(key(t.record.candidate))
             attrs = t.record.to_attrs()
             attrs.pop("log_path", None)
-            rows.append({"number": t.number, "sampler": "model" if len(rows) < model_launches else "grid fill",
-                         "predicted": t.markers.predicted, "values": t.record.values, "attrs": attrs})
+            rows.append(
+                {
+                    "number": t.number,
+                    "sampler": "model" if len(rows) < model_launches else "grid fill",
+                    "predicted": t.markers.predicted,
+                    "values": t.record.values,
+                    "attrs": attrs,
+                }
+            )
     out = FIXTURES / FIXTURE
     out.parent.mkdir(parents=True, exist_ok=True)
     head = json.dumps({"space": SPACE, "study": study, "source": str(source)})[:-1]
@@ -91,9 +98,11 @@ def main() -> int:
     print(f"{len(records)} configurations measured (study {data['study']})")
     for row in data["launches"]:
         c = row["attrs"]["candidate"]
-        print(f"  trial {row['number']:>2} ({row['sampler']}): draft {c['speculative_num_draft_tokens']:>2}, breadth "
-              f"{c['speculative_ngram_max_bfs_breadth']:>2}: {row['values'][0]:,.0f} tok/s at C=1, "
-              f"{row['values'][1]:,.0f} tok/s at C=32")
+        print(
+            f"  trial {row['number']:>2} ({row['sampler']}): draft {c['speculative_num_draft_tokens']:>2}, breadth "
+            f"{c['speculative_ngram_max_bfs_breadth']:>2}: {row['values'][0]:,.0f} tok/s at C=1, "
+            f"{row['values'][1]:,.0f} tok/s at C=32"
+        )
     real = [row["values"] for row in data["launches"] if row["sampler"] == "model"]
     replayed = [records[key(c)].values for c in replay(space, records, len(records))]
     print()
@@ -102,8 +111,10 @@ def main() -> int:
     for k in range(2, len(records) + 1):
         rand = random_ratios(every, k)
         real_k = f"{hypervolume_ratio(real[:k], every, maximize):.3f}" if k <= len(real) else "-"
-        print(f"| {k} | {real_k} | {hypervolume_ratio(replayed[:k], every, maximize):.3f} | "
-              f"{statistics.median(rand):.3f} | {rand[len(rand) // 10]:.3f} |")
+        print(
+            f"| {k} | {real_k} | {hypervolume_ratio(replayed[:k], every, maximize):.3f} | "
+            f"{statistics.median(rand):.3f} | {rand[len(rand) // 10]:.3f} |"
+        )
     print()
     predictions(space, data)
     return 0
@@ -131,13 +142,18 @@ def predictions(space, data, fitted: int = 4) -> None:
         cells = []
         for i in range(len(targets)):
             errors[i].append(pred.point[j, i] / r.values[i] - 1.0)
-            cells += [f"{r.values[i]:,.0f}", f"{pred.point[j, i]:,.0f} ({low[j, i]:,.0f}-{high[j, i]:,.0f})",
-                      f"{errors[i][-1]:+.0%}"]
+            cells += [
+                f"{r.values[i]:,.0f}",
+                f"{pred.point[j, i]:,.0f} ({low[j, i]:,.0f}-{high[j, i]:,.0f})",
+                f"{errors[i][-1]:+.0%}",
+            ]
         c = r.candidate
         print(f"| {c['speculative_num_draft_tokens']} | {c['speculative_ngram_max_bfs_breadth']} | " + " | ".join(cells) + " |")
     for i, t in enumerate(targets):
-        print(f"{t.name}: median absolute error {statistics.median(abs(e) for e in errors[i]):.1%}, "
-              f"worst {max(abs(e) for e in errors[i]):.1%}")
+        print(
+            f"{t.name}: median absolute error {statistics.median(abs(e) for e in errors[i]):.1%}, "
+            f"worst {max(abs(e) for e in errors[i]):.1%}"
+        )
 
 
 if __name__ == "__main__":

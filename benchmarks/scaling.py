@@ -56,9 +56,16 @@ def main() -> int:
     def truth(flags: dict) -> tuple[float, float]:
         values = []
         for o in space.objectives:
-            p = predict(profile, {**space.server.flags, **flags}, o.concurrency, "synthetic",
-                        num_requests=max(space.bench.num_requests(o.concurrency), 8 * o.concurrency),
-                        input_len=wl.input_len, output_len=wl.output_len, temperature=wl.temperature)
+            p = predict(
+                profile,
+                {**space.server.flags, **flags},
+                o.concurrency,
+                "synthetic",
+                num_requests=max(space.bench.num_requests(o.concurrency), 8 * o.concurrency),
+                input_len=wl.input_len,
+                output_len=wl.output_len,
+                temperature=wl.temperature,
+            )
             values.append((p.per_request_tok_s if o.concurrency == 1 else p.aggregate_tok_s) if p.ok else 0.0)
         return values[0], values[1]
 
@@ -67,17 +74,26 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for slots in args.slots:
             name = f"scaling-{slots}"
-            study, wall = run_study(Path(tmp) / name, name, trials=args.trials, seed=args.seed, space=args.space,
-                                    time_scale=args.time_scale,
-                                    extra=["--sim-profile", args.profile, "--gpus", f"0-{slots * per - 1}"])
+            study, wall = run_study(
+                Path(tmp) / name,
+                name,
+                trials=args.trials,
+                seed=args.seed,
+                space=args.space,
+                time_scale=args.time_scale,
+                extra=["--sim-profile", args.profile, "--gpus", f"0-{slots * per - 1}"],
+            )
             snap = snapshot(study)
             stored = [t for t in read_trials(study) if t.counts_as_launch]
             twice = sum(k - 1 for k in Counter(tuple(sorted(t.params.items())) for t in stored).values() if k > 1)
             hosts = Counter((t.worker or {}).get("slot", {}).get("index") for t in stored)
             ratio = hypervolume([truth(t.flags) for t in snap.front]) / best
             rows.append((slots, wall, len(stored), twice, ratio, dict(sorted(hosts.items()))))
-            print(f"{slots} slot(s): {wall:.0f} s, {len(stored)} launched, {twice} launched twice, "
-                  f"HV ratio {ratio:.3f}, trials per slot {dict(sorted(hosts.items()))}", flush=True)
+            print(
+                f"{slots} slot(s): {wall:.0f} s, {len(stored)} launched, {twice} launched twice, "
+                f"HV ratio {ratio:.3f}, trials per slot {dict(sorted(hosts.items()))}",
+                flush=True,
+            )
     base = rows[0][1]
     print("\n| slots | wall s | wall / 1 slot | launched | launched twice | HV ratio (noiseless) | trials per slot |")
     print("|---|---|---|---|---|---|---|")

@@ -30,8 +30,12 @@ import urllib.request
 
 from autospec.sim import load_profile, predict
 
-FLAGS = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-         "speculative_num_draft_tokens": 4}
+FLAGS = {
+    "speculative_algorithm": "NEXTN",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
 PROMPT = " ".join(f"w{i}" for i in range(32))
 
 
@@ -69,10 +73,20 @@ def cpu_seconds(pid: int) -> float:
 
 async def stream_one(reader, writer, port: int, output_len: int) -> int:
     """One /v1/completions stream on a keep-alive connection; returns completion tokens."""
-    body = json.dumps({"prompt": PROMPT, "stream": True, "max_tokens": output_len, "ignore_eos": True, "temperature": 0,
-                       "stream_options": {"include_usage": True}}).encode()
-    writer.write(b"POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\n"
-                 b"content-length: %d\r\n\r\n%s" % (port, len(body), body))
+    body = json.dumps(
+        {
+            "prompt": PROMPT,
+            "stream": True,
+            "max_tokens": output_len,
+            "ignore_eos": True,
+            "temperature": 0,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+    writer.write(
+        b"POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (port, len(body), body)
+    )
     await writer.drain()
     await reader.readuntil(b"\r\n\r\n")  # response head
     tail = b""
@@ -81,8 +95,8 @@ async def stream_one(reader, writer, port: int, output_len: int) -> int:
         if not chunk:
             raise ConnectionError("server closed the stream")
         tail = (tail + chunk)[-8192:]
-    usage = tail[tail.rindex(b'"usage":{') + 8:]
-    return json.loads(usage[:usage.index(b"}") + 1])["completion_tokens"]
+    usage = tail[tail.rindex(b'"usage":{') + 8 :]
+    return json.loads(usage[: usage.index(b"}") + 1])["completion_tokens"]
 
 
 async def drive(port: int, concurrency: int, requests: int, output_len: int) -> tuple[int, float]:
@@ -118,9 +132,24 @@ def main() -> int:
     calibrated = predict(profile, {"model_path": "sim", **FLAGS}, 32, "synthetic", input_len=32, output_len=1000)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = [sys.executable, "-m", "autospec.sim", "--host", "127.0.0.1", "--port", str(port), "--model-path", "sim",
-            *[item for name, value in FLAGS.items() for item in (f"--{name.replace('_', '-')}", str(value))],
-            "--sim-noise", "off", "--sim-load-seconds", "0", "--sim-time-scale", str(args.scale)]
+    argv = [
+        sys.executable,
+        "-m",
+        "autospec.sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model-path",
+        "sim",
+        *[item for name, value in FLAGS.items() for item in (f"--{name.replace('_', '-')}", str(value))],
+        "--sim-noise",
+        "off",
+        "--sim-load-seconds",
+        "0",
+        "--sim-time-scale",
+        str(args.scale),
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_ready(url, proc)
@@ -144,8 +173,10 @@ def main() -> int:
     scheduled = emitted / scheduled_s
     achieved = emitted / busy_s
     target = calibrated.aggregate_tok_s / 0.5
-    print(f"profile {profile.name}, C={args.concurrency}, {requests} requests x {args.output_len} tokens, "
-          f"--sim-time-scale {args.scale}")
+    print(
+        f"profile {profile.name}, C={args.concurrency}, {requests} requests x {args.output_len} tokens, "
+        f"--sim-time-scale {args.scale}"
+    )
     print(f"  target (2x calibrated C=32 aggregate)  {target:9.1f} tok/s")
     print(f"  scheduled by the sim                    {scheduled:9.1f} tok/s  ({scheduled / target:.2f} x target)")
     print(f"  achieved by the sim                     {achieved:9.1f} tok/s")

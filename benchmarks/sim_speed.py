@@ -63,8 +63,13 @@ OUTPUT_LEN = 64
 LEVELS = (1, 4, 16, 32)
 TOLERANCE = 0.03
 LONG_RUN_WAVES = 40
-FLAGS = {"model_path": "sim", "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
-         "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+FLAGS = {
+    "model_path": "sim",
+    "speculative_algorithm": "NEXTN",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
 WORKLOADS = {
     "synthetic": Workload("synthetic", input_len=32, output_len=OUTPUT_LEN),
     "chat": Workload("builtin", name="chat", api="chat", output_len=OUTPUT_LEN),
@@ -92,9 +97,22 @@ def free_port() -> int:
 
 
 def start_sim(port: int, time_scale: float) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "autospec.sim", "--host", "127.0.0.1", "--port", str(port),
-            *[item for name, value in FLAGS.items() for item in (f"--{name.replace('_', '-')}", str(value))],
-            "--sim-noise", "off", "--sim-load-seconds", "0", "--sim-time-scale", f"{time_scale:g}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "autospec.sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *[item for name, value in FLAGS.items() for item in (f"--{name.replace('_', '-')}", str(value))],
+        "--sim-noise",
+        "off",
+        "--sim-load-seconds",
+        "0",
+        "--sim-time-scale",
+        f"{time_scale:g}",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -155,18 +173,45 @@ async def one_round(url: str, name: str, time_scale: float) -> dict[int, Case]:
     return out
 
 
-STALL_LEVEL = ["--sim", "--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.5",
-               "--flag", "speculative_algorithm=NEXTN", "--flag", "speculative_num_steps=2",
-               "--flag", "speculative_eagle_topk=1", "--flag", "speculative_num_draft_tokens=3",
-               "--concurrency", "8", "--output-len", "32", "--precise", "--target-ci", "0.03", "--max-seconds", "60"]
+STALL_LEVEL = [
+    "--sim",
+    "--sim-noise",
+    "off",
+    "--sim-load-seconds",
+    "0.1",
+    "--sim-time-scale",
+    "0.5",
+    "--flag",
+    "speculative_algorithm=NEXTN",
+    "--flag",
+    "speculative_num_steps=2",
+    "--flag",
+    "speculative_eagle_topk=1",
+    "--flag",
+    "speculative_num_draft_tokens=3",
+    "--concurrency",
+    "8",
+    "--output-len",
+    "32",
+    "--precise",
+    "--target-ci",
+    "0.03",
+    "--max-seconds",
+    "60",
+]
 
 
 def precise_level(fault: str, folder: Path) -> dict:
     """The summary of one `autospec bench --sim --precise` level with AUTOSPEC_SIM_FAULTS=`fault`."""
     out = folder / "level.json"
     env = {**os.environ, "AUTOSPEC_SIM_FAULTS": fault}
-    proc = subprocess.run([sys.executable, "-m", "autospec", "bench", *STALL_LEVEL, "--json", str(out), "--quiet"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autospec", "bench", *STALL_LEVEL, "--json", str(out), "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"autospec bench exited with {proc.returncode}: {proc.stderr[-2000:]}")
     return json.loads(out.read_text())["levels"][0]["summary"]
@@ -197,8 +242,9 @@ def cell(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="--sim-time-scale (smaller is faster, and harder for the simulator to keep)")
+    parser.add_argument(
+        "--time-scale", type=float, default=1.0, help="--sim-time-scale (smaller is faster, and harder for the simulator to keep)"
+    )
     parser.add_argument("--stall-runs", type=int, default=1, help="clean/stalled level pairs (0: none)")
     args = parser.parse_args()
     port = free_port()
@@ -214,25 +260,26 @@ def main() -> int:
         stop_sim(proc)
 
     load = os.getloadavg()[0]
-    print(f"simulator: NEXTN 3 steps, noise off, time scale {args.time_scale:g}; "
-          f"{args.repeats} repeat{'s' if args.repeats != 1 else ''}; "
-          f"{OUTPUT_LEN} output tokens; load average {load:.2f} on {os.cpu_count()} CPUs")
+    print(
+        f"simulator: NEXTN 3 steps, noise off, time scale {args.time_scale:g}; "
+        f"{args.repeats} repeat{'s' if args.repeats != 1 else ''}; "
+        f"{OUTPUT_LEN} output tokens; load average {load:.2f} on {os.cpu_count()} CPUs"
+    )
     print("ratios to predict(), median [range] over repeats; schedule and kept: the simulator's own counters")
-    header = (f"{'workload':<10} {'C':>3} {'per-req':>21} {'whole':>21} {'steady':>21} "
-              f"{'schedule':>21} {'kept':>21} {'in 3%':>6}")
+    header = f"{'workload':<10} {'C':>3} {'per-req':>21} {'whole':>21} {'steady':>21} {'schedule':>21} {'kept':>21} {'in 3%':>6}"
     print(header)
     passed = 0
     for (name, concurrency), runs in sorted(cases.items()):
         ok = sum(case.within(TOLERANCE) for case in runs)
         passed += ok == len(runs)
-        print(f"{name:<10} {concurrency:>3} {cell([c.per_request for c in runs]):>21} "
-              f"{cell([c.whole for c in runs]):>21} {cell([c.steady for c in runs]):>21} "
-              f"{cell([c.schedule for c in runs]):>21} {cell([c.kept for c in runs]):>21} "
-              f"{ok:>3}/{len(runs)}")
-    worst = max((abs(x - 1) for runs in cases.values() for c in runs for x in (c.per_request, c.whole, c.steady)),
-                default=0.0)
-    print(f"cases within {TOLERANCE:.0%} in every repeat: {passed} of {len(cases)}; "
-          f"worst client ratio off by {worst:.1%}")
+        print(
+            f"{name:<10} {concurrency:>3} {cell([c.per_request for c in runs]):>21} "
+            f"{cell([c.whole for c in runs]):>21} {cell([c.steady for c in runs]):>21} "
+            f"{cell([c.schedule for c in runs]):>21} {cell([c.kept for c in runs]):>21} "
+            f"{ok:>3}/{len(runs)}"
+        )
+    worst = max((abs(x - 1) for runs in cases.values() for c in runs for x in (c.per_request, c.whole, c.steady)), default=0.0)
+    print(f"cases within {TOLERANCE:.0%} in every repeat: {passed} of {len(cases)}; worst client ratio off by {worst:.1%}")
     if args.stall_runs > 0:
         print()
         stall_table(args.stall_runs)

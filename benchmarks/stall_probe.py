@@ -47,8 +47,9 @@ def main(folder: Path) -> int:
         m = LINE.match(line)
         if not m:
             continue
-        second = int(datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
-                     .replace(tzinfo=datetime.timezone.utc).timestamp())
+        second = int(
+            datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp()
+        )
         if m.group(2) == "Decode":
             steps[second] += STEPS_PER_LINE
             g = GEN.search(line)
@@ -63,15 +64,19 @@ def main(folder: Path) -> int:
     dips = [s for s in seconds if tokens[s] < 0.75 * median]
     full = [s for s in seconds if tokens[s] >= 0.9 * median]
     variation = statistics.pstdev(client) / statistics.mean(client)
-    print(f"{len(seconds)} whole seconds of the one-client C=32 run; client tokens/s median {median:,.0f}, "
-          f"min {min(client):,}, max {max(client):,} (coefficient of variation {variation:.1%})")
+    print(
+        f"{len(seconds)} whole seconds of the one-client C=32 run; client tokens/s median {median:,.0f}, "
+        f"min {min(client):,}, max {max(client):,} (coefficient of variation {variation:.1%})"
+    )
     print(f"correlation of client tokens/s with server decode steps/s: {statistics.correlation(client, server):.2f}")
     for name, group in (("dip seconds (< 75% of the median)", dips), ("full seconds (>= 90%)", full)):
         if not group:
             continue
-        print(f"{name}: {len(group)}; server decode steps/s median {statistics.median(steps[s] for s in group):.0f}, "
-              f"reported gen throughput median {statistics.median(g for s in group for g in gen[s]):,.0f} tok/s, "
-              f"prefill batches/s median {statistics.median(prefills[s] for s in group):.0f}")
+        print(
+            f"{name}: {len(group)}; server decode steps/s median {statistics.median(steps[s] for s in group):.0f}, "
+            f"reported gen throughput median {statistics.median(g for s in group for g in gen[s]):,.0f} tok/s, "
+            f"prefill batches/s median {statistics.median(prefills[s] for s in group):.0f}"
+        )
     return 0
 
 

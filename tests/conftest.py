@@ -75,8 +75,11 @@ def _server_user() -> str | None:
             return name
         except KeyError:
             continue
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "autospec-pg"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "autospec-pg"],
+        check=True,
+        capture_output=True,
+    )
     return "autospec-pg"
 
 
@@ -105,8 +108,9 @@ class PostgresInstance:
         if self.user is not None:
             entry = pwd.getpwnam(self.user)
             os.chown(self.base, entry.pw_uid, entry.pw_gid)
-        init = _run_as(self.user, [str(bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", _PG_USER,
-                                   "-E", "UTF8", "--no-sync"])
+        init = _run_as(
+            self.user, [str(bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", _PG_USER, "-E", "UTF8", "--no-sync"]
+        )
         if init.returncode != 0:
             shutil.rmtree(self.base, ignore_errors=True)
             pytest.fail(f"initdb failed: {init.stderr.strip() or init.stdout.strip()}")
@@ -158,8 +162,9 @@ def postgres_url(postgres_server: PostgresServer) -> str:
     import psycopg  # psycopg 3: the driver SQLAlchemy 2.1 uses for postgresql:// URLs
 
     name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(host=postgres_server.host, port=postgres_server.port, user=postgres_server.user,
-                         dbname="postgres", autocommit=True) as conn:
+    with psycopg.connect(
+        host=postgres_server.host, port=postgres_server.port, user=postgres_server.user, dbname="postgres", autocommit=True
+    ) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return postgres_server.url(name)
 
@@ -169,8 +174,6 @@ SIM_SPACE = sim_space_text()
 
 
 SIM_FLAGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
-
-
 
 
 class Tuner:
@@ -186,8 +189,13 @@ class Tuner:
 
     def start(self) -> Tuner:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autospec.cli.main", *self.argv], cwd=self.cwd, env=self.env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [sys.executable, "-m", "autospec.cli.main", *self.argv],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         return self
 

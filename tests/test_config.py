@@ -93,10 +93,14 @@ def test_latency_objective_defaults_to_minimize():
         ({"workload__output_len": 0}, "[workload] output_len must be >= 1"),
         ({"workload__top_p": 0}, "[workload] top_p must be in (0, 1]"),
         ({"server__flags__speculative_num_steps": 3}, "both tunable"),
-        ({"server__flags__mem_fraction_static": 1.5, "params__mem_fraction_static": None},
-         "mem_fraction_static must stay within"),
-        ({"params__speculative_eagle_topk": None, "params__speculative_num_draft_tokens": {"type": "draft_tokens"}},
-         "needs speculative_eagle_topk"),
+        (
+            {"server__flags__mem_fraction_static": 1.5, "params__mem_fraction_static": None},
+            "mem_fraction_static must stay within",
+        ),
+        (
+            {"params__speculative_eagle_topk": None, "params__speculative_num_draft_tokens": {"type": "draft_tokens"}},
+            "needs speculative_eagle_topk",
+        ),
         ({"params__x": {"type": "int", "low": 1, "high": 2, "when": {"nope": 1}}}, "when refers to nope"),
         ({"surprise": 1}, "unknown key 'surprise'"),
     ],
@@ -146,7 +150,8 @@ def test_bad_durations(text):
 
 def test_space_file_round_trip(tmp_path: Path):
     path = tmp_path / "s.toml"
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         [server.flags]
         model_path = "m"
         [params.speculative_num_steps]
@@ -166,7 +171,8 @@ def test_space_file_round_trip(tmp_path: Path):
         metric = "ttft_ms_p99"
         concurrency = 32
         max = 2000
-    """))
+    """)
+    )
     space = load_search_space(path)
     assert space.param("cuda_graph_max_bs").when == (("speculative_eagle_topk", (4,)),)
     assert space.constraints[0].violation(2500) == 500
@@ -200,23 +206,33 @@ def test_bundled_fingerprints_never_change(name):
 # Integers where floats would do, a zero low, `when` tables, constraints and a log
 # parameter: the fingerprint hashes values as the file wrote them.
 EDGE = {
-    "server": {"flags": {"model_path": "m", "--tp-size": 2, "speculative_eagle_topk": 4}, "env": {"A": "b"},
-               "sglang_version": "0.5.16", "ready_timeout_s": 60},
+    "server": {
+        "flags": {"model_path": "m", "--tp-size": 2, "speculative_eagle_topk": 4},
+        "env": {"A": "b"},
+        "sglang_version": "0.5.16",
+        "ready_timeout_s": 60,
+    },
     "params": {
         "speculative_num_steps": {"type": "int", "low": 1, "high": 5, "step": 2},
         "speculative_num_draft_tokens": {"type": "draft_tokens"},
         "mem_fraction_static": {"type": "float", "low": 0.5, "high": 0.9},
         "chunked_prefill_size": {"type": "int", "low": 1024, "high": 8192, "log": True},
-        "schedule_conservativeness": {"type": "float", "low": 0, "high": 2, "step": 0.5,
-                                      "when": {"speculative_num_steps": [1, 3]}},
-        "attention_backend": {"type": "categorical", "choices": ["fa3", "triton", False],
-                              "when": {"speculative_eagle_topk": 4}},
+        "schedule_conservativeness": {
+            "type": "float",
+            "low": 0,
+            "high": 2,
+            "step": 0.5,
+            "when": {"speculative_num_steps": [1, 3]},
+        },
+        "attention_backend": {"type": "categorical", "choices": ["fa3", "triton", False], "when": {"speculative_eagle_topk": 4}},
     },
     "workload": {"kind": "random", "temperature": 0, "top_p": 1, "input_len": 64, "seed": 3, "api": "chat"},
     "bench": {"concurrency": [1, 4], "max_error_rate": 0, "request_timeout_s": 30},
     "objectives": [{"metric": "output_tok_s", "concurrency": 1}, {"metric": "ttft_ms_p50", "concurrency": 4}],
-    "constraints": [{"metric": "ttft_ms_p99", "concurrency": 4, "max": 2000},
-                    {"metric": "output_tok_s", "concurrency": 1, "min": 0}],
+    "constraints": [
+        {"metric": "ttft_ms_p99", "concurrency": 4, "max": 2000},
+        {"metric": "output_tok_s", "concurrency": 1, "min": 0},
+    ],
     "baseline": {"speculative_num_steps": 3},
 }
 
@@ -287,14 +303,20 @@ def test_draft_tokens_step_is_a_fraction_and_high_a_cap():
         ({"params__speculative_num_steps__hihg": 3}, "space.toml: [params.speculative_num_steps] unknown key 'hihg'"),
         ({"params__mem_fraction_static__stpe": 0.1}, "space.toml: [params.mem_fraction_static] unknown key 'stpe'"),
         ({"params__speculative_eagle_topk__choice": [1]}, "space.toml: [params.speculative_eagle_topk] unknown key 'choice'"),
-        ({"params__speculative_num_draft_tokens__cap": 8},
-         "space.toml: [params.speculative_num_draft_tokens] unknown key 'cap'; allowed keys are high, step, type, when"),
+        (
+            {"params__speculative_num_draft_tokens__cap": 8},
+            "space.toml: [params.speculative_num_draft_tokens] unknown key 'cap'; allowed keys are high, step, type, when",
+        ),
         ({"workload__output_length": 8}, "space.toml: [workload] unknown key 'output_length'; allowed keys are api, "),
         ({"bench__concurency": [1]}, "space.toml: [bench] unknown key 'concurency'; allowed keys are concurrency, "),
-        ({"objectives": [{"metric": "output_tok_s", "concurrency": 1, "goal": "max"}]},
-         "space.toml: objectives #1 unknown key 'goal'; allowed keys are concurrency, direction, metric"),
-        ({"constraints": [{"metric": "ttft_ms_p99", "concurrency": 32, "maximum": 5}]},
-         "space.toml: constraints #1 unknown key 'maximum'; allowed keys are concurrency, max, metric, min"),
+        (
+            {"objectives": [{"metric": "output_tok_s", "concurrency": 1, "goal": "max"}]},
+            "space.toml: objectives #1 unknown key 'goal'; allowed keys are concurrency, direction, metric",
+        ),
+        (
+            {"constraints": [{"metric": "ttft_ms_p99", "concurrency": 32, "maximum": 5}]},
+            "space.toml: constraints #1 unknown key 'maximum'; allowed keys are concurrency, max, metric, min",
+        ),
     ],
 )
 def test_unknown_keys_are_rejected_in_every_table(changes, where):
@@ -305,7 +327,8 @@ def test_unknown_keys_are_rejected_in_every_table(changes, where):
 
 def test_top_p_zero_fails_when_the_file_is_loaded(tmp_path: Path):
     path = tmp_path / "space.toml"
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         [server.flags]
         model_path = "m"
         [params.speculative_num_steps]
@@ -315,12 +338,11 @@ def test_top_p_zero_fails_when_the_file_is_loaded(tmp_path: Path):
         [workload]
         kind = "random"
         top_p = 0
-    """))
+    """)
+    )
     with pytest.raises(ConfigError) as exc:
         load_search_space(path)
-    assert str(exc.value) == (
-        f"{path}: [workload] top_p must be in (0, 1], got 0; use 1.0 to disable nucleus sampling"
-    )
+    assert str(exc.value) == (f"{path}: [workload] top_p must be in (0, 1], got 0; use 1.0 to disable nucleus sampling")
 
 
 def test_the_workload_is_the_one_workload_type():
@@ -330,8 +352,10 @@ def test_the_workload_is_the_one_workload_type():
 
 def test_type_errors_name_the_table_and_key():
     cases = [
-        (with_(bench={"concurrency": [1, 32], "min_requests": "4"}),
-         "space.toml: [bench] min_requests must be an integer, got '4'"),
+        (
+            with_(bench={"concurrency": [1, 32], "min_requests": "4"}),
+            "space.toml: [bench] min_requests must be an integer, got '4'",
+        ),
         (with_(server={"command": [], "flags": {"model_path": "m"}}), "space.toml: [server] command must be a non-empty list"),
         (with_(server__env={"A": 1}), "space.toml: [server.env] A must be a string"),
         (with_(bench=[1]), "space.toml: [bench] must be a table"),
@@ -368,7 +392,7 @@ def test_model_path_comes_from_the_file_or_the_command_line():
     with pytest.raises(ConfigError) as exc:
         space.with_overrides()
     assert str(exc.value) == (
-        'space.toml: [server.flags] has no model_path, so no server can start; '
+        "space.toml: [server.flags] has no model_path, so no server can start; "
         'add model_path = "ORG/MODEL" under [server.flags] or pass --model-path'
     )
     with pytest.raises(ConfigError, match="has no model_path"):
@@ -383,20 +407,35 @@ def test_model_path_comes_from_the_file_or_the_command_line():
 @pytest.mark.parametrize(
     "flags, origins, message",
     [
-        ({"tp_size": 0}, {"tp_size": "--tp-size 0"},
-         "--tp-size 0: tp_size must stay within [1, 1024] (SGLang rejects other values), got 0; use a value within that range"),
-        ({"cuda_graph_max_bs": True}, {},
-         "--flag cuda_graph_max_bs=True: cuda_graph_max_bs must be an integer, got True; write e.g. cuda_graph_max_bs=1"),
-        ({"--page-size": 0}, {"--page-size": "--flag --page-size=0"},
-         "--flag --page-size=0: page_size must stay within [1, 4096] (SGLang rejects other values), got 0; "
-         "use a value within that range"),
-        ({"mem_fraction_static": 0.8}, {"mem_fraction_static": "--flag mem_fraction_static=0.8"},
-         "--flag mem_fraction_static=0.8: mem_fraction_static is tunable in space.toml ([params.mem_fraction_static]), "
-         "so it cannot also be fixed; drop --flag mem_fraction_static=0.8 or use a search space without "
-         "[params.mem_fraction_static]"),
-        ({"mem_fraction_static": 1.5}, {"mem_fraction_static": "--flag mem_fraction_static=1.5"},
-         "--flag mem_fraction_static=1.5: mem_fraction_static must stay within (0, 1) (SGLang rejects other values), "
-         "got 1.5; use a value within that range"),
+        (
+            {"tp_size": 0},
+            {"tp_size": "--tp-size 0"},
+            "--tp-size 0: tp_size must stay within [1, 1024] (SGLang rejects other values), got 0; use a value within that range",
+        ),
+        (
+            {"cuda_graph_max_bs": True},
+            {},
+            "--flag cuda_graph_max_bs=True: cuda_graph_max_bs must be an integer, got True; write e.g. cuda_graph_max_bs=1",
+        ),
+        (
+            {"--page-size": 0},
+            {"--page-size": "--flag --page-size=0"},
+            "--flag --page-size=0: page_size must stay within [1, 4096] (SGLang rejects other values), got 0; "
+            "use a value within that range",
+        ),
+        (
+            {"mem_fraction_static": 0.8},
+            {"mem_fraction_static": "--flag mem_fraction_static=0.8"},
+            "--flag mem_fraction_static=0.8: mem_fraction_static is tunable in space.toml ([params.mem_fraction_static]), "
+            "so it cannot also be fixed; drop --flag mem_fraction_static=0.8 or use a search space without "
+            "[params.mem_fraction_static]",
+        ),
+        (
+            {"mem_fraction_static": 1.5},
+            {"mem_fraction_static": "--flag mem_fraction_static=1.5"},
+            "--flag mem_fraction_static=1.5: mem_fraction_static must stay within (0, 1) (SGLang rejects other values), "
+            "got 1.5; use a value within that range",
+        ),
     ],
 )
 def test_flag_overrides_are_checked_like_the_file_and_named_after_their_option(flags, origins, message):
@@ -409,12 +448,16 @@ def test_flag_overrides_are_checked_like_the_file_and_named_after_their_option(f
 @pytest.mark.parametrize(
     "flags, message",
     [
-        ({"mem_fraction_static": "high"},
-         "space.toml: [server.flags] mem_fraction_static must be a number, got 'high'; write e.g. mem_fraction_static=0.85"),
+        (
+            {"mem_fraction_static": "high"},
+            "space.toml: [server.flags] mem_fraction_static must be a number, got 'high'; write e.g. mem_fraction_static=0.85",
+        ),
         ({"tp_size": 2.0}, "space.toml: [server.flags] tp_size must be an integer, got 2.0; write e.g. tp_size=1"),
-        ({"max_running_requests": 0},
-         "space.toml: [server.flags] max_running_requests must stay within [1, 1048576] (SGLang rejects other "
-         "values), got 0; use a value within that range"),
+        (
+            {"max_running_requests": 0},
+            "space.toml: [server.flags] max_running_requests must stay within [1, 1048576] (SGLang rejects other "
+            "values), got 0; use a value within that range",
+        ),
     ],
 )
 def test_fixed_flags_in_the_file_are_checked_by_value(flags, message):
@@ -440,12 +483,21 @@ def test_precision_keys_default_and_parse():
     bench = parse_search_space(MINIMAL).bench
     assert bench.precision is True and bench.target_rel_ci == 0.02 and bench.max_share_of_launch == 0.3
     assert bench.max_requests is None and bench.max_requests_at(1) == 128 and bench.max_requests_at(32) == 4096
-    space = parse_search_space(with_(
-        bench={"concurrency": [1, 32], "precision": False, "target_rel_ci": 0.01, "max_share_of_launch": 0.5,
-               "max_requests": {"1": 200, "32": 2048}},
-        objectives=[{"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 0.05, "share_of_launch": 1.0},
-                    {"metric": "agg_output_tok_s", "concurrency": 32}],
-    ))
+    space = parse_search_space(
+        with_(
+            bench={
+                "concurrency": [1, 32],
+                "precision": False,
+                "target_rel_ci": 0.01,
+                "max_share_of_launch": 0.5,
+                "max_requests": {"1": 200, "32": 2048},
+            },
+            objectives=[
+                {"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 0.05, "share_of_launch": 1.0},
+                {"metric": "agg_output_tok_s", "concurrency": 32},
+            ],
+        )
+    )
     assert space.bench.precision is False and space.bench.target_rel_ci == 0.01
     assert space.bench.max_requests_at(1) == 200 and space.bench.max_requests_at(32) == 2048
     assert space.objectives[0].target_rel_ci == 0.05 and space.objectives[0].share_of_launch == 1.0
@@ -456,12 +508,21 @@ def test_precision_keys_default_and_parse():
 
 def test_precision_keys_leave_the_fingerprint_alone():
     plain = parse_search_space(MINIMAL)
-    tuned = parse_search_space(with_(
-        bench={"concurrency": [1, 32], "target_rel_ci": 0.01, "max_share_of_launch": 0.5, "max_requests": 999,
-               "precision": True},
-        objectives=[{"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 0.05},
-                    {"metric": "agg_output_tok_s", "concurrency": 32, "share_of_launch": 0.2}],
-    ))
+    tuned = parse_search_space(
+        with_(
+            bench={
+                "concurrency": [1, 32],
+                "target_rel_ci": 0.01,
+                "max_share_of_launch": 0.5,
+                "max_requests": 999,
+                "precision": True,
+            },
+            objectives=[
+                {"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 0.05},
+                {"metric": "agg_output_tok_s", "concurrency": 32, "share_of_launch": 0.2},
+            ],
+        )
+    )
     assert plain.fingerprint() == tuned.fingerprint()
 
 
@@ -476,13 +537,19 @@ def test_precision_keys_leave_the_fingerprint_alone():
         ({"bench__max_requests": {"x": 5}}, "space.toml: [bench] max_requests has the key 'x'"),
         ({"bench__max_requests": {"4": 50}}, "space.toml: [bench] max_requests names level 4, which concurrency"),
         ({"bench__max_requests": 10}, "space.toml: [bench] max_requests 10 at concurrency 32 is below the 64"),
-        ({"objectives": [{"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 2}]},
-         "space.toml: objectives #1 target_rel_ci must be in (0, 1), got 2"),
-        ({"objectives": [{"metric": "output_tok_s", "concurrency": 1, "share_of_launch": -1}]},
-         "space.toml: objectives #1 share_of_launch must be >= 0, got -1"),
-        ({"objectives": [{"metric": "output_tok_s", "concurrency": 1, "max_share_of_launch": 1}]},
-         "space.toml: objectives #1 unknown key 'max_share_of_launch'; allowed keys are concurrency, direction, "
-         "metric, share_of_launch, target_rel_ci"),
+        (
+            {"objectives": [{"metric": "output_tok_s", "concurrency": 1, "target_rel_ci": 2}]},
+            "space.toml: objectives #1 target_rel_ci must be in (0, 1), got 2",
+        ),
+        (
+            {"objectives": [{"metric": "output_tok_s", "concurrency": 1, "share_of_launch": -1}]},
+            "space.toml: objectives #1 share_of_launch must be >= 0, got -1",
+        ),
+        (
+            {"objectives": [{"metric": "output_tok_s", "concurrency": 1, "max_share_of_launch": 1}]},
+            "space.toml: objectives #1 unknown key 'max_share_of_launch'; allowed keys are concurrency, direction, "
+            "metric, share_of_launch, target_rel_ci",
+        ),
     ],
 )
 def test_precision_keys_are_validated_in_one_line(changes, start):

@@ -25,9 +25,17 @@ def ok(t_sent, chunks, *, verify=None, warmup=False, prompt_tokens=10, counts=Tr
     times = tuple(t for t, _ in chunks)
     tokens = tuple(n for _, n in chunks)
     return RequestRecord(
-        ok=True, error_kind=None, t_sent=t_sent, t_first=times[0], t_done=times[-1],
-        chunk_times=times, chunk_tokens=tokens if counts else (), prompt_tokens=prompt_tokens,
-        completion_tokens=sum(tokens), spec_verify_ct=verify, warmup=warmup,
+        ok=True,
+        error_kind=None,
+        t_sent=t_sent,
+        t_first=times[0],
+        t_done=times[-1],
+        chunk_times=times,
+        chunk_tokens=tokens if counts else (),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=sum(tokens),
+        spec_verify_ct=verify,
+        warmup=warmup,
     )
 
 
@@ -187,14 +195,29 @@ def spread(t_sent: float, t_first: float, t_done: float, tokens: int, *, events:
     """A successful request; without `events` no per-event counts (tokens spread evenly
     after the first), with `events` > 0 that many evenly spaced events after the first."""
     if not events:
-        return RequestRecord(ok=True, error_kind=None, t_sent=t_sent, t_first=t_first, t_done=t_done,
-                             chunk_times=(t_first, t_done), completion_tokens=tokens)
+        return RequestRecord(
+            ok=True,
+            error_kind=None,
+            t_sent=t_sent,
+            t_first=t_first,
+            t_done=t_done,
+            chunk_times=(t_first, t_done),
+            completion_tokens=tokens,
+        )
     step = (t_done - t_first) / events
     times = (t_first, *(t_first + step * (i + 1) for i in range(events)))
     per = (tokens - 1) // events
     counts = (1, *([per] * (events - 1)), tokens - 1 - per * (events - 1))
-    return RequestRecord(ok=True, error_kind=None, t_sent=t_sent, t_first=t_first, t_done=t_done,
-                         chunk_times=times, chunk_tokens=counts, completion_tokens=tokens)
+    return RequestRecord(
+        ok=True,
+        error_kind=None,
+        t_sent=t_sent,
+        t_first=t_first,
+        t_done=t_done,
+        chunk_times=times,
+        chunk_tokens=counts,
+        completion_tokens=tokens,
+    )
 
 
 def closed_loop(events: int = 0) -> list[RequestRecord]:

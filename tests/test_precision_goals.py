@@ -67,10 +67,32 @@ def test_a_study_on_the_completions_api_records_accept_length_and_stop_reasons(t
     from simspace import sim_space_text
 
     space = tmp_path / "space.toml"
-    space.write_text(sim_space_text().replace('output_len = 24', 'output_len = 24\napi = "completions"'))
+    space.write_text(sim_space_text().replace("output_len = 24", 'output_len = 24\napi = "completions"'))
     studies = tmp_path / "studies"
-    assert main(["optimize", "--space", str(space), "--study", "oa", "--studies-dir", str(studies), "--seed", "1",
-                 "--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet", "--trials", "1"]) == 0
+    assert (
+        main(
+            [
+                "optimize",
+                "--space",
+                str(space),
+                "--study",
+                "oa",
+                "--studies-dir",
+                str(studies),
+                "--seed",
+                "1",
+                "--sim",
+                "--sim-load-seconds",
+                "0.1",
+                "--sim-time-scale",
+                "0.2",
+                "--quiet",
+                "--trials",
+                "1",
+            ]
+        )
+        == 0
+    )
     study = optuna.load_study(study_name="oa", storage=f"sqlite:///{studies / 'oa.db'}")
     [trial] = [t for t in study.trials if t.user_attrs.get("launched")]
     for level in trial.user_attrs["bench"].values():

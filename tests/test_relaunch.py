@@ -29,10 +29,12 @@ def test_scatter_within_the_measuring_error_counts_as_none_and_single_launches_a
 
 def test_configurations_are_pooled_by_their_degrees_of_freedom():
     # cv 10% from 3 launches (df 2) and 0% from 2 launches (df 1): (2 x 0.01 + 1 x 0) / 3.
-    spread = between_launch_spread([
-        [LaunchFigure(90.0, 0.0), LaunchFigure(100.0, 0.0), LaunchFigure(110.0, 0.0)],
-        [LaunchFigure(500.0, 0.0), LaunchFigure(500.0, 0.0)],
-    ])
+    spread = between_launch_spread(
+        [
+            [LaunchFigure(90.0, 0.0), LaunchFigure(100.0, 0.0), LaunchFigure(110.0, 0.0)],
+            [LaunchFigure(500.0, 0.0), LaunchFigure(500.0, 0.0)],
+        ]
+    )
     assert spread is not None and spread.df == 3 and spread.configurations == 2
     assert spread.cv == pytest.approx(math.sqrt(0.02 / 3))
 
@@ -42,8 +44,7 @@ def test_pooling_recovers_a_known_spread_from_simulated_launches():
     true_cv, se = 0.04, 0.01  # relative: 4% between launches, 1% measuring error per launch
     groups = []
     for mu in (rng.uniform(500, 5000) for _ in range(200)):
-        groups.append([LaunchFigure(rng.gauss(mu * (1 + rng.gauss(0, true_cv)), se * mu), 1.96 * se * mu)
-                       for _ in range(3)])
+        groups.append([LaunchFigure(rng.gauss(mu * (1 + rng.gauss(0, true_cv)), se * mu), 1.96 * se * mu) for _ in range(3)])
     spread = between_launch_spread(groups)
     assert spread is not None and spread.df == 400
     assert spread.cv == pytest.approx(true_cv, rel=0.1)

@@ -9,16 +9,18 @@ from autospec.config import parse_search_space
 from autospec.sglang_facts import draft_token_range, max_draft_tokens
 from autospec.space import DRAFT_FRACTION, calibration_points, grid, param_values, suggest, to_distribution_params
 
-SPACE = parse_search_space({
-    "server": {"flags": {"model_path": "m"}},
-    "params": {
-        "speculative_num_steps": {"type": "int", "low": 1, "high": 6},
-        "speculative_eagle_topk": {"type": "categorical", "choices": [1, 2, 4, 8]},
-        "speculative_num_draft_tokens": {"type": "draft_tokens", "high": 16, "step": 0.25},
-        "mem_fraction_static": {"type": "float", "low": 0.7, "high": 0.9, "step": 0.05},
-        "cuda_graph_max_bs": {"type": "categorical", "choices": [8, 32], "when": {"speculative_eagle_topk": [4, 8]}},
-    },
-})
+SPACE = parse_search_space(
+    {
+        "server": {"flags": {"model_path": "m"}},
+        "params": {
+            "speculative_num_steps": {"type": "int", "low": 1, "high": 6},
+            "speculative_eagle_topk": {"type": "categorical", "choices": [1, 2, 4, 8]},
+            "speculative_num_draft_tokens": {"type": "draft_tokens", "high": 16, "step": 0.25},
+            "mem_fraction_static": {"type": "float", "low": 0.7, "high": 0.9, "step": 0.05},
+            "cuda_graph_max_bs": {"type": "categorical", "choices": [8, 32], "when": {"speculative_eagle_topk": [4, 8]}},
+        },
+    }
+)
 
 
 def test_sampled_draft_tokens_are_always_within_what_sglang_can_run():
@@ -38,16 +40,23 @@ def test_sampled_draft_tokens_are_always_within_what_sglang_can_run():
 
 @pytest.mark.parametrize(
     "steps, topk, cap, expected",
-    [(3, 1, 16, (4, 4)), (3, 4, 16, (4, 16)), (3, 4, None, (4, 37)),
-     (6, 8, 16, (7, 16)), (2, 2, None, (3, 7)), (1, 4, 16, (2, 5))],
+    [
+        (3, 1, 16, (4, 4)),
+        (3, 4, 16, (4, 16)),
+        (3, 4, None, (4, 37)),
+        (6, 8, 16, (7, 16)),
+        (2, 2, None, (3, 7)),
+        (1, 4, 16, (2, 5)),
+    ],
 )
 def test_draft_token_range_is_sglangs_bound(steps, topk, cap, expected):
     assert draft_token_range(steps, topk, cap) == expected
 
 
 def fixed(**params):
-    return optuna.trial.FixedTrial({"speculative_num_steps": 3, "speculative_eagle_topk": 4, "mem_fraction_static": 0.8,
-                                    "cuda_graph_max_bs": 8, **params})
+    return optuna.trial.FixedTrial(
+        {"speculative_num_steps": 3, "speculative_eagle_topk": 4, "mem_fraction_static": 0.8, "cuda_graph_max_bs": 8, **params}
+    )
 
 
 def test_draft_tokens_reach_sglangs_bound_not_steps_times_topk_plus_one():
@@ -55,8 +64,11 @@ def test_draft_tokens_reach_sglangs_bound_not_steps_times_topk_plus_one():
     above the 13 that `steps * topk + 1` allowed."""
     assert suggest(fixed(draft_tokens_fraction=1.0), SPACE)["speculative_num_draft_tokens"] == 16
     assert suggest(fixed(draft_tokens_fraction=0.0), SPACE)["speculative_num_draft_tokens"] == 4
-    drafts = {p["speculative_num_draft_tokens"] for p in grid(SPACE)
-              if (p["speculative_num_steps"], p["speculative_eagle_topk"]) == (3, 4)}
+    drafts = {
+        p["speculative_num_draft_tokens"]
+        for p in grid(SPACE)
+        if (p["speculative_num_steps"], p["speculative_eagle_topk"]) == (3, 4)
+    }
     assert drafts == {4, 7, 10, 13, 16}
 
 
@@ -83,8 +95,15 @@ class RecordingTrial(optuna.trial.FixedTrial):
 def test_the_sampler_sees_the_same_parameters_distributions_and_order():
     """Studies resumed across versions need identical Optuna parameters: names,
     distributions and the order of the suggest calls (draft tokens last)."""
-    trial = RecordingTrial({"speculative_num_steps": 3, "speculative_eagle_topk": 4, "mem_fraction_static": 0.8,
-                            "cuda_graph_max_bs": 8, DRAFT_FRACTION: 0.5})
+    trial = RecordingTrial(
+        {
+            "speculative_num_steps": 3,
+            "speculative_eagle_topk": 4,
+            "mem_fraction_static": 0.8,
+            "cuda_graph_max_bs": 8,
+            DRAFT_FRACTION: 0.5,
+        }
+    )
     suggest(trial, SPACE)
     assert trial.calls == [
         ("int", "speculative_num_steps", 1, 6, 1, False),
@@ -96,19 +115,26 @@ def test_the_sampler_sees_the_same_parameters_distributions_and_order():
 
 
 def test_each_parameter_variant_suggests_its_own_distribution():
-    space = parse_search_space({
-        "server": {"flags": {"model_path": "m"}},
-        "params": {
-            "chunked_prefill_size": {"type": "int", "low": 1024, "high": 8192, "log": True},
-            "page_size": {"type": "int", "low": 16, "high": 64, "step": 16},
-            "schedule_conservativeness": {"type": "float", "low": 0.5, "high": 2},
-            "attention_backend": {"type": "categorical", "choices": ["fa3", "triton"]},
-        },
-    })
-    trial = RecordingTrial({"chunked_prefill_size": 2048, "page_size": 32, "schedule_conservativeness": 1.0,
-                            "attention_backend": "fa3"})
-    assert suggest(trial, space) == {"chunked_prefill_size": 2048, "page_size": 32, "schedule_conservativeness": 1.0,
-                                     "attention_backend": "fa3"}
+    space = parse_search_space(
+        {
+            "server": {"flags": {"model_path": "m"}},
+            "params": {
+                "chunked_prefill_size": {"type": "int", "low": 1024, "high": 8192, "log": True},
+                "page_size": {"type": "int", "low": 16, "high": 64, "step": 16},
+                "schedule_conservativeness": {"type": "float", "low": 0.5, "high": 2},
+                "attention_backend": {"type": "categorical", "choices": ["fa3", "triton"]},
+            },
+        }
+    )
+    trial = RecordingTrial(
+        {"chunked_prefill_size": 2048, "page_size": 32, "schedule_conservativeness": 1.0, "attention_backend": "fa3"}
+    )
+    assert suggest(trial, space) == {
+        "chunked_prefill_size": 2048,
+        "page_size": 32,
+        "schedule_conservativeness": 1.0,
+        "attention_backend": "fa3",
+    }
     assert trial.calls == [
         ("int", "chunked_prefill_size", 1024, 8192, 1, True),
         ("int", "page_size", 16, 64, 16, False),

@@ -22,9 +22,12 @@ FIXTURE = Path(__file__).parent / "fixtures" / "real_c32_fresh_and_warm.json.gz"
 @cache
 def records(name: str) -> tuple[RequestRecord, ...]:
     rows = json.loads(gzip.decompress(FIXTURE.read_bytes()))[name]
-    return tuple(RequestRecord(ok=True, error_kind=None, t_sent=sent, t_first=first, t_done=done,
-                               chunk_times=(first, done), completion_tokens=tokens)
-                 for sent, first, done, tokens in rows)
+    return tuple(
+        RequestRecord(
+            ok=True, error_kind=None, t_sent=sent, t_first=first, t_done=done, chunk_times=(first, done), completion_tokens=tokens
+        )
+        for sent, first, done, tokens in rows
+    )
 
 
 def window(name: str) -> SteadyWindow:

@@ -14,7 +14,14 @@ from autospec.workload import Workload
 def test_positional_construction_and_defaults():
     w = Workload("random", 16, 64)
     assert (w.kind, w.input_len, w.output_len, w.temperature, w.top_p, w.api, w.seed) == (
-        "random", 16, 64, 0.0, 1.0, "generate", 0)
+        "random",
+        16,
+        64,
+        0.0,
+        1.0,
+        "generate",
+        0,
+    )
     assert Workload() == Workload("synthetic")
     assert bench.Workload is Workload
 
@@ -36,8 +43,11 @@ def test_values_keep_the_type_they_were_given():
         ({"ignore_eos": "yes"}, "ignore_eos must be true or false, got 'yes'; write true or false"),
         ({"path": 3}, "path must be a string, got 3; quote the value"),
         ({"kind": "builtin"}, 'kind "builtin" needs name = one of chat, code, summarize (got None); pick one of them'),
-        ({"outputlen": 8}, "unknown key 'outputlen'; allowed keys are api, ignore_eos, input_len, kind, name, "
-                           "output_len, path, seed, temperature, top_p"),
+        (
+            {"outputlen": 8},
+            "unknown key 'outputlen'; allowed keys are api, ignore_eos, input_len, kind, name, "
+            "output_len, path, seed, temperature, top_p",
+        ),
     ],
 )
 def test_invalid_values_are_one_line_config_errors_naming_the_field(kwargs, message):
@@ -77,6 +87,14 @@ def test_building_a_file_workload_reads_nothing(tmp_path):
 
 def test_as_dict_lists_every_field():
     assert Workload("random", seed=4).as_dict() == {
-        "kind": "random", "input_len": 32, "output_len": 256, "temperature": 0.0, "top_p": 1.0,
-        "ignore_eos": True, "api": "generate", "path": None, "name": None, "seed": 4,
+        "kind": "random",
+        "input_len": 32,
+        "output_len": 256,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "ignore_eos": True,
+        "api": "generate",
+        "path": None,
+        "name": None,
+        "seed": 4,
     }

@@ -105,12 +105,10 @@ def fit_memory(profile, rows):
     slope, intercept = np.polyfit(d, t, 1)  # T = intercept + slope * D
     tp = profile.tp_size
     pre = profile.gpu_mem_gb - profile.runtime_overhead_gb
-    static_kv = profile.mem_fraction_static * pre - (profile.weights_gb + profile.draft_weights_gb) / tp \
-        - profile.fixed_state_gb
+    static_kv = profile.mem_fraction_static * pre - (profile.weights_gb + profile.draft_weights_gb) / tp - profile.fixed_state_gb
     bytes_per_gpu = static_kv * GB / intercept
     spec_state = -slope * bytes_per_gpu / GB / SPEC_DEFAULT_MAX_RUNNING_REQUESTS
-    fitted = dataclasses.replace(profile, kv_bytes_per_token=round(bytes_per_gpu * tp, 1),
-                                 spec_state_gb=round(spec_state, 6))
+    fitted = dataclasses.replace(profile, kv_bytes_per_token=round(bytes_per_gpu * tp, 1), spec_state_gb=round(spec_state, 6))
     lo, hi = 0.0, math.inf
     for draft, (_, mrr) in pools.items():
         tokens = init_outcome(fitted, resolve_args(fitted, seed_flags(draft - 1))).max_total_num_tokens
@@ -129,12 +127,22 @@ def fit_speed(profile, figs):
             res.append(math.log(max(pred, 1e-6) / measured))
         return res
 
-    x0 = [profile.accept_base["synthetic"], profile.accept_decay, profile.decay_power, profile.floor_ms, profile.expert_ms,
-          profile.verify_ms_per_token, profile.request_ms, profile.draft_step_ms, profile.draft_ms_per_token]
+    x0 = [
+        profile.accept_base["synthetic"],
+        profile.accept_decay,
+        profile.decay_power,
+        profile.floor_ms,
+        profile.expert_ms,
+        profile.verify_ms_per_token,
+        profile.request_ms,
+        profile.draft_step_ms,
+        profile.draft_ms_per_token,
+    ]
     lo = [b[1] for b in SPEED_PARAMS]
     hi = [b[2] for b in SPEED_PARAMS]
     x0 = [min(max(v, low + 1e-6), high - 1e-6) for v, low, high in zip(x0, lo, hi)]
     result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, x_scale="jac")
+
     # then minimise the worst figure's error (the acceptance criterion is +-10% on each),
     # starting from the least-squares solution; bounds are kept by clipping
     def worst(values):
@@ -142,8 +150,9 @@ def fit_speed(profile, figs):
         relative = [abs(math.expm1(r)) for r in residuals(clipped)]  # |model / seed - 1|
         return max(relative) + 1e-3 * float(np.sum((values - clipped) ** 2))
 
-    refined = minimize(worst, result.x, method="Nelder-Mead",
-                       options={"maxiter": 6000, "maxfev": 6000, "xatol": 1e-6, "fatol": 1e-6})
+    refined = minimize(
+        worst, result.x, method="Nelder-Mead", options={"maxiter": 6000, "maxfev": 6000, "xatol": 1e-6, "fatol": 1e-6}
+    )
     best = np.clip(refined.x, lo, hi)
     if worst(best) > worst(np.array(x0)):  # never return something worse than the start
         best = np.array(x0)

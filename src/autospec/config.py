@@ -330,10 +330,13 @@ DEFAULT_MAX_WAVES = 128
 def _request_ceiling(raw: Any) -> int | tuple[tuple[int, int], ...] | None:
     """`max_requests = 2000` (every level) or `max_requests = { 1 = 200, 32 = 4096 }`
     (per level) -> an int or ((level, count), ...)."""
+
     def count(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise invalid(f"must be a positive integer or a table of them per level, got {short(raw)}; "
-                          "e.g. max_requests = 2000 or max_requests = { 1 = 200, 32 = 4096 }")
+            raise invalid(
+                f"must be a positive integer or a table of them per level, got {short(raw)}; "
+                "e.g. max_requests = 2000 or max_requests = { 1 = 200, 32 = 4096 }"
+            )
         return value
 
     if raw is None:
@@ -348,8 +351,10 @@ def _request_ceiling(raw: Any) -> int | tuple[tuple[int, int], ...] | None:
             elif isinstance(key, str) and key.isdigit():
                 level = int(key)
             else:
-                raise invalid(f"has the key {short(key)}, which is not a concurrency level; "
-                              "key the table by level, e.g. max_requests = { 1 = 200, 32 = 4096 }")
+                raise invalid(
+                    f"has the key {short(key)}, which is not a concurrency level; "
+                    "key the table by level, e.g. max_requests = { 1 = 200, 32 = 4096 }"
+                )
             pairs.append((level, count(value)))
         return tuple(sorted(pairs))
     return count(raw)
@@ -543,8 +548,7 @@ def load_search_space(path: str | Path) -> SearchSpace:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(
-            f"search-space file {str(p)!r} does not exist; pass an existing file with --space "
-            "(see search_spaces/ for examples)"
+            f"search-space file {str(p)!r} does not exist; pass an existing file with --space (see search_spaces/ for examples)"
         )
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -601,9 +605,7 @@ def _rebuilt(source: str, table: tuple[str, ...], build: Callable[[], _T]) -> _T
         raise _config_error(exc, source, table) from None
 
 
-def _config_error(
-    exc: ValidationError, source: str, prefix: tuple[str, ...] = (), drop: tuple[str, ...] = ()
-) -> ConfigError:
+def _config_error(exc: ValidationError, source: str, prefix: tuple[str, ...] = (), drop: tuple[str, ...] = ()) -> ConfigError:
     """pydantic's first error as `<file>: <where> <problem>; <fix>`. `prefix` locates a
     table validated on its own; `drop` removes a union's tag from the location."""
     problem = first_problem(exc)
@@ -724,9 +726,7 @@ def _validate_space(space: SearchSpace) -> None:
     known = set(names) | set(space.server.flags)
     for name in names:
         if name in space.server.flags:
-            raise ConfigError(
-                f"{src}: {name} is both tunable ([params.{name}]) and fixed ([server.flags]); remove one of them"
-            )
+            raise ConfigError(f"{src}: {name} is both tunable ([params.{name}]) and fixed ([server.flags]); remove one of them")
     for p in space.params:
         _check_param(p, known, src)
     for name, value in space.server.flags.items():

@@ -11,8 +11,7 @@ from __future__ import annotations
 __all__ = ["METRICS", "METRIC_DIRECTIONS"]
 
 METRICS: dict[str, str] = {
-    "output_tok_s": "mean per-request output speed, tok/s: completion tokens / (done - sent), "
-    "queueing and TTFT included",
+    "output_tok_s": "mean per-request output speed, tok/s: completion tokens / (done - sent), queueing and TTFT included",
     "decode_tok_s": "mean per-request decode speed, tok/s: (completion tokens - first chunk) / (done - first token)",
     "agg_output_tok_s": "aggregate output throughput, tok/s, in the level's steady window: while C requests "
     "were in flight, ramp-up and drain left out",

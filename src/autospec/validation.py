@@ -30,10 +30,18 @@ __all__ = [
 ]
 
 #: error types whose location is a table, not a key in it
-_TABLE_ERRORS = frozenset({
-    "unknown_key", "table", "union_tag_invalid", "union_tag_not_found",
-    "model_type", "model_attributes_type", "dataclass_type", "dataclass_args_type",
-})
+_TABLE_ERRORS = frozenset(
+    {
+        "unknown_key",
+        "table",
+        "union_tag_invalid",
+        "union_tag_not_found",
+        "model_type",
+        "model_attributes_type",
+        "dataclass_type",
+        "dataclass_args_type",
+    }
+)
 
 
 class Problem(NamedTuple):
@@ -115,12 +123,12 @@ def first_problem(exc: ValidationError, positional: Sequence[str] = ()) -> Probl
     last = max((i for i, part in enumerate(loc) if isinstance(part, str)), default=-1)
     if last < 0:
         return Problem(loc, None, _describe(error))
-    key = str(loc[last]) + "".join(f"[{part}]" for part in loc[last + 1:])
+    key = str(loc[last]) + "".join(f"[{part}]" for part in loc[last + 1 :])
     return Problem(loc[:last], key, _describe(error))
 
 
 def _describe(error: ErrorDetails) -> str:
-    """"problem; fix" for one pydantic error."""
+    """ "problem; fix" for one pydantic error."""
     kind, ctx, got = error["type"], error.get("ctx") or {}, short(error.get("input"))
     if kind in ("value", "table", "unknown_key"):
         return error["msg"]

@@ -135,8 +135,7 @@ class FakeServer:
     async def _send_json(self, writer: asyncio.StreamWriter, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
         writer.write(
-            f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n".encode()
-            + data
+            f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n".encode() + data
         )
         await writer.drain()
 
@@ -144,9 +143,7 @@ class FakeServer:
         if reply.kind == "status":
             await self._send_json(writer, reply.status, {"object": "error", "message": "injected failure"})
             return True
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-        )
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
         with self._lock:
             self.open_streams += 1
             self.max_open_streams = max(self.max_open_streams, self.open_streams)
@@ -219,9 +216,7 @@ def _events(path: str, body: dict, reply: Reply) -> list[dict]:
         done += size
         last = done == total
         if path == "/generate":
-            events.append(
-                _native(body, done, step + 1, {"type": "length", "length": total} if last else None, reply.verify)
-            )
+            events.append(_native(body, done, step + 1, {"type": "length", "length": total} if last else None, reply.verify))
             continue
         usage = {"prompt_tokens": 7, "completion_tokens": done, "total_tokens": 7 + done}
         if path == "/v1/chat/completions":

@@ -13,13 +13,20 @@ from pathlib import Path
 import httpx
 
 SIM_FLAGS = (
-    "--model-path", "sim",
-    "--speculative-algorithm", "NEXTN",
-    "--speculative-num-steps", "3",
-    "--speculative-eagle-topk", "1",
-    "--speculative-num-draft-tokens", "4",
-    "--sim-noise", "off",
-    "--sim-load-seconds", "0.2",
+    "--model-path",
+    "sim",
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+    "--sim-noise",
+    "off",
+    "--sim-load-seconds",
+    "0.2",
 )
 
 
@@ -37,8 +44,19 @@ class SimProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.time_scale = time_scale
         self._log = log_path.open("wb")
-        argv = [sys.executable, "-m", "autospec.sim", "--host", "127.0.0.1", "--port", str(self.port),
-                *SIM_FLAGS, "--sim-time-scale", str(time_scale), *extra]
+        argv = [
+            sys.executable,
+            "-m",
+            "autospec.sim",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *SIM_FLAGS,
+            "--sim-time-scale",
+            str(time_scale),
+            *extra,
+        ]
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.log_path = log_path
 

@@ -73,8 +73,9 @@ def test_decode_figures_convert_to_the_responses_definition() -> None:
     # prefill: completion tokens per pass = 410 / 100.
     assert per_request_definition(4.0, 400, 10) == pytest.approx(4.1)
     ok = RequestRecord(ok=True, error_kind=None, t_sent=0, t_first=1, t_done=2, completion_tokens=11)
-    partial = RequestRecord(ok=False, error_kind="truncated", t_sent=0, t_first=1, t_done=2,
-                            chunk_times=(1, 2), chunk_tokens=(1, 4))
+    partial = RequestRecord(
+        ok=False, error_kind="truncated", t_sent=0, t_first=1, t_done=2, chunk_times=(1, 2), chunk_tokens=(1, 4)
+    )
     assert decode_tokens([ok, ok, partial]) == (10 + 10 + 4, 3)
 
 
@@ -102,8 +103,9 @@ def test_the_tracker_uses_server_info_first(fake_server) -> None:
     server = fake_server(lambda n, body: Reply(tokens=6, per_event=1, verify=False))
     answers = iter([info(0.0), info(2.5)])
     server.info = lambda: next(answers)
-    result, estimate = _level(server.url, Workload("synthetic", output_len=6, api="completions"), None,
-                              LevelPlan(2, num_requests=4))
+    result, estimate = _level(
+        server.url, Workload("synthetic", output_len=6, api="completions"), None, LevelPlan(2, num_requests=4)
+    )
     assert summarize(result).accept_length is None  # the OpenAI API carries no speculative fields
     # 4 requests x 5 decode tokens at 2.5 per pass = 8 passes; with the first tokens: 24 / 8.
     assert estimate == AcceptEstimate(pytest.approx(3.0), "server_info")
@@ -114,8 +116,7 @@ def test_the_tracker_falls_back_to_the_log(fake_server, tmp_path: Path) -> None:
     server = fake_server(lambda n, body: Reply(tokens=6, per_event=1, verify=False))  # no /server_info (404)
     log = tmp_path / "server.log"
     log.write_text("Decode batch, #running-req: 9, #token: 1, token usage: 0.00, accept len: 9.00, cuda graph: True\n")
-    _, estimate = _level(server.url, Workload("synthetic", output_len=6, api="chat"), log,
-                         LevelPlan(2, num_requests=4))
+    _, estimate = _level(server.url, Workload("synthetic", output_len=6, api="chat"), log, LevelPlan(2, num_requests=4))
     assert estimate is not None and estimate.source == "log"  # only the lines written during the level
     assert estimate.value == pytest.approx(per_request_definition(3.5, 20, 4))
     assert server.info_paths == ["/server_info", "/get_server_info"] * 2

@@ -20,8 +20,11 @@ def _adaptive(url: str, settings: AdaptiveSettings, plan: LevelPlan | None = Non
 
 def test_stops_once_the_interval_is_narrow_enough(fake_server) -> None:
     server = fake_server(lambda n, body: Reply(tokens=6, per_event=2, delay_s=0.005))
-    result = _adaptive(server.url, AdaptiveSettings(target_rel_half_width=10.0, min_repeats=2, max_repeats=5),
-                       LevelPlan(2, num_requests=4, warmup_requests=2))
+    result = _adaptive(
+        server.url,
+        AdaptiveSettings(target_rel_half_width=10.0, min_repeats=2, max_repeats=5),
+        LevelPlan(2, num_requests=4, warmup_requests=2),
+    )
     assert result.converged and len(result.results) == 2
     assert result.summary.n_repeats == 2 and result.summary.n_requests == 8
     assert result.reason.startswith("2 runs: output_tok_s +-")
@@ -47,8 +50,9 @@ def test_a_failing_level_stops_at_once(fake_server) -> None:
 
 def test_precision_verdict_reports_each_metric(fake_server) -> None:
     server = fake_server(lambda n, body: Reply(tokens=6, per_event=2))
-    run = asyncio.run(run_level_adaptive(server.url, WORKLOAD, LevelPlan(1, num_requests=1),
-                                         AdaptiveSettings(min_repeats=1, max_repeats=1)))
+    run = asyncio.run(
+        run_level_adaptive(server.url, WORKLOAD, LevelPlan(1, num_requests=1), AdaptiveSettings(min_repeats=1, max_repeats=1))
+    )
     precise, why = precision_verdict(summarize_repeats(run.results), AdaptiveSettings())
     assert not precise and "output_tok_s interval unknown" in why  # one request, one run
 

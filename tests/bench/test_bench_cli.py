@@ -31,8 +31,24 @@ def keep_signal_handlers() -> Iterator[None]:
 def test_bench_a_running_server_prints_a_table_and_writes_json(fake_server, tmp_path: Path, capsys) -> None:
     server = fake_server(lambda n, body: Reply(tokens=6, per_event=2))
     out_json, out_records = tmp_path / "bench.json", tmp_path / "records.jsonl"
-    rc = main(["bench", "--url", server.url, "--concurrency", "1,3", "--output-len", "6", "--warmup", "1",
-               "--json", str(out_json), "--records", str(out_records), "--quiet"])
+    rc = main(
+        [
+            "bench",
+            "--url",
+            server.url,
+            "--concurrency",
+            "1,3",
+            "--output-len",
+            "6",
+            "--warmup",
+            "1",
+            "--json",
+            str(out_json),
+            "--records",
+            str(out_records),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "per-req tok/s" in printed and "agg tok/s" in printed and "FAILED" not in printed
@@ -77,11 +93,35 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], fragment: str, capsys
 
 def test_bench_launches_the_simulator(tmp_path: Path, capsys) -> None:
     out_json = tmp_path / "sim.json"
-    rc = main(["bench", "--sim", "--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2",
-               "--flag", "speculative_algorithm=NEXTN", "--flag", "speculative_num_steps=2",
-               "--flag", "speculative_eagle_topk=1", "--flag", "speculative_num_draft_tokens=3",
-               "--concurrency", "1", "--output-len", "16", "--server-log", str(tmp_path / "server.log"),
-               "--json", str(out_json), "--quiet"])
+    rc = main(
+        [
+            "bench",
+            "--sim",
+            "--sim-noise",
+            "off",
+            "--sim-load-seconds",
+            "0.1",
+            "--sim-time-scale",
+            "0.2",
+            "--flag",
+            "speculative_algorithm=NEXTN",
+            "--flag",
+            "speculative_num_steps=2",
+            "--flag",
+            "speculative_eagle_topk=1",
+            "--flag",
+            "speculative_num_draft_tokens=3",
+            "--concurrency",
+            "1",
+            "--output-len",
+            "16",
+            "--server-log",
+            str(tmp_path / "server.log"),
+            "--json",
+            str(out_json),
+            "--quiet",
+        ]
+    )
     assert rc == 0, capsys.readouterr()
     payload = json.loads(out_json.read_text())
     assert "autospec.sim" in payload["server"]["argv"]
@@ -94,8 +134,25 @@ def test_bench_launches_the_simulator(tmp_path: Path, capsys) -> None:
 def test_precise_levels_record_why_they_stopped(fake_server, tmp_path: Path, capsys) -> None:
     server = fake_server(lambda n, body: Reply(tokens=6, per_event=2))
     out_json = tmp_path / "bench.json"
-    rc = main(["bench", "--url", server.url, "--concurrency", "1,2", "--output-len", "6", "--precise",
-               "--target-ci", "0.000001", "--max-seconds", "0", "--json", str(out_json), "--quiet"])
+    rc = main(
+        [
+            "bench",
+            "--url",
+            server.url,
+            "--concurrency",
+            "1,2",
+            "--output-len",
+            "6",
+            "--precise",
+            "--target-ci",
+            "0.000001",
+            "--max-seconds",
+            "0",
+            "--json",
+            str(out_json),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "steady" in printed and "whole tok/s" in printed and "ok, cap" in printed
@@ -126,11 +183,35 @@ def test_bad_precise_options(fake_server, argv: list[str], fragment: str, capsys
 
 def test_bench_takes_accept_length_from_the_simulator_on_the_openai_api(tmp_path: Path, capsys) -> None:
     out_json = tmp_path / "sim.json"
-    rc = main(["bench", "--sim", "--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2",
-               "--flag", "speculative_algorithm=NEXTN", "--flag", "speculative_num_steps=2",
-               "--flag", "speculative_eagle_topk=1", "--flag", "speculative_num_draft_tokens=3",
-               "--concurrency", "1", "--output-len", "16", "--api", "completions",
-               "--json", str(out_json), "--quiet"])
+    rc = main(
+        [
+            "bench",
+            "--sim",
+            "--sim-noise",
+            "off",
+            "--sim-load-seconds",
+            "0.1",
+            "--sim-time-scale",
+            "0.2",
+            "--flag",
+            "speculative_algorithm=NEXTN",
+            "--flag",
+            "speculative_num_steps=2",
+            "--flag",
+            "speculative_eagle_topk=1",
+            "--flag",
+            "speculative_num_draft_tokens=3",
+            "--concurrency",
+            "1",
+            "--output-len",
+            "16",
+            "--api",
+            "completions",
+            "--json",
+            str(out_json),
+            "--quiet",
+        ]
+    )
     assert rc == 0, capsys.readouterr()
     summary = json.loads(out_json.read_text())["levels"][0]["summary"]
     assert summary["accept_length"] > 1 and summary["accept_length_source"] == "server_info"
@@ -143,19 +224,50 @@ def test_a_one_off_stall_is_left_out_of_a_precise_level(tmp_path: Path, capsys, 
     # same level without the stall is benchmarks/sim_speed.py's one-off stall table.)
     monkeypatch.setenv("AUTOSPEC_SIM_FAULTS", "stall_after_requests=16:4")
     out_json, out_records = tmp_path / "stalled.json", tmp_path / "records.jsonl"
-    rc = main(["bench", "--sim", "--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.5",
-               "--flag", "speculative_algorithm=NEXTN", "--flag", "speculative_num_steps=2",
-               "--flag", "speculative_eagle_topk=1", "--flag", "speculative_num_draft_tokens=3",
-               "--concurrency", "8", "--output-len", "32", "--precise", "--target-ci", "0.03",
-               "--max-seconds", "60", "--json", str(out_json), "--records", str(out_records), "--quiet"])
+    rc = main(
+        [
+            "bench",
+            "--sim",
+            "--sim-noise",
+            "off",
+            "--sim-load-seconds",
+            "0.1",
+            "--sim-time-scale",
+            "0.5",
+            "--flag",
+            "speculative_algorithm=NEXTN",
+            "--flag",
+            "speculative_num_steps=2",
+            "--flag",
+            "speculative_eagle_topk=1",
+            "--flag",
+            "speculative_num_draft_tokens=3",
+            "--concurrency",
+            "8",
+            "--output-len",
+            "32",
+            "--precise",
+            "--target-ci",
+            "0.03",
+            "--max-seconds",
+            "60",
+            "--json",
+            str(out_json),
+            "--records",
+            str(out_records),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     assert re.search(r"after \d+\.\d s stall", capsys.readouterr().out)
     stalled = json.loads(out_json.read_text())["levels"][0]["summary"]
     assert stalled["stop_reason"] == "target" and stalled["steady_transient_s"] >= 2.0
     assert stalled["ttft_ms_p99"] >= 2000  # the stall happened while measuring
 
-    records = [RequestRecord.from_dict({k: v for k, v in row.items() if k not in ("concurrency", "repeat")})
-               for row in map(json.loads, out_records.read_text().splitlines())]
+    records = [
+        RequestRecord.from_dict({k: v for k, v in row.items() if k not in ("concurrency", "repeat")})
+        for row in map(json.loads, out_records.read_text().splitlines())
+    ]
     measured = [r for r in records if not r.warmup]
     window = steady_window(measured, 8)
     assert window is not None and window.seconds == pytest.approx(stalled["steady_window_s"])
@@ -170,10 +282,17 @@ def test_a_one_off_stall_is_left_out_of_a_precise_level(tmp_path: Path, capsys, 
 
 
 def test_the_table_names_a_stall_only_where_one_was_left_out() -> None:
-    record = RequestRecord(ok=True, error_kind=None, t_sent=0.0, t_first=0.1, t_done=1.0,
-                           chunk_times=(0.1, 1.0), chunk_tokens=(1, 9), completion_tokens=10)
+    record = RequestRecord(
+        ok=True,
+        error_kind=None,
+        t_sent=0.0,
+        t_first=0.1,
+        t_done=1.0,
+        chunk_times=(0.1, 1.0),
+        chunk_tokens=(1, 9),
+        completion_tokens=10,
+    )
     clean = summarize(LevelResult(records=(record,), wall_s=1.0))
     stalled = dataclasses.replace(clean, steady_transient_s=2.34)
-    rows = [line for line in render_table([{"summary": clean}, {"summary": stalled}]).splitlines()
-            if line.startswith("1 ")]
+    rows = [line for line in render_table([{"summary": clean}, {"summary": stalled}]).splitlines() if line.startswith("1 ")]
     assert len(rows) == 2 and "stall" not in rows[0] and "after 2.3 s stall" in rows[1]

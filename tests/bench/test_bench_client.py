@@ -71,8 +71,7 @@ def test_injected_transport_is_used() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         body = b"".join(
-            b"data: " + json.dumps({"text": "x", "meta_info": {"completion_tokens": n, "finish_reason": None}}).encode()
-            + b"\n\n"
+            b"data: " + json.dumps({"text": "x", "meta_info": {"completion_tokens": n, "finish_reason": None}}).encode() + b"\n\n"
             for n in (1, 3)
         )
         return httpx.Response(200, content=body + b"data: [DONE]\n\n")

@@ -32,8 +32,16 @@ WORKLOAD = Workload("synthetic", output_len=6)
 
 def _record(i: int, speed: float = 100.0) -> RequestRecord:
     t0 = float(i)
-    return RequestRecord(ok=True, error_kind=None, t_sent=t0, t_first=t0 + 0.01, t_done=t0 + 10 / speed,
-                         chunk_times=(t0 + 0.01, t0 + 10 / speed), chunk_tokens=(1, 9), completion_tokens=10)
+    return RequestRecord(
+        ok=True,
+        error_kind=None,
+        t_sent=t0,
+        t_first=t0 + 0.01,
+        t_done=t0 + 10 / speed,
+        chunk_times=(t0 + 0.01, t0 + 10 / speed),
+        chunk_tokens=(1, 9),
+        completion_tokens=10,
+    )
 
 
 def summary_of(**changes) -> LevelSummary:
@@ -44,8 +52,7 @@ def summary_of(**changes) -> LevelSummary:
 
 
 def goal(*figures: Figure, floor: int = 4, ceiling: int = 100, cap_s: float = 60.0) -> PrecisionGoal:
-    return PrecisionGoal(figures or (Figure("output_tok_s", 0.02),), min_requests=floor, max_requests=ceiling,
-                         cap_s=cap_s)
+    return PrecisionGoal(figures or (Figure("output_tok_s", 0.02),), min_requests=floor, max_requests=ceiling, cap_s=cap_s)
 
 
 PRECISE = {"output_tok_s": (99.0, 101.0)}  # +-1% around 100
@@ -198,8 +205,7 @@ def test_the_callers_hook_stops_a_level_early(fake_server) -> None:
         asked.append(summary.n_ok)
         return "clearly dominated"
 
-    run = _precise(server.url, LevelPlan(2), goal(Figure("output_tok_s", 1e-9), floor=4, cap_s=3600.0),
-                   should_stop=hook)
+    run = _precise(server.url, LevelPlan(2), goal(Figure("output_tok_s", 1e-9), floor=4, cap_s=3600.0), should_stop=hook)
     assert run.stop == Stop("external", "clearly dominated")
     assert run.summary.stop_reason == "external" and run.summary.precision["detail"] == "clearly dominated"  # type: ignore[index]
     assert run.summary.n_requests == 4 and len(asked) == 1 and asked[0] >= 1  # asked once, at the floor
@@ -209,8 +215,7 @@ def test_a_noisy_level_keeps_measuring_past_its_floor_until_precise(fake_server)
     # Requests alternate between two speeds (a factor 2): the t interval of 2 requests is
     # far wider than +-25%, so the level goes on until it has enough of them.
     server = fake_server(lambda n, body: Reply(tokens=4, per_event=1, delay_s=0.004 if n % 2 else 0.008))
-    level_goal = dataclasses.replace(goal(Figure("output_tok_s", 0.25), floor=2, ceiling=400, cap_s=3600.0),
-                                     check_every_s=1e-6)
+    level_goal = dataclasses.replace(goal(Figure("output_tok_s", 0.25), floor=2, ceiling=400, cap_s=3600.0), check_every_s=1e-6)
     run = _precise(server.url, LevelPlan(1), level_goal)
     assert run.stop.reason == "target"
     assert run.summary.n_requests > 2

@@ -52,7 +52,7 @@ def test_openai_request_bodies_ask_for_usage_on_every_chunk(api: str, path: str)
 
 def test_sse_splitter_handles_split_chunks_crlf_comments_and_multiline_data() -> None:
     s = SseSplitter()
-    assert s.feed(b"data: {\"a\"") == []
+    assert s.feed(b'data: {"a"') == []
     assert s.feed(b": 1}\n") == []
     assert s.feed(b"\n") == ['{"a": 1}']
     assert s.feed(b": keep-alive comment\r\n\r\nevent: x\r\ndata: one\r\ndata:two\r\n\r\n") == ["one\ntwo"]

@@ -67,8 +67,11 @@ def test_closed_loop_keeps_exactly_c_in_flight_and_excludes_warmup(fake_server) 
 def test_a_level_freezes_the_servers_gc_after_its_warmup_and_before_measuring(fake_server, can_freeze) -> None:
     server = fake_server(lambda n, body: Reply(tokens=8, per_event=2))
     server.can_freeze_gc = can_freeze
-    results = run_levels(server.url, Workload("random", input_len=5, output_len=8, seed=7),
-                         [LevelPlan(1), LevelPlan(4, warmup_requests=3, freeze_gc=True)])
+    results = run_levels(
+        server.url,
+        Workload("random", input_len=5, output_len=8, seed=7),
+        [LevelPlan(1), LevelPlan(4, warmup_requests=3, freeze_gc=True)],
+    )
     assert server.freezes == [4 + 3]  # not for the level without it; after its 3 warmup requests ended
     assert "gc_frozen" not in results[1].metadata and results[4].metadata["gc_frozen"] is can_freeze
     assert summarize(results[1]).gc_frozen is None and summarize(results[4]).gc_frozen is can_freeze
@@ -78,8 +81,11 @@ def test_a_level_freezes_the_servers_gc_after_its_warmup_and_before_measuring(fa
 def test_warmup_requests_have_the_workloads_length_unless_the_plan_says_another(fake_server) -> None:
     server = fake_server(lambda n, body: Reply(tokens=4))
     workload = Workload("random", input_len=5, output_len=300, seed=7)
-    run_levels(server.url, workload, [LevelPlan(2, num_requests=2, warmup_requests=2),
-                                      LevelPlan(4, num_requests=4, warmup_requests=4, warmup_output_len=200)])
+    run_levels(
+        server.url,
+        workload,
+        [LevelPlan(2, num_requests=2, warmup_requests=2), LevelPlan(4, num_requests=4, warmup_requests=4, warmup_output_len=200)],
+    )
     lengths = [b["sampling_params"]["max_new_tokens"] for b in server.bodies]
     assert lengths == [300] * 2 + [300] * 2 + [200] * 4 + [300] * 4
 
@@ -98,8 +104,9 @@ def test_duration_mode_stops_sending_at_the_deadline(fake_server, monkeypatch) -
 
     monkeypatch.setattr(runner_module, "time", types.SimpleNamespace(perf_counter=lambda: now))
     server = fake_server(lambda n, body: Reply(tokens=4, per_event=1))
-    level = run_level(server.url, Workload("synthetic", output_len=4), LevelPlan(2, duration_s=0.3),
-                      on_progress=jump_at_the_fourth)
+    level = run_level(
+        server.url, Workload("synthetic", output_len=4), LevelPlan(2, duration_s=0.3), on_progress=jump_at_the_fourth
+    )
     result = asyncio.run(asyncio.wait_for(level, 60))  # a runner that ignored its deadline would never stop
     assert len(result.records) == len(server.bodies) == 5
     assert all(r.ok for r in result.records)
@@ -112,9 +119,7 @@ def test_faults_mid_level_are_counted_never_raised_never_tokens(fake_server) -> 
         return Reply(kind=kinds[n % len(kinds)], tokens=6, per_event=2)
 
     server = fake_server(script)
-    result = asyncio.run(
-        run_level(server.url, Workload("synthetic", output_len=6), LevelPlan(4, num_requests=16), timeout_s=0.5)
-    )
+    result = asyncio.run(run_level(server.url, Workload("synthetic", output_len=6), LevelPlan(4, num_requests=16), timeout_s=0.5))
     summary = summarize(result)
     assert summary.n_requests == 16 and summary.n_ok == 8
     assert summary.errors_by_kind == {"http_status": 2, "truncated": 2, "timeout": 2, "stream_error": 2}
@@ -135,9 +140,7 @@ def test_cancellation_closes_every_in_flight_stream(fake_server) -> None:
     server = fake_server(lambda n, body: Reply(tokens=500, per_event=1, delay_s=0.02))
 
     async def scenario() -> None:
-        task = asyncio.create_task(
-            run_level(server.url, Workload("synthetic", output_len=500), LevelPlan(5, num_requests=50))
-        )
+        task = asyncio.create_task(run_level(server.url, Workload("synthetic", output_len=500), LevelPlan(5, num_requests=50)))
         for _ in range(500):
             if server.open_streams == 5:
                 break

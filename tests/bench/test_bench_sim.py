@@ -55,9 +55,15 @@ class Level:
     scheduled_s: float  # the seconds its steps were scheduled to take (simulated seconds x the time scale)
 
     def prediction(self) -> Prediction:
-        return predict(load_profile(default_profile_path()), FLAGS, self.summary.concurrency, self.workload,
-                       input_len=round(self.summary.prompt_tokens_mean), output_len=OUTPUT_LEN,
-                       num_requests=self.summary.n_requests)
+        return predict(
+            load_profile(default_profile_path()),
+            FLAGS,
+            self.summary.concurrency,
+            self.workload,
+            input_len=round(self.summary.prompt_tokens_mean),
+            output_len=OUTPUT_LEN,
+            num_requests=self.summary.n_requests,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +92,7 @@ async def _levels(url: str, name: str) -> dict[int, Level]:
             emitted, scheduled = await _counters(http, url)
             result = await run_level_with(client, LevelPlan(concurrency))
             emitted_after, scheduled_after = await _counters(http, url)
-            out[concurrency] = Level(name, result, summarize(result), emitted_after - emitted,
-                                     scheduled_after - scheduled)
+            out[concurrency] = Level(name, result, summarize(result), emitted_after - emitted, scheduled_after - scheduled)
     return out
 
 
@@ -120,8 +125,7 @@ def test_every_token_the_simulator_emitted_is_counted(measured, workload: str, c
 
 @pytest.mark.parametrize("concurrency", LEVELS)
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
-def test_the_client_never_measures_the_simulator_faster_than_it_scheduled(
-        measured, workload: str, concurrency: int) -> None:
+def test_the_client_never_measures_the_simulator_faster_than_it_scheduled(measured, workload: str, concurrency: int) -> None:
     # Each step ends no earlier than its scheduled duration after the step before it (or
     # after the arrival that started it), and the client's clock runs from before the first
     # arrival to after the last token: the level's span holds all the scheduled seconds,

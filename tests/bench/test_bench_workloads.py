@@ -57,16 +57,15 @@ def test_builtin_order_is_seeded_and_cycles() -> None:
     pool = load_builtin("summarize")
     made = prompts(w, len(pool) + 5)
     assert sorted(p.index for p in made[: len(pool)]) == list(range(len(pool)))
-    assert made[len(pool):] == made[:5]
-    assert [p.index for p in prompts(Workload("builtin", name="summarize", seed=4), 10)] != [
-        p.index for p in made[:10]
-    ]
+    assert made[len(pool) :] == made[:5]
+    assert [p.index for p in prompts(Workload("builtin", name="summarize", seed=4), 10)] != [p.index for p in made[:10]]
 
 
 def test_jsonl_file_with_prompts_and_messages(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text(
-        json.dumps({"prompt": "hello there"}) + "\n\n"
+        json.dumps({"prompt": "hello there"})
+        + "\n\n"
         + json.dumps({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]})
         + "\n"
     )

@@ -22,8 +22,16 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+)
 
 
 class CdpError(RuntimeError):
@@ -41,13 +49,24 @@ class Chromium:
     def __init__(self, user_data_dir: Path, log_path: Path, width: int = 1400, height: int = 1000) -> None:
         to_chrome_r, self._to_chrome = (_high_fd(fd) for fd in os.pipe())
         self._from_chrome, from_chrome_w = (_high_fd(fd) for fd in os.pipe())
-        argv = [CHROMIUM, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={user_data_dir}",
-                f"--window-size={width},{height}", "about:blank"]
+        argv = [
+            CHROMIUM,
+            *FLAGS,
+            "--remote-debugging-pipe",
+            f"--user-data-dir={user_data_dir}",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ]
         script = f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-'
         self._log = open(log_path, "wb")  # noqa: SIM115 - Chromium writes to it until close()
         self.proc = subprocess.Popen(
-            ["bash", "-c", script, "chromium", *argv], pass_fds=(to_chrome_r, from_chrome_w),
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+            ["bash", "-c", script, "chromium", *argv],
+            pass_fds=(to_chrome_r, from_chrome_w),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buffer = b""
@@ -71,8 +90,9 @@ class Chromium:
         raw, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(raw)
 
-    def call(self, method: str, params: dict[str, Any] | None = None, *, page: bool = True,
-             timeout: float = 30.0) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, *, page: bool = True, timeout: float = 30.0
+    ) -> dict[str, Any]:
         self._next_id += 1
         message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if page and self.session:

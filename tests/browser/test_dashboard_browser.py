@@ -51,7 +51,11 @@ def dashboard(tmp_path):
     made = build_study(tmp_path, [c for c in STANDARD if c.outcome != "duplicate"], artifacts=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "autospec.cli.main", "dashboard", *made.args, "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         line = proc.stdout.readline().strip()  # the URL, printed once the socket listens
         assert line.startswith("http://127.0.0.1:"), f"no URL from autospec dashboard: {line!r} {proc.stderr.read()}"
@@ -114,7 +118,8 @@ def test_trial_artifacts_are_served_from_the_studys_artifact_store(dashboard):
     metas = [json.loads(v) for k, v in trial.system_attrs.items() if k.startswith("artifacts:")]
     assert len(metas) == 1 and metas[0]["filename"] == "trial-0001.log"
     study_id = url.rstrip("/").rsplit("/", 1)[1]
-    with urllib.request.urlopen(f"{base}/artifacts/{study_id}/{trial._trial_id}/{metas[0]['artifact_id']}",
-                                timeout=10) as response:
+    with urllib.request.urlopen(
+        f"{base}/artifacts/{study_id}/{trial._trial_id}/{metas[0]['artifact_id']}", timeout=10
+    ) as response:
         body = response.read().decode()
     assert body.startswith("server log of trial 1")

@@ -29,8 +29,7 @@ GOOD = textwrap.dedent("""
 
 def digest(folder: Path) -> dict[str, str]:
     return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*")) if p.is_file()
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()
     }
 
 
@@ -46,11 +45,14 @@ def existing_study(tmp_path: Path) -> Path:
     studies = tmp_path / "studies"
     handle = open_storage(None, "kept", studies)
     study = open_study(handle, "kept", space, optuna.samplers.RandomSampler(seed=0))
-    study.add_trial(optuna.trial.create_trial(
-        params={"speculative_num_steps": 2},
-        distributions={"speculative_num_steps": optuna.distributions.IntDistribution(1, 4)},
-        values=[100.0, 900.0], user_attrs={"launched": True, "outcome": "ok"},
-    ))
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={"speculative_num_steps": 2},
+            distributions={"speculative_num_steps": optuna.distributions.IntDistribution(1, 4)},
+            values=[100.0, 900.0],
+            user_attrs={"launched": True, "outcome": "ok"},
+        )
+    )
     return studies
 
 
@@ -66,14 +68,24 @@ CASES = [
     ("objective twice", GOOD + ('[[objectives]]\nmetric = "output_tok_s"\nconcurrency = 1\n' * 2), "listed twice"),
     ("empty file", "", "bad.toml: no tunable parameter, so there is nothing to tune; add a [params.NAME] table"),
     ("no tunable parameter", '[server.flags]\nmodel_path = "m"\n', "bad.toml: no tunable parameter"),
-    ("no model_path", GOOD.replace('model_path = "m"\n', ""),
-     "bad.toml: [server.flags] has no model_path, so no server can start; add model_path"),
+    (
+        "no model_path",
+        GOOD.replace('model_path = "m"\n', ""),
+        "bad.toml: [server.flags] has no model_path, so no server can start; add model_path",
+    ),
     ("top_p 0", GOOD + "[workload]\ntop_p = 0\n", "bad.toml: [workload] top_p must be in (0, 1], got 0; use 1.0"),
-    ("fixed mem fraction 1.5", GOOD.replace("[params.mem_fraction_static]", "[params.x]").replace(
-        'model_path = "m"', 'model_path = "m"\nmem_fraction_static = 1.5'),
-     "bad.toml: [server.flags] mem_fraction_static must stay within (0, 1) (SGLang rejects other values), got 1.5; use"),
-    ("fixed tp_size not an integer", GOOD.replace('model_path = "m"', 'model_path = "m"\ntp_size = "four"'),
-     "bad.toml: [server.flags] tp_size must be an integer, got 'four'; write e.g. tp_size=1"),
+    (
+        "fixed mem fraction 1.5",
+        GOOD.replace("[params.mem_fraction_static]", "[params.x]").replace(
+            'model_path = "m"', 'model_path = "m"\nmem_fraction_static = 1.5'
+        ),
+        "bad.toml: [server.flags] mem_fraction_static must stay within (0, 1) (SGLang rejects other values), got 1.5; use",
+    ),
+    (
+        "fixed tp_size not an integer",
+        GOOD.replace('model_path = "m"', 'model_path = "m"\ntp_size = "four"'),
+        "bad.toml: [server.flags] tp_size must be an integer, got 'four'; write e.g. tp_size=1",
+    ),
 ]
 
 
@@ -186,9 +198,29 @@ def test_a_space_without_model_path_runs_with_model_path(tmp_path, capsys):
     space = tmp_path / "nomodel.toml"
     space.write_text(GOOD.replace('model_path = "m"\n', ""))
     studies = tmp_path / "studies"
-    code = main(["optimize", "--space", str(space), "--model-path", "m", "--studies-dir", str(studies), "--sim",
-                 "--trials", "1", "--quiet", "--sim-load-seconds", "0", "--sim-warmup-seconds", "0",
-                 "--sim-time-scale", "0.05", "--output-len", "8"])
+    code = main(
+        [
+            "optimize",
+            "--space",
+            str(space),
+            "--model-path",
+            "m",
+            "--studies-dir",
+            str(studies),
+            "--sim",
+            "--trials",
+            "1",
+            "--quiet",
+            "--sim-load-seconds",
+            "0",
+            "--sim-warmup-seconds",
+            "0",
+            "--sim-time-scale",
+            "0.05",
+            "--output-len",
+            "8",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "1 launched trials" in out
 
@@ -196,20 +228,28 @@ def test_a_space_without_model_path_runs_with_model_path(tmp_path, capsys):
 @pytest.mark.parametrize(
     "flags, expected",
     [
-        (["--flag", "mem_fraction_static=1.5"],
-         "--flag mem_fraction_static=1.5: mem_fraction_static must stay within (0, 1) (SGLang rejects other values), "
-         "got 1.5; use a value within that range"),
+        (
+            ["--flag", "mem_fraction_static=1.5"],
+            "--flag mem_fraction_static=1.5: mem_fraction_static must stay within (0, 1) (SGLang rejects other values), "
+            "got 1.5; use a value within that range",
+        ),
         (["--flag=--page-size=0"], "--flag --page-size=0: page_size must stay within [1, 4096]"),
         (["--flag", "tp_size=1.5"], "--flag tp_size=1.5: tp_size must be an integer, got 1.5; write e.g. tp_size=1"),
         (["--tp-size", "0"], "--tp-size 0: tp_size must stay within [1, 1024]"),
-        (["--flag", "speculative_num_steps=3"],
-         "--flag speculative_num_steps=3: speculative_num_steps is tunable in {space} ([params.speculative_num_steps]), "
-         "so it cannot also be fixed; drop --flag speculative_num_steps=3 or use a search space without"),
-        (["--flag", "foo_bar=3"],
-         "--flag foo_bar=3: the server does not accept the flag foo_bar (launch_server.py: error: unrecognized "
-         "arguments: --foo-bar 3); use SGLang's ServerArgs field names"),
-        (["--flag", "attention_backend=triton", "--flag", "foo-bar=yes"],
-         "--flag foo-bar=yes: the server does not accept the flag foo_bar"),
+        (
+            ["--flag", "speculative_num_steps=3"],
+            "--flag speculative_num_steps=3: speculative_num_steps is tunable in {space} ([params.speculative_num_steps]), "
+            "so it cannot also be fixed; drop --flag speculative_num_steps=3 or use a search space without",
+        ),
+        (
+            ["--flag", "foo_bar=3"],
+            "--flag foo_bar=3: the server does not accept the flag foo_bar (launch_server.py: error: unrecognized "
+            "arguments: --foo-bar 3); use SGLang's ServerArgs field names",
+        ),
+        (
+            ["--flag", "attention_backend=triton", "--flag", "foo-bar=yes"],
+            "--flag foo-bar=yes: the server does not accept the flag foo_bar",
+        ),
     ],
 )
 def test_flag_values_and_names_are_checked_and_named_after_the_option(tmp_path, existing_study, capsys, flags, expected):
@@ -217,23 +257,26 @@ def test_flag_values_and_names_are_checked_and_named_after_the_option(tmp_path, 
     space.write_text(GOOD)
     before = digest(existing_study)
     for study in ("kept", "fresh"):
-        code = main(["optimize", "--space", str(space), "--study", study, "--studies-dir", str(existing_study),
-                     "--sim", *flags])
+        code = main(["optimize", "--space", str(space), "--study", study, "--studies-dir", str(existing_study), "--sim", *flags])
         err = capsys.readouterr().err.strip()
         assert code == 2 and len(err.splitlines()) == 1, err
         assert err.startswith("autospec: error: " + expected.format(space=space)), err
         assert digest(existing_study) == before
 
 
-@pytest.mark.parametrize("argv", [
-    ["optimize", "--sim"],
-    ["pareto", "--study", "x"],
-    ["export", "--study", "x", "--pick", "knee"],
-    ["report", "--study", "x", "-o", "out"],
-    ["dashboard", "--study", "x"],
-    ["import", "--study", "x", "--from", "x.jsonl"],
-    ["recover", "--study", "x"],
-], ids=lambda argv: argv[0])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["optimize", "--sim"],
+        ["pareto", "--study", "x"],
+        ["export", "--study", "x", "--pick", "knee"],
+        ["report", "--study", "x", "-o", "out"],
+        ["dashboard", "--study", "x"],
+        ["import", "--study", "x", "--from", "x.jsonl"],
+        ["recover", "--study", "x"],
+    ],
+    ids=lambda argv: argv[0],
+)
 @pytest.mark.parametrize("below", [False, True], ids=["file", "below-a-file"])
 def test_studies_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys, argv, below):
     monkeypatch.chdir(tmp_path)
@@ -257,7 +300,8 @@ def test_a_missing_study_names_the_absolute_folder_from_another_directory(tmp_pa
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert err.startswith(
-        f"autospec: error: no study 'default-sim' in {elsewhere / 'studies'} (default-sim.db does not exist there)")
+        f"autospec: error: no study 'default-sim' in {elsewhere / 'studies'} (default-sim.db does not exist there)"
+    )
     assert "point --studies-dir at the folder that holds default-sim.db, or pass --storage" in err
     assert list(elsewhere.iterdir()) == []
 

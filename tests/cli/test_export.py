@@ -19,27 +19,33 @@ def _error(capsys) -> str:
     return err
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--pick", "fastest"], "--pick 'fastest' is not known; use latency, throughput, knee or a trial number"),
-    (["--pick", "8"], "trial 8 of study 'made' has no measurement (outcome rejected)"),
-    (["--pick", "42"], "trial 42 of study 'made' does not exist"),
-    (["--format", "cmd"], "--pick is required for this format"),
-    (["--pick", "knee", "--port", "0"], "--port 0 is not a TCP port"),
-    (["--pick", "knee", "--flag", "model_path"], "needs NAME=VALUE"),
-    (["--pick", "knee", "--baseline", "9"], "--baseline 9: trial 9 has no measurement"),
-    (["--pick", "knee", "--env", "A B=1"], "--env 'A B=1' needs NAME=VALUE"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--pick", "fastest"], "--pick 'fastest' is not known; use latency, throughput, knee or a trial number"),
+        (["--pick", "8"], "trial 8 of study 'made' has no measurement (outcome rejected)"),
+        (["--pick", "42"], "trial 42 of study 'made' does not exist"),
+        (["--format", "cmd"], "--pick is required for this format"),
+        (["--pick", "knee", "--port", "0"], "--port 0 is not a TCP port"),
+        (["--pick", "knee", "--flag", "model_path"], "needs NAME=VALUE"),
+        (["--pick", "knee", "--baseline", "9"], "--baseline 9: trial 9 has no measurement"),
+        (["--pick", "knee", "--env", "A B=1"], "--env 'A B=1' needs NAME=VALUE"),
+    ],
+)
 def test_bad_input_is_one_line_with_the_fix(made, capsys, argv, expected):
     assert main(["export", *made.args, *argv]) == 2
     assert expected in _error(capsys)
 
 
-@pytest.mark.parametrize("pick, expected", [
-    ("foo", "--pick 'foo' is not known; use latency, throughput, knee or a trial number"),
-    ("99", "--pick 99: trial 99 of study 'made' does not exist"),
-    ("-1", "--pick '-1' is not known; use latency, throughput, knee or a trial number"),
-    ("8", "--pick 8: trial 8 of study 'made' has no measurement (outcome rejected)"),
-])
+@pytest.mark.parametrize(
+    "pick, expected",
+    [
+        ("foo", "--pick 'foo' is not known; use latency, throughput, knee or a trial number"),
+        ("99", "--pick 99: trial 99 of study 'made' does not exist"),
+        ("-1", "--pick '-1' is not known; use latency, throughput, knee or a trial number"),
+        ("8", "--pick 8: trial 8 of study 'made' has no measurement (outcome rejected)"),
+    ],
+)
 def test_pick_is_checked_for_the_adaptive_ladder_too(made, tmp_path, capsys, pick, expected):
     target = tmp_path / "ladder.json"
     assert main(["export", *made.args, "--format", "adaptive", "--pick", pick, "-o", str(target)]) == 2

@@ -17,11 +17,27 @@ GOLDEN = Path(__file__).resolve().parents[1] / "report" / "golden"
 CASES = {
     "knee.sh": ["--pick", "knee", "--format", "cmd", "--env", "SGLANG_ENABLE_SPEC_V2=1"],
     "latency.yaml": ["--pick", "latency", "--format", "yaml", "--host", "0.0.0.0", "--port", "8000"],
-    "throughput.service": ["--pick", "throughput", "--format", "systemd", "--env", "CUDA_VISIBLE_DEVICES=0,1,2,3",
-                           "--server-command", "/opt/sglang/bin/python -m sglang.launch_server"],
+    "throughput.service": [
+        "--pick",
+        "throughput",
+        "--format",
+        "systemd",
+        "--env",
+        "CUDA_VISIBLE_DEVICES=0,1,2,3",
+        "--server-command",
+        "/opt/sglang/bin/python -m sglang.launch_server",
+    ],
     "adaptive.json": ["--format", "adaptive"],
-    "trial5-adaptive.sh": ["--pick", "5", "--adaptive-config", "/etc/sglang/ladder.json",
-                           "--flag", "model_path=/srv/models/target", "--flag", "enable_metrics=true"],
+    "trial5-adaptive.sh": [
+        "--pick",
+        "5",
+        "--adaptive-config",
+        "/etc/sglang/ladder.json",
+        "--flag",
+        "model_path=/srv/models/target",
+        "--flag",
+        "enable_metrics=true",
+    ],
 }
 
 

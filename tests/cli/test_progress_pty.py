@@ -32,8 +32,15 @@ def run_in_pty(argv: list[str], cwd: Path, timeout_s: float = 240.0) -> tuple[in
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(COLUMNS), "LINES": str(ROWS)}
-    proc = subprocess.Popen([sys.executable, "-m", "autospec.cli.main", *argv], cwd=cwd, env=env,
-                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autospec.cli.main", *argv],
+        cwd=cwd,
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
     os.close(slave)
     deadline = time.monotonic() + timeout_s
     try:
@@ -63,9 +70,27 @@ def test_every_finished_trial_shows_both_objective_values_whole_at_80_columns(tm
     space = tmp_path / "space.toml"
     space.write_text(sim_space_text())
     studies = tmp_path / "studies"
-    code, screen = run_in_pty(["optimize", "--space", str(space), "--study", "pty", "--studies-dir", str(studies),
-                               "--trials", "4", "--seed", "2", "--sim", "--sim-load-seconds", "0.1",
-                               "--sim-time-scale", "0.2"], tmp_path)
+    code, screen = run_in_pty(
+        [
+            "optimize",
+            "--space",
+            str(space),
+            "--study",
+            "pty",
+            "--studies-dir",
+            str(studies),
+            "--trials",
+            "4",
+            "--seed",
+            "2",
+            "--sim",
+            "--sim-load-seconds",
+            "0.1",
+            "--sim-time-scale",
+            "0.2",
+        ],
+        tmp_path,
+    )
     lines = [line.rstrip() for line in screen.display]
     text = "\n".join(lines).strip()
     assert code == 0, text

@@ -28,8 +28,16 @@ def resolve_with(command: tuple[str, ...], *flags: str) -> dict:
 def test_flags_are_given_only_when_set_and_in_one_order(tmp_path):
     assert sim_command() == (sys.executable, "-m", "autospec.sim")
     assert sim_command(load_seconds=2, warmup_seconds=0.5, time_scale=0.2, noise=False, state_dir=tmp_path)[3:] == (
-        "--sim-load-seconds", "2", "--sim-warmup-seconds", "0.5", "--sim-time-scale", "0.2",
-        "--sim-noise", "off", "--sim-gpu-state-dir", str(tmp_path),
+        "--sim-load-seconds",
+        "2",
+        "--sim-warmup-seconds",
+        "0.5",
+        "--sim-time-scale",
+        "0.2",
+        "--sim-noise",
+        "off",
+        "--sim-gpu-state-dir",
+        str(tmp_path),
     )
 
 
@@ -57,23 +65,35 @@ def test_an_unknown_profile_is_one_line_naming_the_bundled_ones():
     assert all(name in message for name in list_profiles())
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"time_scale": 0}, "--sim-time-scale 0 must be > 0"),
-    ({"load_seconds": -1}, "--sim-load-seconds -1 must be >= 0"),
-    ({"warmup_seconds": -0.5}, "--sim-warmup-seconds -0.5 must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"time_scale": 0}, "--sim-time-scale 0 must be > 0"),
+        ({"load_seconds": -1}, "--sim-load-seconds -1 must be >= 0"),
+        ({"warmup_seconds": -0.5}, "--sim-warmup-seconds -0.5 must be >= 0"),
+    ],
+)
 def test_impossible_times_are_usage_errors(kwargs, needle):
     with pytest.raises(UsageError, match=needle):
         sim_command(**kwargs)
 
 
-@pytest.mark.parametrize("command", [
-    ["optimize", "--sim", "--trials", "1"],
-    ["bench", "--sim", "--concurrency", "1", "--quiet"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["optimize", "--sim", "--trials", "1"],
+        ["bench", "--sim", "--concurrency", "1", "--quiet"],
+    ],
+)
 def test_both_subcommands_refuse_an_unknown_profile_before_starting_anything(tmp_path, capsys, command):
-    code = main([*command, "--sim-profile", "no-such-profile", *(
-        ["--studies-dir", str(tmp_path / "s")] if command[0] == "optimize" else [])])
+    code = main(
+        [
+            *command,
+            "--sim-profile",
+            "no-such-profile",
+            *(["--studies-dir", str(tmp_path / "s")] if command[0] == "optimize" else []),
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert NAMED in err and "neither a file nor a bundled profile" in err
@@ -89,9 +109,31 @@ def test_help_of_both_subcommands_says_names_are_accepted(capsys):
 
 def test_bench_launches_the_simulator_with_a_profile_name(tmp_path: Path, capsys):
     out_json = tmp_path / "b.json"
-    code = main(["bench", "--sim", "--sim-profile", NAMED, "--sim-noise", "off", "--sim-load-seconds", "0.1",
-                 "--sim-time-scale", "0.2", "--concurrency", "1", "--num-requests", "1", "--output-len", "4",
-                 "--server-log", str(tmp_path / "server.log"), "--json", str(out_json), "--quiet"])
+    code = main(
+        [
+            "bench",
+            "--sim",
+            "--sim-profile",
+            NAMED,
+            "--sim-noise",
+            "off",
+            "--sim-load-seconds",
+            "0.1",
+            "--sim-time-scale",
+            "0.2",
+            "--concurrency",
+            "1",
+            "--num-requests",
+            "1",
+            "--output-len",
+            "4",
+            "--server-log",
+            str(tmp_path / "server.log"),
+            "--json",
+            str(out_json),
+            "--quiet",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     argv = json.loads(out_json.read_text())["server"]["argv"]
     assert argv[argv.index("--sim-profile") + 1] == NAMED

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-SERVER_ARGS = '''
+SERVER_ARGS = """
 import argparse, dataclasses, os, sys, time
 from typing import Optional
 
@@ -92,7 +92,7 @@ def prepare_server_args(argv):
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
     return ServerArgs.from_cli_args(parser.parse_args(argv))
-'''
+"""
 
 
 def write_fake_sglang(root: Path, *, flavour: str = "0.5.23", version: str | None = "0.5.99") -> Path:

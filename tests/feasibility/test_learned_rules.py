@@ -67,8 +67,13 @@ def test_no_prediction_without_spread():
 
 
 def startup(tokens, available=20.0, pre=90.0, gb_per_token=1e-4, graph=None):
-    facts = {"max_total_num_tokens": tokens, "kv_cache_tokens": tokens, "kv_cache_gb": tokens * gb_per_token,
-             "gpu_mem_before_load_gb": pre, "available_gpu_mem_gb": available}
+    facts = {
+        "max_total_num_tokens": tokens,
+        "kv_cache_tokens": tokens,
+        "kv_cache_gb": tokens * gb_per_token,
+        "gpu_mem_before_load_gb": pre,
+        "available_gpu_mem_gb": available,
+    }
     if graph is not None:
         facts["cuda_graph_gb"] = graph
     return facts

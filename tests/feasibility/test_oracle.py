@@ -14,10 +14,20 @@ from autospec.feasibility.sim_preflight import SimPreflight
 from autospec.launcher import flag_words
 
 SIM = (sys.executable, "-m", "autospec.sim", "--sim-noise", "off")
-CHAIN = {"model_path": "sim", "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
-         "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
-PAGED_TREE = {**CHAIN, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8, "page_size": 16,
-              "attention_backend": "triton"}  # the seed profile's SGLang (0.5.10): flashinfer or fa3 only
+CHAIN = {
+    "model_path": "sim",
+    "speculative_algorithm": "EAGLE",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
+PAGED_TREE = {
+    **CHAIN,
+    "speculative_eagle_topk": 4,
+    "speculative_num_draft_tokens": 8,
+    "page_size": 16,
+    "attention_backend": "triton",
+}  # the seed profile's SGLang (0.5.10): flashinfer or fa3 only
 TYPO = ["--model-path", "sim", "--speculative-num-stepz", "3"]
 
 
@@ -50,8 +60,9 @@ def test_sim_resolver_that_cannot_run_is_a_preflight_error_not_a_verdict(tmp_pat
         SimPreflight(sleeper, timeout_s=0.5).check_many([TYPO])
 
 
-@pytest.mark.parametrize("profile, version", [(None, "0.5.10"), ("llama31-8b-eagle3-1x-h100", "0.5.16"),
-                                              ("deepseek-v3-mtp-8x-h200", "0.5.23")])
+@pytest.mark.parametrize(
+    "profile, version", [(None, "0.5.10"), ("llama31-8b-eagle3-1x-h100", "0.5.16"), ("deepseek-v3-mtp-8x-h200", "0.5.23")]
+)
 def test_sim_preflight_speaks_for_the_profiles_sglang_version(profile, version):
     pre = SimPreflight(SIM + (("--sim-profile", profile) if profile else ()))
     assert pre.sglang_version() == version

@@ -12,8 +12,18 @@ from autospec.feasibility.preflight import RESOLVED_KEYS, _drop_host_port
 
 from .fake_sglang import python_with, write_fake_sglang
 
-EAGLE = ["--model-path", "m", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3",
-         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "7"]
+EAGLE = [
+    "--model-path",
+    "m",
+    "--speculative-algorithm",
+    "EAGLE",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "7",
+]
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,12 @@ from autospec.feasibility import (
 
 
 def eagle(steps=3, topk=1, draft=4, algo="EAGLE", **extra):
-    flags = {"speculative_algorithm": algo, "speculative_num_steps": steps,
-             "speculative_eagle_topk": topk, "speculative_num_draft_tokens": draft}
+    flags = {
+        "speculative_algorithm": algo,
+        "speculative_num_steps": steps,
+        "speculative_eagle_topk": topk,
+        "speculative_num_draft_tokens": draft,
+    }
     flags.update(extra)
     return flags
 
@@ -38,34 +42,71 @@ TREE_ON_PAGES_OLD = (
 
 # (sglang version, flags, rule id, SGLang's message as it prints it)
 REJECTIONS = [
-    ("0.5.23", eagle(3, 4, 8, attention_backend="torch_native", page_size=16), "topk_gt1_page_size_backend",
-     "speculative_eagle_topk > 1 with page_size > 1 is only supported on ('flashinfer', 'fa3', 'triton'); "
-     "got attention_backend='torch_native'. Use page_size == 1 or one of those backends."),
-    ("0.5.12", eagle(3, 4, 8, attention_backend="triton", page_size=16), "topk_gt1_page_size_backend",
-     TREE_ON_PAGES_OLD),
-    ("0.5.5", eagle(3, 4, 8, attention_backend="fa3", page_size=16), "topk_gt1_page_size_backend",
-     TREE_ON_PAGES_OLD),
-    ("0.5.23", eagle(3, 4, 8, attention_backend="trtllm_mha", page_size=16), "trtllm_mha_topk",
-     "trtllm_mha backend only supports topk = 1 for speculative decoding."),
-    ("0.5.4", eagle(3, 2, 4, decode_attention_backend="trtllm_mha"), "trtllm_mha_topk",
-     "trtllm_mha backend only supports topk = 1 for speculative decoding."),
-    ("0.5.23", ngram(attention_backend="triton", page_size=16), "ngram_page_size_backend",
-     "speculative_eagle_topk(10) > 1 with page_size(16) > 1 is unstable and produces incorrect results "
-     "for paged attention backends. This combination is only supported for the 'flashinfer' backend."),
-    ("0.5.23", ngram(enable_dp_attention=True, dp_size=2, tp_size=2), "ngram_dp_attention",
-     "Currently ngram speculative decoding does not support dp attention."),
-    ("0.5.23", eagle(algo="STANDALONE", attn_dp_size=2, tp_size=2), "standalone_dp_attention",
-     "Currently standalone speculative decoding does not support dp attention."),
-    ("0.5.10", eagle(pp_size=2), "pp_speculative",
-     "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill."),
-    ("0.5.16", ngram(pp_size=2), "pp_speculative",
-     "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"),
-    ("0.5.23", eagle(algo="EAGLE3", pp_size=2), "pp_speculative",
-     "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"),
-    ("0.5.23", eagle(algo="NEXTN", pp_size=2), "pp_speculative_prefill_only",
-     "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)"),
-    ("0.5.23", eagle(topk=None), "topk_unset",
-     "'>' not supported between instances of 'NoneType' and 'int'"),
+    (
+        "0.5.23",
+        eagle(3, 4, 8, attention_backend="torch_native", page_size=16),
+        "topk_gt1_page_size_backend",
+        "speculative_eagle_topk > 1 with page_size > 1 is only supported on ('flashinfer', 'fa3', 'triton'); "
+        "got attention_backend='torch_native'. Use page_size == 1 or one of those backends.",
+    ),
+    ("0.5.12", eagle(3, 4, 8, attention_backend="triton", page_size=16), "topk_gt1_page_size_backend", TREE_ON_PAGES_OLD),
+    ("0.5.5", eagle(3, 4, 8, attention_backend="fa3", page_size=16), "topk_gt1_page_size_backend", TREE_ON_PAGES_OLD),
+    (
+        "0.5.23",
+        eagle(3, 4, 8, attention_backend="trtllm_mha", page_size=16),
+        "trtllm_mha_topk",
+        "trtllm_mha backend only supports topk = 1 for speculative decoding.",
+    ),
+    (
+        "0.5.4",
+        eagle(3, 2, 4, decode_attention_backend="trtllm_mha"),
+        "trtllm_mha_topk",
+        "trtllm_mha backend only supports topk = 1 for speculative decoding.",
+    ),
+    (
+        "0.5.23",
+        ngram(attention_backend="triton", page_size=16),
+        "ngram_page_size_backend",
+        "speculative_eagle_topk(10) > 1 with page_size(16) > 1 is unstable and produces incorrect results "
+        "for paged attention backends. This combination is only supported for the 'flashinfer' backend.",
+    ),
+    (
+        "0.5.23",
+        ngram(enable_dp_attention=True, dp_size=2, tp_size=2),
+        "ngram_dp_attention",
+        "Currently ngram speculative decoding does not support dp attention.",
+    ),
+    (
+        "0.5.23",
+        eagle(algo="STANDALONE", attn_dp_size=2, tp_size=2),
+        "standalone_dp_attention",
+        "Currently standalone speculative decoding does not support dp attention.",
+    ),
+    (
+        "0.5.10",
+        eagle(pp_size=2),
+        "pp_speculative",
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill.",
+    ),
+    (
+        "0.5.16",
+        ngram(pp_size=2),
+        "pp_speculative",
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
+    ),
+    (
+        "0.5.23",
+        eagle(algo="EAGLE3", pp_size=2),
+        "pp_speculative",
+        "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding",
+    ),
+    (
+        "0.5.23",
+        eagle(algo="NEXTN", pp_size=2),
+        "pp_speculative_prefill_only",
+        "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)",
+    ),
+    ("0.5.23", eagle(topk=None), "topk_unset", "'>' not supported between instances of 'NoneType' and 'int'"),
 ]
 
 
@@ -82,9 +123,16 @@ def test_bare_assert_gets_an_explanation():
     assert "set all three or none" in verdict.reason
 
 
-@pytest.mark.parametrize("version,backend", [
-    ("0.5.4", "flashinfer"), ("0.5.6", "fa3"), ("0.5.13", "triton"), ("0.5.23", "triton"), ("0.5.23", "fa3"),
-])
+@pytest.mark.parametrize(
+    "version,backend",
+    [
+        ("0.5.4", "flashinfer"),
+        ("0.5.6", "fa3"),
+        ("0.5.13", "triton"),
+        ("0.5.23", "triton"),
+        ("0.5.23", "fa3"),
+    ],
+)
 def test_tree_on_pages_is_allowed_on_the_backends_of_that_version(version, backend):
     assert check_static(eagle(3, 4, 8, attention_backend=backend, page_size=16), version).ok
 
@@ -124,12 +172,15 @@ def test_ngram_on_pages_needs_flashinfer():
     assert check_static(ngram(attention_backend="triton", page_size=1), "0.5.23").ok
 
 
-@pytest.mark.parametrize("flags,expected", [
-    ({"enable_dp_attention": True, "dp_size": 1}, False),  # dp_size 1 turns it off
-    ({"enable_dp_attention": True, "dp_size": 2}, True),
-    ({"dp_size": 2}, False),
-    ({"attn_dp_size": 4}, True),
-])
+@pytest.mark.parametrize(
+    "flags,expected",
+    [
+        ({"enable_dp_attention": True, "dp_size": 1}, False),  # dp_size 1 turns it off
+        ({"enable_dp_attention": True, "dp_size": 2}, True),
+        ({"dp_size": 2}, False),
+        ({"attn_dp_size": 4}, True),
+    ],
+)
 def test_dp_attention_detection(flags, expected):
     assert dp_attention_enabled(flags) is expected
 
@@ -171,10 +222,14 @@ def test_backend_page_size_rewrites_run_before_the_tree_check():
 def test_hardware_dependent_verdicts_are_marked_not_rejected():
     verdict = check_static(eagle(attention_backend="trtllm_mha"), "0.5.23")
     assert verdict.ok and verdict.hardware_dependent and verdict.rule == "trtllm_mha_needs_gpu"
-    assert verdict.reason == ("TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), "
-                              "or SM120 GPUs. Please use a different prefill backend.")
-    assert "Blackwell GPUs (SM100). Please use a different backend." in check_static(
-        eagle(attention_backend="trtllm_mha"), "0.5.4").reason
+    assert verdict.reason == (
+        "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), "
+        "or SM120 GPUs. Please use a different prefill backend."
+    )
+    assert (
+        "Blackwell GPUs (SM100). Please use a different backend."
+        in check_static(eagle(attention_backend="trtllm_mha"), "0.5.4").reason
+    )
     unset = check_static(eagle(3, 4, 8, page_size=16), "0.5.23")
     assert unset.ok and unset.hardware_dependent and "attention backend unset" in unset.reason
 

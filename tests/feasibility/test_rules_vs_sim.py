@@ -55,20 +55,19 @@ LAYOUTS: dict[str, dict[str, Any]] = {
 }
 #: rule id -> why the static verdict (ok, hardware_dependent) may differ from the simulator's
 HARDWARE_EXCEPTIONS = {
-    "topk_gt1_page_size_default_backend":
-        "attention backend unset: SGLang picks it from the GPU, so the static rules cannot tell "
-        "whether a paged tree is allowed; the simulator's profile names its GPU's backend "
-        "(the seed profile: triton, which releases before 0.5.13 refuse for paged trees)",
-    "ngram_page_size_default_backend":
-        "attention backend unset: NGRAM with pages runs only on flashinfer, which only the GPU "
-        "host's default decides; the simulator's seed profile picks triton and refuses",
+    "topk_gt1_page_size_default_backend": "attention backend unset: SGLang picks it from the GPU, so the static rules "
+    "cannot tell whether a paged tree is allowed; the simulator's profile names its GPU's backend "
+    "(the seed profile: triton, which releases before 0.5.13 refuse for paged trees)",
+    "ngram_page_size_default_backend": "attention backend unset: NGRAM with pages runs only on flashinfer, which only the GPU "
+    "host's default decides; the simulator's seed profile picks triton and refuses",
 }
 FULL_GRID_LAYOUTS = ("triton-16",)
 RESOLVED_KEYS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "page_size")
 SIM_RULE_DRAFT_TREE = "draft_tokens_exceed_tree"  # the simulator fails it at start-up, not in its resolver
 
-VERSIONS = sorted({v for rule in RULES for v in rule.checked} | {p.sglang_version for p in map(load_profile, list_profiles())},
-                  key=Version)
+VERSIONS = sorted(
+    {v for rule in RULES for v in rule.checked} | {p.sglang_version for p in map(load_profile, list_profiles())}, key=Version
+)
 
 
 def _grid_points() -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -81,8 +80,14 @@ def _grid_points() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         for topk in (2, 4, 8):
             limit = max_draft_tokens(steps, topk)
             for draft in sorted({steps * topk + 1, steps * topk + 2, limit, limit + 1}):
-                points.append({"speculative_num_steps": steps, "speculative_eagle_topk": topk,
-                               "speculative_num_draft_tokens": draft, "mem_fraction_static": mem})
+                points.append(
+                    {
+                        "speculative_num_steps": steps,
+                        "speculative_eagle_topk": topk,
+                        "speculative_num_draft_tokens": draft,
+                        "mem_fraction_static": mem,
+                    }
+                )
     return fixed, points
 
 
@@ -107,8 +112,15 @@ def _hardware_notes(version: Version, resolved: dict[str, Any]) -> set[str]:
     return {r.id for r in rules_for(version) if r.effect == "note" and r.check(resolved)}
 
 
-def _compare(version: Version, where: tuple, flags: dict[str, Any], profile, mismatches: list[str],
-             seen_exceptions: Counter[str], counts: Counter[str]) -> None:
+def _compare(
+    version: Version,
+    where: tuple,
+    flags: dict[str, Any],
+    profile,
+    mismatches: list[str],
+    seen_exceptions: Counter[str],
+    counts: Counter[str],
+) -> None:
     static = check_static(flags, version)
     how, message, cfg = _sim_verdict(profile, flags)
     if static.hardware_dependent and how == "resolver":
@@ -134,8 +146,10 @@ def _compare(version: Version, where: tuple, flags: dict[str, Any], profile, mis
         elif how == "resolver" and (expected := _static_message(static.rule, version, static.resolved)) != message:
             mismatches.append(f"{where}: static {static.rule!r} says {expected!r}, the simulator {message!r}")
     else:
-        mismatches.append(f"{where}: static {static.status} ({static.rule}: {static.reason}), "
-                          f"simulator {'accepts' if how is None else 'rejects: ' + (message or how)}")
+        mismatches.append(
+            f"{where}: static {static.status} ({static.rule}: {static.reason}), "
+            f"simulator {'accepts' if how is None else 'rejects: ' + (message or how)}"
+        )
 
 
 def test_static_rules_and_simulator_agree_over_the_default_grid():
@@ -157,15 +171,21 @@ def test_static_rules_and_simulator_agree_over_the_default_grid():
                 version = Version(version_text)
                 profile = dataclasses.replace(seed, sglang_version=version_text)
                 for flags, point in zip(configurations, chosen):
-                    _compare(version, (version_text, algo, layout_name, point), flags, profile, mismatches,
-                             seen_exceptions, counts)
+                    _compare(
+                        version, (version_text, algo, layout_name, point), flags, profile, mismatches, seen_exceptions, counts
+                    )
                 counts["configurations"] += len(configurations)
     assert not mismatches, f"{len(mismatches)} disagreements, e.g.\n" + "\n".join(mismatches[:20])
     assert counts["configurations"] > 100_000, counts
     assert set(seen_exceptions) == set(HARDWARE_EXCEPTIONS), seen_exceptions  # each exception still occurs
-    for needed in ("both accept", f"both reject: {SIM_RULE_DRAFT_TREE}", "both reject: pp_speculative",
-                   "both reject: pp_speculative_prefill_only", "both reject: topk_gt1_page_size_backend",
-                   "both reject: ngram_page_size_backend"):
+    for needed in (
+        "both accept",
+        f"both reject: {SIM_RULE_DRAFT_TREE}",
+        "both reject: pp_speculative",
+        "both reject: pp_speculative_prefill_only",
+        "both reject: topk_gt1_page_size_backend",
+        "both reject: ngram_page_size_backend",
+    ):
         assert counts[needed], (needed, counts)
 
 

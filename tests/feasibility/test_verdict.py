@@ -29,9 +29,19 @@ def test_reason_is_one_line_and_resolved_a_copy():
 
 
 def test_to_dict_is_json_ready():
-    verdict = Verdict(status="rejected", reason="r", source="preflight", rule="x",
-                      resolved={"speculative_num_steps": 3}, hardware_dependent=True)
+    verdict = Verdict(
+        status="rejected",
+        reason="r",
+        source="preflight",
+        rule="x",
+        resolved={"speculative_num_steps": 3},
+        hardware_dependent=True,
+    )
     assert json.loads(json.dumps(verdict.to_dict())) == {
-        "status": "rejected", "reason": "r", "source": "preflight", "rule": "x",
-        "resolved": {"speculative_num_steps": 3}, "hardware_dependent": True,
+        "status": "rejected",
+        "reason": "r",
+        "source": "preflight",
+        "rule": "x",
+        "resolved": {"speculative_num_steps": 3},
+        "hardware_dependent": True,
     }

@@ -53,8 +53,7 @@ def ledger(tmp_path: Path) -> Iterator[ProcessLedger]:
 def fake_request(tmp_path: Path, ledger: ProcessLedger) -> Callable[..., LaunchRequest]:
     """Factory: a LaunchRequest that starts the fake server with the given ``fake_*`` flags."""
 
-    def make(ready_timeout_s: float = 20.0, port: int | None = None, env: dict | None = None,
-             **flags: object) -> LaunchRequest:
+    def make(ready_timeout_s: float = 20.0, port: int | None = None, env: dict | None = None, **flags: object) -> LaunchRequest:
         return LaunchRequest(
             command=(sys.executable, str(FAKE_SERVER)),
             flags={"model_path": "/models/m", **flags},

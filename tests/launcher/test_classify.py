@@ -51,32 +51,71 @@ def test_healthy_real_logs_match_no_cause(name):
 
 CASES = [
     # KV wording of MemoryPoolConfig (0.5.x) and model_runner (0.4.x)
-    (LOAD + "\n" + traceback("init_memory_pool", last="RuntimeError: Not enough memory. Please try to increase "
-     "--mem-fraction-static. Current value: mem_fraction_static=0.3"), KvPoolTooSmall),
+    (
+        LOAD
+        + "\n"
+        + traceback(
+            "init_memory_pool",
+            last="RuntimeError: Not enough memory. Please try to increase "
+            "--mem-fraction-static. Current value: mem_fraction_static=0.3",
+        ),
+        KvPoolTooSmall,
+    ),
     (LOAD + "\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", KvPoolTooSmall),
     # graph capture failing with an OOM inside: the graph kind wins over the generic OOM
-    (LOAD + "\n" + traceback("capture", last="Exception: Capture cuda graph failed: CUDA out of memory. Tried to "
-     "allocate 2.00 GiB\nPossible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)"),
-     CudaGraphOOM),
-    (LOAD + "\n" + traceback("load_model", last="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-     "1.00 GiB. GPU 0 has a total capacity of 139.81 GiB"), WeightsOOM),
+    (
+        LOAD
+        + "\n"
+        + traceback(
+            "capture",
+            last="Exception: Capture cuda graph failed: CUDA out of memory. Tried to "
+            "allocate 2.00 GiB\nPossible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+        ),
+        CudaGraphOOM,
+    ),
+    (
+        LOAD
+        + "\n"
+        + traceback(
+            "load_model",
+            last="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+            "1.00 GiB. GPU 0 has a total capacity of 139.81 GiB",
+        ),
+        WeightsOOM,
+    ),
     (LOAD + "\nRuntimeError: CUDA error: out of memory", WeightsOOM),
     # leftovers of another server: the root cause beats the OOM it provokes
-    (f"{T} RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
-     "pre_model_load_memory=10.0, local_gpu_memory=139.0\ntorch.OutOfMemoryError: CUDA out of memory.",
-     ForeignGpuMemory),
+    (
+        f"{T} RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+        "pre_model_load_memory=10.0, local_gpu_memory=139.0\ntorch.OutOfMemoryError: CUDA out of memory.",
+        ForeignGpuMemory,
+    ),
     # argparse
-    ("usage: launch_server.py [-h] --model-path MODEL_PATH\nlaunch_server.py: error: unrecognized arguments: "
-     "--bogus 1", ArgumentsRejected),
-    ("usage: launch_server.py [-h]\nlaunch_server.py: error: argument --speculative-algorithm: invalid choice: "
-     "'FOO' (choose from 'EAGLE', 'NGRAM')", ArgumentsRejected),
+    (
+        "usage: launch_server.py [-h] --model-path MODEL_PATH\nlaunch_server.py: error: unrecognized arguments: --bogus 1",
+        ArgumentsRejected,
+    ),
+    (
+        "usage: launch_server.py [-h]\nlaunch_server.py: error: argument --speculative-algorithm: invalid choice: "
+        "'FOO' (choose from 'EAGLE', 'NGRAM')",
+        ArgumentsRejected,
+    ),
     # 0.5.23's resolver raising inside resolve_once, before any model work
-    (traceback("<module>", "run_server", "resolve_once", "run_resolution_pipeline",
-               last="ValueError: STANDALONE speculative decoding does not support dp attention."),
-     ArgumentsRejected),
+    (
+        traceback(
+            "<module>",
+            "run_server",
+            "resolve_once",
+            "run_resolution_pipeline",
+            last="ValueError: STANDALONE speculative decoding does not support dp attention.",
+        ),
+        ArgumentsRejected,
+    ),
     # port in use: uvicorn (0.5.16) and SGLang's own OSError log (0.5.23)
-    (f"{T} ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): "
-     "address already in use", PortInUse),
+    (
+        f"{T} ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use",
+        PortInUse,
+    ),
     (f"{T} [Errno 98] Address already in use\nSystemExit: 1", PortInUse),
 ]
 
@@ -108,7 +147,8 @@ def test_a_rank_without_a_gpu_is_a_layout_the_host_rejects():
     log = (
         f"{T[:-1]} TP1] Context: self.device='cuda' get_device().gpu_id=1 os.environ.get('CUDA_VISIBLE_DEVICES')=None "
         "get_parallel().tp_rank=1 get_parallel().tp_size=4\n"
-        f"{T[:-1]} TP1] Scheduler hit an exception: " + CAPTURED_SET_DEVICE
+        f"{T[:-1]} TP1] Scheduler hit an exception: "
+        + CAPTURED_SET_DEVICE
         + f"{T} Received sigquit from a child process. It usually means the child failed.\n"
     )
     error = classify_failure(log, -9)
@@ -141,8 +181,9 @@ def test_after_ready_every_death_is_a_crash():
 def test_timeout_without_cause_and_with_cause():
     plain = classify_failure(f"{T} Load weight begin.", None, timed_out=True, seconds=30.0)
     assert type(plain) is StartupTimeout and "30 s" in str(plain)
-    hung = classify_failure("The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
-                            None, timed_out=True)
+    hung = classify_failure(
+        "The memory capacity is unbalanced. Some GPUs may be occupied by other processes.", None, timed_out=True
+    )
     assert type(hung) is ForeignGpuMemory
 
 

@@ -30,8 +30,7 @@ def keep_signal_handlers():
 
 
 def hold(directory: Path, pid: int, mem_mb: float, gpus=(0,), cmdline="python -m sglang.launch_server") -> None:
-    (directory / f"{pid}.json").write_text(json.dumps({"pid": pid, "gpus": list(gpus), "mem_mb": mem_mb,
-                                                       "cmdline": cmdline}))
+    (directory / f"{pid}.json").write_text(json.dumps({"pid": pid, "gpus": list(gpus), "mem_mb": mem_mb, "cmdline": cmdline}))
 
 
 def test_foreign_holders_sum_over_gpus_and_skip_excluded(tmp_path):
@@ -46,7 +45,7 @@ def test_fake_python_reports_version_and_import(tmp_path):
     site.mkdir(parents=True)
     (site / "__init__.py").write_text("__version__ = '0.5.23'\n")
     python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "site"} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
     status = check_sglang(str(python))
     assert status.importable and status.version == "0.5.23"
@@ -54,7 +53,7 @@ def test_fake_python_reports_version_and_import(tmp_path):
 
 def test_python_without_sglang_and_missing_python(tmp_path):
     bare = tmp_path / "bare-python"  # no site-packages, so no sglang whatever is installed here
-    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     bare.chmod(0o755)
     status = check_sglang(str(bare))
     assert not status.importable and "sglang" in status.error
@@ -102,8 +101,9 @@ def test_report_lists_holders_as_a_problem(tmp_path):
 
 def test_cli_doctor_json_with_simulated_gpus(tmp_path, capsys):
     hold(tmp_path, os.getpid(), 500.0)
-    code = main(["doctor", "--json", "--no-sglang", "--sim-gpu-state-dir", str(tmp_path),
-                 "--model-path", str(tmp_path / "missing-model")])
+    code = main(
+        ["doctor", "--json", "--no-sglang", "--sim-gpu-state-dir", str(tmp_path), "--model-path", str(tmp_path / "missing-model")]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 1
     assert data["gpu_source"] == "simulator" and data["gpus"][0]["used_mb"] == 500.0
@@ -114,8 +114,7 @@ def test_cli_doctor_json_with_simulated_gpus(tmp_path, capsys):
 def test_cli_doctor_clean_host(tmp_path, capsys):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
-    code = main(["doctor", "--no-sglang", "--sim-gpu-state-dir", str(tmp_path / "gpu"),
-                 "--model-path", str(tmp_path / "m")])
+    code = main(["doctor", "--no-sglang", "--sim-gpu-state-dir", str(tmp_path / "gpu"), "--model-path", str(tmp_path / "m")])
     out = capsys.readouterr().out
     assert code == 0 and out.strip().endswith("OK")
     assert "Processes holding GPU memory: none" in out
@@ -135,8 +134,7 @@ def test_cli_doctor_help(argv, capsys):
 
 
 def test_cli_doctor_lists_the_slots_optimize_would_use(tmp_path, capsys):
-    code = main(["doctor", "--no-sglang", "--sim-gpu-state-dir", str(tmp_path / "gpu"), "--gpus", "0-4",
-                 "--gpus-per-trial", "2"])
+    code = main(["doctor", "--no-sglang", "--sim-gpu-state-dir", str(tmp_path / "gpu"), "--gpus", "0-4", "--gpus-per-trial", "2"])
     out = capsys.readouterr().out
     assert code in (0, 1)  # no model given: the slots are printed either way
     assert "slot 0: GPU 0,1, ports 30000-30099" in out and "slot 1: GPU 2,3" in out

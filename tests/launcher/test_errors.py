@@ -11,15 +11,27 @@ from autospec.launcher.classify import classify_failure
 
 
 def test_every_error_class_has_its_kind_listed_once():
-    classes = [cls for _, cls in inspect.getmembers(launcher_errors, inspect.isclass)
-               if issubclass(cls, LaunchError) and cls is not LaunchError]
+    classes = [
+        cls
+        for _, cls in inspect.getmembers(launcher_errors, inspect.isclass)
+        if issubclass(cls, LaunchError) and cls is not LaunchError
+    ]
     assert sorted(cls.kind for cls in classes) == sorted(LAUNCH_FAILURE_KINDS)
     assert len(set(LAUNCH_FAILURE_KINDS)) == len(LAUNCH_FAILURE_KINDS)
 
 
 def test_the_kinds_a_study_records_today_are_all_there():
-    recorded = ("rejected_args", "kv_pool_too_small", "cuda_graph_oom", "weights_oom", "foreign_gpu_memory",
-                "startup_timeout", "crashed", "port_in_use", "unknown")
+    recorded = (
+        "rejected_args",
+        "kv_pool_too_small",
+        "cuda_graph_oom",
+        "weights_oom",
+        "foreign_gpu_memory",
+        "startup_timeout",
+        "crashed",
+        "port_in_use",
+        "unknown",
+    )
     assert recorded == LAUNCH_FAILURE_KINDS
 
 

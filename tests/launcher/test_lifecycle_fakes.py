@@ -26,9 +26,7 @@ from .conftest import FIXTURES
 
 def test_normal_start_and_stop(fake_request, quick_launcher, ledger):
     spawned = []
-    server = quick_launcher().start(
-        fake_request(fake_ready_after=0.2), on_spawn=lambda *info: spawned.append(info)
-    )
+    server = quick_launcher().start(fake_request(fake_ready_after=0.2), on_spawn=lambda *info: spawned.append(info))
     try:
         assert spawned == [(server.pid, server.pgid, server.argv, server.port)]
         assert server.argv[-4:] == ["--host", "127.0.0.1", "--port", str(server.port)]
@@ -58,8 +56,7 @@ def test_normal_start_and_stop(fake_request, quick_launcher, ledger):
 )
 def test_crash_at_start_fails_fast_and_is_classified(fake_request, quick_launcher, ledger, fixture, error_type):
     deadline = 600.0
-    req = fake_request(ready_timeout_s=deadline, fake_mode="crash_at_start",
-                       fake_log_file=str(FIXTURES / fixture))
+    req = fake_request(ready_timeout_s=deadline, fake_mode="crash_at_start", fake_log_file=str(FIXTURES / fixture))
     started = time.monotonic()
     with pytest.raises(error_type) as caught:
         quick_launcher().start(req)
@@ -127,8 +124,13 @@ def test_child_outside_group_holding_memory_is_stopped_and_memory_waited_for(
     state = tmp_path / "gpu"
     state.mkdir()
     probe = SimGpuProbe(state)
-    req = fake_request(fake_child="setsid", fake_child_mem_mb=1000, fake_mem_mb=500,
-                       fake_sim_gpu_state_dir=str(state), fake_child_ignore_term=child_ignores_term)
+    req = fake_request(
+        fake_child="setsid",
+        fake_child_mem_mb=1000,
+        fake_mem_mb=500,
+        fake_sim_gpu_state_dir=str(state),
+        fake_child_ignore_term=child_ignores_term,
+    )
     server = quick_launcher(probe, term_timeout_s=0.5).start(req)
     try:
         held = probe.snapshot()
@@ -149,8 +151,13 @@ def test_child_that_outlives_a_crashed_parent_is_stopped(tmp_path, fake_request,
     state = tmp_path / "gpu"
     state.mkdir()
     probe = SimGpuProbe(state)
-    req = fake_request(fake_mode="crash_after_ready", fake_crash_after=0.2, fake_child="setsid",
-                       fake_child_mem_mb=800, fake_sim_gpu_state_dir=str(state))
+    req = fake_request(
+        fake_mode="crash_after_ready",
+        fake_crash_after=0.2,
+        fake_child="setsid",
+        fake_child_mem_mb=800,
+        fake_sim_gpu_state_dir=str(state),
+    )
     server = quick_launcher(probe).start(req)
     try:
         child = next(pid for pid in probe.snapshot().pids)
@@ -212,4 +219,3 @@ def test_missing_command_is_a_usage_error(tmp_path):
     req = LaunchRequest(command=(str(tmp_path / "no-such-python"),), flags={}, log_path=tmp_path / "s.log")
     with pytest.raises(UsageError, match="cannot start the server command"):
         Launcher().start(req)
-

@@ -51,8 +51,13 @@ def sim(tmp_path, gpu_dir, ledger, quick_launcher):
     def start(ready_timeout_s: float = 60.0, port: int | None = None, **flags):
         req = LaunchRequest(
             command=(sys.executable, "-m", "autospec.sim"),
-            flags={"model_path": "/models/m", "sim_time_scale": 0.01, "sim_noise": "off",
-                   "sim_gpu_state_dir": str(gpu_dir), **flags},
+            flags={
+                "model_path": "/models/m",
+                "sim_time_scale": 0.01,
+                "sim_noise": "off",
+                "sim_gpu_state_dir": str(gpu_dir),
+                **flags,
+            },
             log_path=tmp_path / "server.log",
             port=port,
             ready_timeout_s=ready_timeout_s,
@@ -119,10 +124,13 @@ def test_kv_pool_too_small(sim):
     assert "--mem-fraction-static" in caught.value.detail
 
 
-@pytest.mark.parametrize("flags", [
-    {"bogus_flag": 1},
-    {"speculative_algorithm": "NGRAM", "page_size": 16, "attention_backend": "triton"},
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"bogus_flag": 1},
+        {"speculative_algorithm": "NGRAM", "page_size": 16, "attention_backend": "triton"},
+    ],
+)
 def test_rejected_arguments(sim, flags):
     with pytest.raises(ArgumentsRejected):
         sim(**flags)

@@ -69,8 +69,7 @@ class FakeNvml:
         return b"NVIDIA H200"
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
-        return [SimpleNamespace(pid=100 + handle, usedGpuMemory=512 * 1024 * 1024),
-                SimpleNamespace(pid=200, usedGpuMemory=None)]
+        return [SimpleNamespace(pid=100 + handle, usedGpuMemory=512 * 1024 * 1024), SimpleNamespace(pid=200, usedGpuMemory=None)]
 
 
 def test_nvml_probe_reads_memory_processes_and_names():
@@ -86,10 +85,13 @@ def test_nvml_probe_limited_to_some_gpus():
     assert set(NvmlGpuProbe(gpus=[1], nvml=FakeNvml()).snapshot().used_mb) == {1}
 
 
-@pytest.mark.parametrize("nvml, message", [
-    (FakeNvml(fail_init=True), "NVML could not start"),
-    (FakeNvml(count=0), "no GPU"),
-])
+@pytest.mark.parametrize(
+    "nvml, message",
+    [
+        (FakeNvml(fail_init=True), "NVML could not start"),
+        (FakeNvml(count=0), "no GPU"),
+    ],
+)
 def test_nvml_probe_unavailable(nvml, message):
     with pytest.raises(ProbeUnavailable, match=message):
         NvmlGpuProbe(nvml=nvml)

@@ -42,19 +42,21 @@ def test_failed_start_has_no_summary():
 
 
 def test_older_wording_and_tensor_parallel_ranks():
-    log = "\n".join([
-        "[2025-03-08 12:28:00 TP0] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB",
-        "[2025-03-08 12:29:00 TP0] KV Cache is allocated. #tokens: 549277, K size: 25.14 GB, V size: 25.14 GB",
-        "[2025-03-08 12:29:00 TP1] KV Cache is allocated. #tokens: 111, K size: 25.14 GB, V size: 25.14 GB",
-        "[2025-03-08 12:29:28 TP1] Capture cuda graph end. Time elapsed: 9.99 s. avail mem=0.53 GB. mem usage=0.93 GB.",
-        "[2025-03-08 12:29:28 TP0] Capture cuda graph end. Time elapsed: 7.23 s. avail mem=0.53 GB. mem usage=0.93 GB.",
-        "[2025-03-08 12:29:29 TP0] Capture draft cuda graph end. Time elapsed: 1.00 s",
-        "[2025-03-08 12:29:30 TP1] max_total_num_tokens=5, chunked_prefill_size=-1, max_prefill_tokens=1, "
-        "max_running_requests=1, context_len=1, available_gpu_mem=1.00 GB",
-        "[2025-03-08 12:29:30 TP0] max_total_num_tokens=549277, chunked_prefill_size=-1, max_prefill_tokens=16384, "
-        "max_running_requests=2048, context_len=131072, available_gpu_mem=8.16 GB",
-        "[2025-03-08 12:29:40] The server is fired up and ready to roll!",
-    ])
+    log = "\n".join(
+        [
+            "[2025-03-08 12:28:00 TP0] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB",
+            "[2025-03-08 12:29:00 TP0] KV Cache is allocated. #tokens: 549277, K size: 25.14 GB, V size: 25.14 GB",
+            "[2025-03-08 12:29:00 TP1] KV Cache is allocated. #tokens: 111, K size: 25.14 GB, V size: 25.14 GB",
+            "[2025-03-08 12:29:28 TP1] Capture cuda graph end. Time elapsed: 9.99 s. avail mem=0.53 GB. mem usage=0.93 GB.",
+            "[2025-03-08 12:29:28 TP0] Capture cuda graph end. Time elapsed: 7.23 s. avail mem=0.53 GB. mem usage=0.93 GB.",
+            "[2025-03-08 12:29:29 TP0] Capture draft cuda graph end. Time elapsed: 1.00 s",
+            "[2025-03-08 12:29:30 TP1] max_total_num_tokens=5, chunked_prefill_size=-1, max_prefill_tokens=1, "
+            "max_running_requests=1, context_len=1, available_gpu_mem=1.00 GB",
+            "[2025-03-08 12:29:30 TP0] max_total_num_tokens=549277, chunked_prefill_size=-1, max_prefill_tokens=16384, "
+            "max_running_requests=2048, context_len=131072, available_gpu_mem=8.16 GB",
+            "[2025-03-08 12:29:40] The server is fired up and ready to roll!",
+        ]
+    )
     facts = parse_startup(log)
     assert facts.kv_cache_tokens == 549277
     assert facts.cuda_graph_seconds == pytest.approx(7.23 + 1.00)
@@ -70,8 +72,15 @@ def test_older_wording_and_tensor_parallel_ranks():
 def test_garbage_gives_empty_facts():
     assert parse_startup("no\r\nsglang\x00 here [") == StartupFacts()
     assert set(StartupFacts().as_dict()) >= {
-        "max_total_num_tokens", "max_running_requests", "context_len", "available_gpu_mem_gb",
-        "chunked_prefill_size", "max_prefill_tokens", "kv_cache_tokens", "cuda_graph_seconds", "ready_seconds",
+        "max_total_num_tokens",
+        "max_running_requests",
+        "context_len",
+        "available_gpu_mem_gb",
+        "chunked_prefill_size",
+        "max_prefill_tokens",
+        "kv_cache_tokens",
+        "cuda_graph_seconds",
+        "ready_seconds",
     }
 
 

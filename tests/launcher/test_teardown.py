@@ -31,9 +31,11 @@ def test_leftover_group_with_escaped_child_is_stopped_from_recorded_ids(tmp_path
     state.mkdir()
     env = dict(os.environ, FAKE_PID_DIR=str(ledger.pid_dir))
     server = subprocess.Popen(
-        [sys.executable, str(FAKE_SERVER), "--fake-mode", "hang", "--fake-child", "setsid",
-         "--port", str(pick_free_port())],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, str(FAKE_SERVER), "--fake-mode", "hang", "--fake-child", "setsid", "--port", str(pick_free_port())],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     assert wait_for(lambda: len(ledger.pids()) == 2)
     child = (ledger.pids() - {server.pid}).pop()
@@ -60,9 +62,11 @@ def test_a_recycled_pid_is_not_signalled():
 
 
 def test_tracker_finds_descendants_by_parent_link():
-    script = ("import subprocess, sys, time; "
-              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True); "
-              "time.sleep(60)")
+    script = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True); "
+        "time.sleep(60)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     try:
         tracker = ProcessTracker(parent.pid, pgid=parent.pid)
@@ -106,9 +110,13 @@ def test_zombie_counts_as_gone():
 
 def test_interrupt_during_teardown_kills_at_once_and_propagates():
     proc = subprocess.Popen(
-        [sys.executable, "-c",
-         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ok', flush=True); time.sleep(60)"],
-        start_new_session=True, stdout=subprocess.PIPE,
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ok', flush=True); time.sleep(60)",
+        ],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
     )
     assert proc.stdout.readline() == b"ok\n"  # TERM is ignored from now on
     calls = []
@@ -129,10 +137,12 @@ def test_interrupt_during_teardown_kills_at_once_and_propagates():
 
 
 def test_process_whose_main_thread_exited_but_other_threads_run_is_alive():
-    script = ("import ctypes, threading, time\n"
-              "threading.Thread(target=lambda: time.sleep(60)).start()\n"
-              "print('ok', flush=True)\n"
-              "ctypes.CDLL(None).pthread_exit(None)\n")  # the main thread ends at OS level
+    script = (
+        "import ctypes, threading, time\n"
+        "threading.Thread(target=lambda: time.sleep(60)).start()\n"
+        "print('ok', flush=True)\n"
+        "ctypes.CDLL(None).pthread_exit(None)\n"
+    )  # the main thread ends at OS level
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True, stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ok\n"

@@ -40,9 +40,14 @@ def load_grid(name: str) -> tuple[SearchSpace, dict[str, TrialRecord]]:
     return space, records
 
 
-def replay(space: SearchSpace, records: Mapping[str, TrialRecord], launches: int, *, seed: int = 0,
-           accepts: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] = lambda flags: {},
-           ) -> list[dict[str, Any]]:
+def replay(
+    space: SearchSpace,
+    records: Mapping[str, TrialRecord],
+    launches: int,
+    *,
+    seed: int = 0,
+    accepts: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] = lambda flags: {},
+) -> list[dict[str, Any]]:
     """The candidates a model-driven study of `space` launches, in order (the space's
     calibration points first, as the study queues them), each answered with its record
     from `records` (a configuration without one fails at init)."""
@@ -65,8 +70,7 @@ def replay(space: SearchSpace, records: Mapping[str, TrialRecord], launches: int
     return launched
 
 
-def hypervolume_ratio(found: Sequence[Sequence[float]], every: Sequence[Sequence[float]],
-                      maximize: Sequence[bool]) -> float:
+def hypervolume_ratio(found: Sequence[Sequence[float]], every: Sequence[Sequence[float]], maximize: Sequence[bool]) -> float:
     """Hypervolume of `found` over that of `every` (2 objectives), both normalised between
     the worst and the best of `every`."""
     cols = list(zip(*every))

@@ -13,16 +13,19 @@ from autospec.records import TrialRecord, TrialStore
 from autospec.space import suggest
 from autospec.study.proposing.samplers import ModelSampler, unsupported_reason
 
-SPACE = parse_search_space({
-    "server": {"flags": {"model_path": "m", "speculative_algorithm": "NGRAM"}},
-    "params": {
-        "speculative_num_draft_tokens": {"type": "categorical", "choices": [2, 4, 6, 8, 12, 16]},
-        "speculative_ngram_max_bfs_breadth": {"type": "categorical", "choices": [1, 10]},
-    },
-    "workload": {"output_len": 256},
-})
-GRID = [{"speculative_num_draft_tokens": d, "speculative_ngram_max_bfs_breadth": b}
-        for d in (2, 4, 6, 8, 12, 16) for b in (1, 10)]
+SPACE = parse_search_space(
+    {
+        "server": {"flags": {"model_path": "m", "speculative_algorithm": "NGRAM"}},
+        "params": {
+            "speculative_num_draft_tokens": {"type": "categorical", "choices": [2, 4, 6, 8, 12, 16]},
+            "speculative_ngram_max_bfs_breadth": {"type": "categorical", "choices": [1, 10]},
+        },
+        "workload": {"output_len": 256},
+    }
+)
+GRID = [
+    {"speculative_num_draft_tokens": d, "speculative_ngram_max_bfs_breadth": b} for d in (2, 4, 6, 8, 12, 16) for b in (1, 10)
+]
 
 
 def measured(candidate: dict) -> TrialRecord:
@@ -34,12 +37,23 @@ def measured(candidate: dict) -> TrialRecord:
     accept = 0.85 * d + 0.2
 
     def level(agg: float, n: int) -> dict:
-        return {"output_tok_s": agg / (1 if n < 32 else 32), "agg_output_tok_s": agg, "n_ok": n, "n_requests": n,
-                "completion_tokens": 256 * n, "accept_length": accept}
+        return {
+            "output_tok_s": agg / (1 if n < 32 else 32),
+            "agg_output_tok_s": agg,
+            "n_ok": n,
+            "n_requests": n,
+            "completion_tokens": 256 * n,
+            "accept_length": accept,
+        }
 
-    return TrialRecord("ok", dict(candidate), launched=True, values=[c1, c32],
-                       startup={"max_running_requests": 48, "max_total_num_tokens": 400_000},
-                       bench={1: level(c1, 8), 32: level(c32, 64)})
+    return TrialRecord(
+        "ok",
+        dict(candidate),
+        launched=True,
+        values=[c1, c32],
+        startup={"max_running_requests": 48, "max_total_num_tokens": 400_000},
+        bench={1: level(c1, 8), 32: level(c32, 64)},
+    )
 
 
 RECORDS = {key(c): measured(c) for c in GRID}
@@ -96,15 +110,28 @@ def test_every_configuration_taken_leaves_the_choice_to_the_fallback():
     assert key(suggest(trial, SPACE)) in RECORDS
 
 
-@pytest.mark.parametrize("objectives, needle", [
-    ([{"metric": "ttft_ms_p99", "concurrency": 1}], "does not predict 'ttft_ms_p99'"),
-    ([{"metric": "output_tok_s", "concurrency": 1}, {"metric": "agg_output_tok_s", "concurrency": 32},
-      {"metric": "tpot_ms_mean", "concurrency": 32}], "one or two objectives, not 3"),
-])
+@pytest.mark.parametrize(
+    "objectives, needle",
+    [
+        ([{"metric": "ttft_ms_p99", "concurrency": 1}], "does not predict 'ttft_ms_p99'"),
+        (
+            [
+                {"metric": "output_tok_s", "concurrency": 1},
+                {"metric": "agg_output_tok_s", "concurrency": 32},
+                {"metric": "tpot_ms_mean", "concurrency": 32},
+            ],
+            "one or two objectives, not 3",
+        ),
+    ],
+)
 def test_objectives_it_cannot_predict_are_named(objectives, needle):
-    space = parse_search_space({"server": {"flags": {"model_path": "m"}},
-                                "params": {"speculative_num_steps": {"type": "int", "low": 1, "high": 4}},
-                                "objectives": objectives})
+    space = parse_search_space(
+        {
+            "server": {"flags": {"model_path": "m"}},
+            "params": {"speculative_num_steps": {"type": "int", "low": 1, "high": 4}},
+            "objectives": objectives,
+        }
+    )
     assert needle in (unsupported_reason(space) or "")
     assert unsupported_reason(SPACE) is None
 
@@ -147,8 +174,11 @@ def test_other_tuned_flags_are_told_apart_by_their_own_launches():
 
     base = dict(SPACE.server.flags)
     seen = [launch(d, b) for d in (2, 8, 16) for b in ("triton", "fa3")]
-    model = SpecModel.fit([observation_from_record(r, base_flags=base) for r in seen],
-                          [Target("output_tok_s", 1), Target("agg_output_tok_s", 32)], base_flags=base)
+    model = SpecModel.fit(
+        [observation_from_record(r, base_flags=base) for r in seen],
+        [Target("output_tok_s", 1), Target("agg_output_tok_s", 32)],
+        base_flags=base,
+    )
     unseen = {"speculative_num_draft_tokens": 6, "speculative_ngram_max_bfs_breadth": 1}
     triton, fa3 = model.predict([{**unseen, "attention_backend": "triton"}, {**unseen, "attention_backend": "fa3"}]).point
     assert fa3[0] > 1.15 * triton[0] and fa3[1] > 1.15 * triton[1]

@@ -20,8 +20,13 @@ from autospec.model import LevelObservation, Observation, SpecModel, Target
 
 CSV = Path(__file__).parents[1] / "sim" / "data" / "seed_speculation.csv"
 #: The seed's servers: Qwen3.5-122B MTP (EAGLE worker), chains, triton, page_size > 1.
-BASE = {"speculative_algorithm": "NEXTN", "speculative_eagle_topk": 1, "attention_backend": "triton",
-        "page_size": 16, "tp_size": 4}
+BASE = {
+    "speculative_algorithm": "NEXTN",
+    "speculative_eagle_topk": 1,
+    "attention_backend": "triton",
+    "page_size": 16,
+    "tp_size": 4,
+}
 OUTPUT_LEN = 1000.0  # "~1000 output tokens per request"
 TARGETS = [Target("output_tok_s", 1), Target("agg_output_tok_s", 32)]
 BOUNDS = {1: 0.10, 32: 0.15}
@@ -52,14 +57,14 @@ def seed_observations() -> dict[int, Observation]:
     out = {}
     for steps, levels in figures.items():
         observed = {
-            c: LevelObservation(c, output_tok_s=_mean(f["per"]), agg_output_tok_s=_mean(f["agg"]),
-                                n_requests=max(4, 2 * c), output_len=OUTPUT_LEN)
+            c: LevelObservation(
+                c, output_tok_s=_mean(f["per"]), agg_output_tok_s=_mean(f["agg"]), n_requests=max(4, 2 * c), output_len=OUTPUT_LEN
+            )
             for c, f in levels.items()
         }
         mrr, pool = facts.get(steps, (None, None))
         flags = {**BASE, "speculative_num_steps": steps, "speculative_num_draft_tokens": steps + 1}
-        out[steps] = Observation(flags, "ok", max_total_num_tokens=pool, max_running_requests=mrr, levels=observed,
-                                 number=steps)
+        out[steps] = Observation(flags, "ok", max_total_num_tokens=pool, max_running_requests=mrr, levels=observed, number=steps)
     return out
 
 
@@ -84,8 +89,9 @@ def test_fitted_on_two_steps_values_it_predicts_the_other_rows(fitted):
     errors = {}
     for steps, point in zip(others, predicted):
         for target, value in zip(TARGETS, point):
-            measured = OBSERVATIONS[steps].value("output_tok_s" if target.concurrency == 1 else "agg_output_tok_s",
-                                                 target.concurrency)
+            measured = OBSERVATIONS[steps].value(
+                "output_tok_s" if target.concurrency == 1 else "agg_output_tok_s", target.concurrency
+            )
             errors[(steps, target.concurrency)] = value / measured - 1.0
     wrong = {k: f"{e:+.1%}" for k, e in errors.items() if abs(e) > BOUNDS[k[1]]}
     assert not wrong, f"fitted on steps {fitted}: predictions off by more than the bounds: {wrong}"

@@ -22,12 +22,19 @@ DIST = {"x": optuna.distributions.IntDistribution(0, 9)}
 
 def full_record(**changes) -> TrialRecord:
     base = dict(
-        outcome="ok", candidate={"speculative_num_steps": 3}, reason="", launched=True,
+        outcome="ok",
+        candidate={"speculative_num_steps": 3},
+        reason="",
+        launched=True,
         resolved={"speculative_num_steps": 3, "speculative_num_draft_tokens": 4},
-        server_args=["python", "-m", "sglang.launch_server"], startup={"max_running_requests": 21},
+        server_args=["python", "-m", "sglang.launch_server"],
+        startup={"max_running_requests": 21},
         bench={1: {"output_tok_s": 200.0}, 32: {"agg_output_tok_s": 1800.0}},
-        seconds={"launch": 70.25, "total": 80.5}, teardown={"signal_sent": "TERM"},
-        values=[200.0, 1800.0], constraints={"ttft_ms_p99@c32": -10.0}, log_path="/tmp/x/server.log",
+        seconds={"launch": 70.25, "total": 80.5},
+        teardown={"signal_sent": "TERM"},
+        values=[200.0, 1800.0],
+        constraints={"ttft_ms_p99@c32": -10.0},
+        log_path="/tmp/x/server.log",
     )
     base.update(changes)
     return TrialRecord(**base)
@@ -36,8 +43,10 @@ def full_record(**changes) -> TrialRecord:
 def test_a_record_round_trips_through_user_attributes():
     record = full_record()
     attrs = record.to_attrs()
-    assert attrs["schema"] == SCHEMA_VERSION and attrs["bench"] == {"1": {"output_tok_s": 200.0},
-                                                                      "32": {"agg_output_tok_s": 1800.0}}
+    assert attrs["schema"] == SCHEMA_VERSION and attrs["bench"] == {
+        "1": {"output_tok_s": 200.0},
+        "32": {"agg_output_tok_s": 1800.0},
+    }
     assert TrialRecord.from_attrs(attrs, [200.0, 1800.0], {"ttft_ms_p99@c32": -10.0}) == record
 
 
@@ -66,12 +75,13 @@ def study():
     s = optuna.create_study(directions=["maximize", "minimize"])
     store = TrialStore(s, [True, False], ["ttft_ms_p99@c32"])
     rows = [
-        full_record(values=[100.0, 50.0]),                                        # 0 front
-        full_record(values=[200.0, 60.0]),                                        # 1 front
-        full_record(values=[90.0, 70.0]),                                         # 2 dominated by 0
-        full_record(outcome="kv_pool_too_small", values=None, constraints={}),    # 3 infeasible
-        full_record(outcome="constraint_violated", values=[300.0, 10.0],
-                    constraints={"ttft_ms_p99@c32": 5.0}),                         # 4 infeasible, measured
+        full_record(values=[100.0, 50.0]),  # 0 front
+        full_record(values=[200.0, 60.0]),  # 1 front
+        full_record(values=[90.0, 70.0]),  # 2 dominated by 0
+        full_record(outcome="kv_pool_too_small", values=None, constraints={}),  # 3 infeasible
+        full_record(
+            outcome="constraint_violated", values=[300.0, 10.0], constraints={"ttft_ms_p99@c32": 5.0}
+        ),  # 4 infeasible, measured
         full_record(outcome="duplicate", launched=False, values=[200.0, 60.0], duplicate_of=1),  # 5 duplicate
         full_record(outcome="rejected", launched=False, values=None, constraints={}),  # 6 infeasible
     ]
@@ -87,9 +97,17 @@ def study():
 
 def test_every_trial_gets_exactly_one_class(study):
     classes = [t.trial_class for t in read_trials(study)]
-    assert classes == [TrialClass.MEASURED, TrialClass.MEASURED, TrialClass.MEASURED, TrialClass.INFEASIBLE,
-                       TrialClass.INFEASIBLE, TrialClass.DUPLICATE, TrialClass.INFEASIBLE, TrialClass.INTERRUPTED,
-                       TrialClass.RUNNING]
+    assert classes == [
+        TrialClass.MEASURED,
+        TrialClass.MEASURED,
+        TrialClass.MEASURED,
+        TrialClass.INFEASIBLE,
+        TrialClass.INFEASIBLE,
+        TrialClass.DUPLICATE,
+        TrialClass.INFEASIBLE,
+        TrialClass.INTERRUPTED,
+        TrialClass.RUNNING,
+    ]
     trials = read_trials(study)
     assert [t.has_measurement for t in trials][:7] == [True, True, True, False, True, False, False]
     assert [t.counts_as_launch for t in trials] == [True] * 5 + [False] * 4
@@ -110,12 +128,15 @@ def test_the_front_is_the_measured_trials_nobody_dominates(study):
     assert [t.number for t in front] == [0, 1]  # 4 beats both but broke its SLO; 5 ties 1 but is a copy
 
 
-@pytest.mark.parametrize("a, b, maximize, expected", [
-    ([2, 1], [1, 1], [True, True], True),
-    ([1, 1], [1, 1], [True, True], False),   # equal: no one dominates
-    ([2, 2], [1, 1], [True, False], False),  # better on one, worse on the other
-    ([2, 0], [1, 1], [True, False], True),
-])
+@pytest.mark.parametrize(
+    "a, b, maximize, expected",
+    [
+        ([2, 1], [1, 1], [True, True], True),
+        ([1, 1], [1, 1], [True, True], False),  # equal: no one dominates
+        ([2, 2], [1, 1], [True, False], False),  # better on one, worse on the other
+        ([2, 0], [1, 1], [True, False], True),
+    ],
+)
 def test_dominance_respects_directions(a, b, maximize, expected):
     assert dominates(a, b, maximize) is expected
 

@@ -101,21 +101,36 @@ class Config:
 
     def flags(self) -> dict[str, Any]:
         draft = self.draft if self.draft is not None else self.steps + 1
-        return {"speculative_num_steps": self.steps, "speculative_eagle_topk": self.topk,
-                "mem_fraction_static": self.mem, "speculative_num_draft_tokens": draft}
+        return {
+            "speculative_num_steps": self.steps,
+            "speculative_eagle_topk": self.topk,
+            "mem_fraction_static": self.mem,
+            "speculative_num_draft_tokens": draft,
+        }
 
 
 def _level(c: int, agg: float, out: float, rel: float, n: int, errors: int, accept: float) -> dict[str, Any]:
     tpot = 1000.0 / (out * 1.05)
     return {
-        "concurrency": c, "n_requests": n + errors, "n_ok": n, "n_errors": errors,
-        "errors_by_kind": {"http_500": errors} if errors else {}, "error_rate": errors / (n + errors),
+        "concurrency": c,
+        "n_requests": n + errors,
+        "n_ok": n,
+        "n_errors": errors,
+        "errors_by_kind": {"http_500": errors} if errors else {},
+        "error_rate": errors / (n + errors),
         "failed_reason": None,
-        "output_tok_s": out, "output_tok_s_ci": [out * (1 - rel), out * (1 + rel)],
-        "agg_output_tok_s": agg, "agg_output_tok_s_ci": [agg * (1 - rel), agg * (1 + rel)],
-        "tpot_ms_mean": tpot, "accept_length": accept,
-        "cis": {"output_tok_s": [out * (1 - rel), out * (1 + rel)], "agg_output_tok_s": [agg * (1 - rel), agg * (1 + rel)],
-                "tpot_ms_mean": [tpot * 0.99, tpot * 1.01], "accept_length": [accept - 0.02, accept + 0.02]},
+        "output_tok_s": out,
+        "output_tok_s_ci": [out * (1 - rel), out * (1 + rel)],
+        "agg_output_tok_s": agg,
+        "agg_output_tok_s_ci": [agg * (1 - rel), agg * (1 + rel)],
+        "tpot_ms_mean": tpot,
+        "accept_length": accept,
+        "cis": {
+            "output_tok_s": [out * (1 - rel), out * (1 + rel)],
+            "agg_output_tok_s": [agg * (1 - rel), agg * (1 + rel)],
+            "tpot_ms_mean": [tpot * 0.99, tpot * 1.01],
+            "accept_length": [accept - 0.02, accept + 0.02],
+        },
     }
 
 
@@ -137,8 +152,19 @@ def bench_of(cfg: Config) -> dict[str, dict[str, Any]]:
 
 
 def server_args(flags: dict[str, Any], model: str, draft: str) -> list[str]:
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", model, "--speculative-algorithm", "EAGLE",
-            "--speculative-draft-model-path", draft, "--attention-backend", "triton"]
+    argv = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model,
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-draft-model-path",
+        draft,
+        "--attention-backend",
+        "triton",
+    ]
     for key, value in flags.items():
         argv += ["--" + key.replace("_", "-"), str(value)]
     return argv + ["--host", "127.0.0.1", "--port", "39217"]
@@ -159,11 +185,19 @@ def add(study: optuna.Study, space, cfg: Config, model: str, draft: str, artifac
     measured = cfg.outcome in ("ok", "constraint_violated", "duplicate")
     launched = cfg.launched if cfg.launched is not None else cfg.outcome not in ("rejected", "skipped", "duplicate")
     record = TrialRecord(
-        outcome=cfg.outcome, candidate=candidate, reason=cfg.reason, launched=launched,
+        outcome=cfg.outcome,
+        candidate=candidate,
+        reason=cfg.reason,
+        launched=launched,
         resolved={**flags, "speculative_algorithm": "EAGLE"} if cfg.outcome != "rejected" else {},
         server_args=server_args(flags, model, draft) if launched else None,
-        startup={"max_total_num_tokens": cfg.mrr * 17500, "max_running_requests": cfg.mrr,
-                 "runtime_events": {"retractions": cfg.retractions}} if launched and measured else None,
+        startup={
+            "max_total_num_tokens": cfg.mrr * 17500,
+            "max_running_requests": cfg.mrr,
+            "runtime_events": {"retractions": cfg.retractions},
+        }
+        if launched and measured
+        else None,
         bench={int(c): v for c, v in bench_of(cfg).items()} if measured else {},
         seconds={"total": 1.0},
         values=[cfg.c1, cfg.c32] if measured else None,
@@ -174,8 +208,9 @@ def add(study: optuna.Study, space, cfg: Config, model: str, draft: str, artifac
     if artifacts is not None and launched:
         log = artifacts.base / f"trial-{trial.number:04d}.log"
         log.write_text(f"server log of trial {trial.number}\nmax_running_requests={cfg.mrr}\n")
-        optuna.artifacts.upload_artifact(artifact_store=artifacts.store, file_path=str(log), study_or_trial=trial,
-                                         mimetype="text/plain")
+        optuna.artifacts.upload_artifact(
+            artifact_store=artifacts.store, file_path=str(log), study_or_trial=trial, mimetype="text/plain"
+        )
     if cfg.state == "fail":
         store.tell_failed(trial, record)
     else:
@@ -218,8 +253,15 @@ class Made:
         return optuna.load_study(study_name=self.name, storage=self.storage)
 
 
-def build_study(folder: Path, configs: list[Config] = STANDARD, name: str = "made", *, model: str = "/models/target",
-                draft: str = "/models/eagle", artifacts: bool = False) -> Made:
+def build_study(
+    folder: Path,
+    configs: list[Config] = STANDARD,
+    name: str = "made",
+    *,
+    model: str = "/models/target",
+    draft: str = "/models/eagle",
+    artifacts: bool = False,
+) -> Made:
     """A study in ``<folder>/studies/<name>.db`` created the way `autospec optimize` creates one."""
     import warnings
 

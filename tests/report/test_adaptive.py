@@ -34,15 +34,29 @@ def test_the_file_has_sglangs_shape(data):
 
 def test_flags_that_run_the_ladder_start_at_the_best_low_load_depth(data):
     flags = adaptive_flags(build_ladder(data), "/etc/sglang/ladder.json")
-    assert flags == {"speculative_eagle_topk": 1, "speculative_num_steps": 5, "speculative_num_draft_tokens": 6,
-                     "speculative_adaptive": True, "speculative_adaptive_config": "/etc/sglang/ladder.json"}
+    assert flags == {
+        "speculative_eagle_topk": 1,
+        "speculative_num_steps": 5,
+        "speculative_num_draft_tokens": 6,
+        "speculative_adaptive": True,
+        "speculative_adaptive_config": "/etc/sglang/ladder.json",
+    }
 
 
 def _trial(number, topk, agg, algo="EAGLE", failed_at=()):
     bench = {c: {"agg_output_tok_s": v, "failed_reason": "x" if c in failed_at else None} for c, v in agg.items()}
-    return TrialView(number=number, state="complete", kind="front", measured=True, outcome="ok", launched=True,
-                     flags={"speculative_num_steps": number, "speculative_eagle_topk": topk}, values=[1.0],
-                     resolved={"speculative_algorithm": algo}, bench=bench)
+    return TrialView(
+        number=number,
+        state="complete",
+        kind="front",
+        measured=True,
+        outcome="ok",
+        launched=True,
+        flags={"speculative_num_steps": number, "speculative_eagle_topk": topk},
+        values=[1.0],
+        resolved={"speculative_algorithm": algo},
+        bench=bench,
+    )
 
 
 def _data(*trials):
@@ -50,8 +64,14 @@ def _data(*trials):
 
 
 def test_only_topk1_eagle_family_trials_count_and_failed_levels_are_ignored():
-    ladder = build_ladder(_data(_trial(2, 1, {1: 100.0, 8: 500.0}), _trial(4, 1, {1: 150.0, 8: 900.0}, failed_at=(8,)),
-                                _trial(3, 4, {1: 999.0, 8: 999.0}), _trial(5, 1, {1: 999.0}, algo="NGRAM")))
+    ladder = build_ladder(
+        _data(
+            _trial(2, 1, {1: 100.0, 8: 500.0}),
+            _trial(4, 1, {1: 150.0, 8: 900.0}, failed_at=(8,)),
+            _trial(3, 4, {1: 999.0, 8: 999.0}),
+            _trial(5, 1, {1: 999.0}, algo="NGRAM"),
+        )
+    )
     assert [(s.batch_size, s.candidate_steps) for s in ladder.slots] == [(1, [4]), (8, [2])]
 
 

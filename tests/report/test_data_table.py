@@ -30,12 +30,22 @@ def test_snapshot_classifies_every_trial(data):
 def test_front_json_is_built_from_the_snapshot(data):
     out = front_json(data)
     assert set(out) == {"study", "objectives", "front", "counts"}
-    assert out["objectives"] == [{"name": "output_tok_s@c1", "direction": "maximize"},
-                                 {"name": "agg_output_tok_s@c32", "direction": "maximize"}]
+    assert out["objectives"] == [
+        {"name": "output_tok_s@c1", "direction": "maximize"},
+        {"name": "agg_output_tok_s@c32", "direction": "maximize"},
+    ]
     assert [f["number"] for f in out["front"]] == [t.number for t in data.front]
     assert set(out["front"][0]) == {"number", "params", "values"}
-    assert out["counts"] == {"measured": 7, "infeasible": 4, "duplicate": 1, "relaunch": 0, "failed": 0, "interrupted": 1,
-                             "running": 0, "launched": 9}
+    assert out["counts"] == {
+        "measured": 7,
+        "infeasible": 4,
+        "duplicate": 1,
+        "relaunch": 0,
+        "failed": 0,
+        "interrupted": 1,
+        "running": 0,
+        "launched": 9,
+    }
 
 
 def test_objective_names_parse_into_metric_concurrency_and_unit():
@@ -81,8 +91,17 @@ def test_text_table_has_every_column_and_a_legend_for_the_codes_used(data):
     table = build_table(data, data.baseline_trial(), {1: ["knee pick"]})
     text = format_text(table)
     header = text.splitlines()[0]
-    for column in ("trial", "configuration", "output_tok_s@c1", "agg_output_tok_s@c32", "TPOT@c1 ms", "accept@c1",
-                   "max_req", "vs base output_tok_s@c1", "warn"):
+    for column in (
+        "trial",
+        "configuration",
+        "output_tok_s@c1",
+        "agg_output_tok_s@c32",
+        "TPOT@c1 ms",
+        "accept@c1",
+        "max_req",
+        "vs base output_tok_s@c1",
+        "warn",
+    ):
         assert column in header
     assert "250.0 +-2.5" in text and "x1.14 +-0.02" in text and "knee pick" in text
     assert "S (few-samples)" in text and "R (kv-retraction)" in text and "I (imported)" not in text
@@ -138,12 +157,13 @@ def test_snapshot_of_an_empty_study(tmp_path):
 def test_the_notes_name_the_figures_that_left_out_a_one_off_stall(tmp_path, capsys):
     from .factory import Config, build_study
 
-    made = build_study(tmp_path, [Config(steps=3, c1=220.0, c32=1700.0),
-                                  Config(steps=4, c1=250.0, c32=1650.0, stall_s=3.25)])
+    made = build_study(tmp_path, [Config(steps=3, c1=220.0, c32=1700.0), Config(steps=4, c1=250.0, c32=1650.0, stall_s=3.25)])
     notes = study_warnings(snapshot(made.load()), None)
     stalls = [n for n in notes if n.startswith("one-off stalls")]
-    assert stalls == ["one-off stalls left out of steady windows (a pause that did not come back, as when a server "
-                      "meets a batch shape for the first time; docs/benchmarking.md): "
-                      f"trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)"]
+    assert stalls == [
+        "one-off stalls left out of steady windows (a pause that did not come back, as when a server "
+        "meets a batch shape for the first time; docs/benchmarking.md): "
+        f"trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)"
+    ]
     assert main(["pareto", *made.args]) == 0
     assert f"trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)" in capsys.readouterr().out

@@ -47,7 +47,7 @@ def _report_front(args: list[str], folder: Path, capsys, baseline: int | None, f
     assert main(["report", *args, "-o", str(folder)]) == 0
     capsys.readouterr()
     markdown = (folder / "report.md").read_text()
-    table = markdown[markdown.index("| trial |"):].split("\n\n")[0]
+    table = markdown[markdown.index("| trial |") :].split("\n\n")[0]
     rows = _table_numbers("\n".join(table.splitlines()[2:]))
     return rows - ({baseline} if baseline is not None and baseline not in front else set())
 
@@ -82,8 +82,27 @@ def test_the_four_fronts_agree_on_a_simulator_study(tmp_path, capsys):
     space.write_text(sim_space_text(topk=(1, 2)))  # trees are rejected with paged triton: never trials
     studies = tmp_path / "studies"
     args = ["--study", "agree", "--studies-dir", str(studies)]
-    assert main(["optimize", "--space", str(space), *args, "--trials", "6", "--seed", "4", "--sim",
-                 "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "optimize",
+                "--space",
+                str(space),
+                *args,
+                "--trials",
+                "6",
+                "--seed",
+                "4",
+                "--sim",
+                "--sim-load-seconds",
+                "0.1",
+                "--sim-time-scale",
+                "0.2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     import optuna
 

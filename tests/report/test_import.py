@@ -14,22 +14,86 @@ from autospec.report.importing import plan_from_bench_speculative, read_bench_sp
 
 # The shape bench_speculative.py appends per run (sgl-project/sglang scripts/playground).
 RUNS = [
-    {"batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1.0, "step_time": 0.008,
-     "speed": 125.0, "completion_tokens": 512.0},
-    {"batch_size": 1, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_length": 3.2, "step_time": 0.012,
-     "speed": 266.667, "completion_tokens": 512.0},
-    {"batch_size": 32, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_length": 3.1, "step_time": 0.05,
-     "speed": 62.0, "completion_tokens": 512.0},
-    {"batch_size": 1, "steps": 5, "topk": 4, "num_draft_tokens": 8, "acc_length": 4.1, "step_time": 0.015,
-     "speed": 273.333, "completion_tokens": 512.0},
-    {"batch_size": 32, "steps": 5, "topk": 4, "num_draft_tokens": 8, "acc_length": 4.0, "step_time": 0.09,
-     "speed": 44.4, "completion_tokens": 512.0},
-    {"batch_size": 1, "steps": 2, "topk": 2, "num_draft_tokens": 4, "acc_length": 2.5, "step_time": 0.011,
-     "speed": 227.2, "completion_tokens": 512.0},
-    {"batch_size": 1, "steps": 7, "topk": 1, "num_draft_tokens": 8, "acc_length": 5.0, "step_time": 0.02,
-     "speed": 250.0, "completion_tokens": 512.0},
-    {"batch_size": 32, "steps": 7, "topk": 1, "num_draft_tokens": 8, "acc_length": 5.0, "step_time": 0.2,
-     "speed": 25.0, "completion_tokens": 512.0},
+    {
+        "batch_size": 1,
+        "steps": 0,
+        "topk": 0,
+        "num_draft_tokens": 0,
+        "acc_length": 1.0,
+        "step_time": 0.008,
+        "speed": 125.0,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 1,
+        "steps": 3,
+        "topk": 1,
+        "num_draft_tokens": 4,
+        "acc_length": 3.2,
+        "step_time": 0.012,
+        "speed": 266.667,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 32,
+        "steps": 3,
+        "topk": 1,
+        "num_draft_tokens": 4,
+        "acc_length": 3.1,
+        "step_time": 0.05,
+        "speed": 62.0,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 1,
+        "steps": 5,
+        "topk": 4,
+        "num_draft_tokens": 8,
+        "acc_length": 4.1,
+        "step_time": 0.015,
+        "speed": 273.333,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 32,
+        "steps": 5,
+        "topk": 4,
+        "num_draft_tokens": 8,
+        "acc_length": 4.0,
+        "step_time": 0.09,
+        "speed": 44.4,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 1,
+        "steps": 2,
+        "topk": 2,
+        "num_draft_tokens": 4,
+        "acc_length": 2.5,
+        "step_time": 0.011,
+        "speed": 227.2,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 1,
+        "steps": 7,
+        "topk": 1,
+        "num_draft_tokens": 8,
+        "acc_length": 5.0,
+        "step_time": 0.02,
+        "speed": 250.0,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 32,
+        "steps": 7,
+        "topk": 1,
+        "num_draft_tokens": 8,
+        "acc_length": 5.0,
+        "step_time": 0.2,
+        "speed": 25.0,
+        "completion_tokens": 512.0,
+    },
 ]
 
 
@@ -42,8 +106,9 @@ def runs_file(tmp_path):
 
 def test_records_map_onto_autospec_metrics(made):
     space = load_search_space(made.space_path)
-    plan = plan_from_bench_speculative(read_bench_speculative([json.dumps(r) for r in RUNS], "f"), space, "f",
-                                       {"mem_fraction_static": 0.8})
+    plan = plan_from_bench_speculative(
+        read_bench_speculative([json.dumps(r) for r in RUNS], "f"), space, "f", {"mem_fraction_static": 0.8}
+    )
     by_steps = {t.candidate["speculative_num_steps"]: t for t in plan.trials}
     assert sorted(by_steps) == [3, 5, 7]
     t = by_steps[3]
@@ -81,16 +146,46 @@ def test_import_into_a_study_once_with_the_dashboard_layout(made_copy, runs_file
 
 
 def test_values_outside_the_space_are_skipped_with_the_reason(made_copy, runs_file, capsys):
-    assert main(["import", "--study", made_copy.name, "--studies-dir", str(made_copy.studies_dir),
-                 "--from", str(runs_file), "--set", "mem_fraction_static=0.99"]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "--study",
+                made_copy.name,
+                "--studies-dir",
+                str(made_copy.studies_dir),
+                "--from",
+                str(runs_file),
+                "--set",
+                "mem_fraction_static=0.99",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "steps=3 topk=1 draft=4 mem=0.99: mem=0.99 is outside the search space" in out
 
 
 def test_a_new_study_is_created_from_the_space(made, runs_file, tmp_path, capsys):
     studies = tmp_path / "fresh"
-    assert main(["import", "--study", "fresh", "--studies-dir", str(studies), "--space", str(made.space_path),
-                 "--from", str(runs_file), "--set", "mem_fraction_static=0.8"]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "--study",
+                "fresh",
+                "--studies-dir",
+                str(studies),
+                "--space",
+                str(made.space_path),
+                "--from",
+                str(runs_file),
+                "--set",
+                "mem_fraction_static=0.8",
+            ]
+        )
+        == 0
+    )
     study = optuna.load_study(study_name="fresh", storage=f"sqlite:///{studies / 'fresh.db'}")
     assert study.metric_names == ["output_tok_s@c1", "agg_output_tok_s@c32"]
     assert len(study.trials) == 2
@@ -98,23 +193,41 @@ def test_a_new_study_is_created_from_the_space(made, runs_file, tmp_path, capsys
     assert "I (imported)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("content, expected", [
-    ("not json\n", "output.jsonl:1 is not JSON"),
-    ('{"batch_size": 1}\n', "output.jsonl:1 lacks steps, topk"),
-    ("\n", "holds no measurement"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("not json\n", "output.jsonl:1 is not JSON"),
+        ('{"batch_size": 1}\n', "output.jsonl:1 lacks steps, topk"),
+        ("\n", "holds no measurement"),
+    ],
+)
 def test_bad_files_are_one_line_errors(made_copy, tmp_path, capsys, content, expected):
     path = tmp_path / "output.jsonl"
     path.write_text(content)
-    assert main(["import", "--study", made_copy.name, "--studies-dir", str(made_copy.studies_dir),
-                 "--from", str(path)]) == 2
+    assert main(["import", "--study", made_copy.name, "--studies-dir", str(made_copy.studies_dir), "--from", str(path)]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1
 
 
 def test_a_study_with_other_objectives_cannot_be_imported(made, tmp_path, capsys):
     other = tmp_path / "other.toml"
-    other.write_text(made.space_path.read_text().replace('concurrency = 32\n', 'concurrency = 4\n'))
-    assert main(["import", "--study", "x", "--studies-dir", str(tmp_path / "s"), "--space", str(other),
-                 "--from-study", made.name, "--from-storage", made.storage]) == 2
+    other.write_text(made.space_path.read_text().replace("concurrency = 32\n", "concurrency = 4\n"))
+    assert (
+        main(
+            [
+                "import",
+                "--study",
+                "x",
+                "--studies-dir",
+                str(tmp_path / "s"),
+                "--space",
+                str(other),
+                "--from-study",
+                made.name,
+                "--from-storage",
+                made.storage,
+            ]
+        )
+        == 2
+    )
     assert "only a study with the same objectives can be imported" in capsys.readouterr().err

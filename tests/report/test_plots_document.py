@@ -21,7 +21,8 @@ def test_pareto_plot_labels_units_and_distinguishes_every_class(data):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == [
         "Pareto front (4), 95% intervals",
-        "latency + throughput pick: #2", "knee pick: #1",  # rings around the picked points
+        "latency + throughput pick: #2",
+        "knee pick: #1",  # rings around the picked points
         "dominated (3)",
         "baseline #0 steps=3 mem=0.8 draft=4",  # only the flags that vary between configurations
         "infeasible, measured (1): violated an SLO",
@@ -52,16 +53,35 @@ def test_report_folder_holds_plots_report_commands_and_ladder(made, tmp_path, ca
     out = tmp_path / "out"
     assert main(["report", *made.args, "-o", str(out)]) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["adaptive.json", "concurrency.html", "concurrency.png", "launch-knee.sh", "launch-latency.sh",
-                     "launch-throughput.sh", "pareto.html", "pareto.png", "report.html", "report.md"]
+    assert names == [
+        "adaptive.json",
+        "concurrency.html",
+        "concurrency.png",
+        "launch-knee.sh",
+        "launch-latency.sh",
+        "launch-throughput.sh",
+        "pareto.html",
+        "pareto.png",
+        "report.html",
+        "report.md",
+    ]
     md = (out / "report.md").read_text()
-    for part in ("## Recommendations", "## Pareto front", "| trial | configuration |", "![Pareto front", "pareto.png",
-                 "concurrency.png", "## Adaptive speculation ladder", "autospec export --study made",
-                 "--pick knee --format systemd"):
+    for part in (
+        "## Recommendations",
+        "## Pareto front",
+        "| trial | configuration |",
+        "![Pareto front",
+        "pareto.png",
+        "concurrency.png",
+        "## Adaptive speculation ladder",
+        "autospec export --study made",
+        "--pick knee --format systemd",
+    ):
         assert part in md
     html = (out / "report.html").read_text()
-    assert html.count("<svg") == 2 and "<table>" in html and "http" not in html.split("<svg")[0].replace(
-        "http://www.w3.org", "")  # self-contained: nothing fetched
+    assert (
+        html.count("<svg") == 2 and "<table>" in html and "http" not in html.split("<svg")[0].replace("http://www.w3.org", "")
+    )  # self-contained: nothing fetched
     script = (out / "launch-latency.sh").read_text()
     body = "".join(line for line in script.splitlines(True) if not line.startswith("#")).replace("\\\n", " ")
     argv = shlex.split(body)
@@ -86,8 +106,14 @@ def test_a_study_without_measurements_still_gets_a_report(tmp_path):
     study = optuna.create_study(directions=["maximize", "maximize"])
     study.set_metric_names(["output_tok_s@c1", "agg_output_tok_s@c32"])
     written = write_report(snapshot(study), tmp_path / "r")
-    assert sorted(p.name for p in written.files) == ["concurrency.html", "concurrency.png", "pareto.html", "pareto.png",
-                                                       "report.html", "report.md"]
+    assert sorted(p.name for p in written.files) == [
+        "concurrency.html",
+        "concurrency.png",
+        "pareto.html",
+        "pareto.png",
+        "report.html",
+        "report.md",
+    ]
     md = (tmp_path / "r" / "report.md").read_text()
     assert "Nothing is on the Pareto front yet: run autospec optimize." in md
     assert "no configuration has been measured successfully yet" in md

@@ -21,7 +21,8 @@ def test_throughput_pick_and_knee(data):
     # they tie, and trial 2 is faster at C=1 (222 vs 180); the pick says whom it chose between.
     assert picks["throughput"].trial.number == 2
     assert "tied at C=32 with trial(s) 4 (differences within their 95% intervals or 1%), it is the best of them at C=1" in (
-        picks["throughput"].why)
+        picks["throughput"].why
+    )
     # knee: max over the front of the worst share of the best: trial 1 keeps 250/261 and 1650/1800.
     assert picks["knee"].trial.number == 1
     assert "at least 92% of the best value on every objective (96% at C=1, 92% at C=32)" in picks["knee"].why
@@ -35,17 +36,33 @@ def test_without_a_baseline_the_latency_pick_is_the_fastest_at_c1(data):
 
 def test_when_no_front_configuration_matches_the_baseline_the_sentence_says_what_it_costs(data):
     strong = data.trial(4)  # 1800 tok/s at C=32: nothing else on the front reaches it
-    strong_baseline = TrialView(**{**strong.__dict__, "number": 99, "pooled": (), "bench": {
-        c: {**lvl, "agg_output_tok_s": 5000.0, "cis": {**lvl["cis"], "agg_output_tok_s": [4990.0, 5010.0]}}
-        for c, lvl in strong.bench.items()}})
+    strong_baseline = TrialView(
+        **{
+            **strong.__dict__,
+            "number": 99,
+            "pooled": (),
+            "bench": {
+                c: {**lvl, "agg_output_tok_s": 5000.0, "cis": {**lvl["cis"], "agg_output_tok_s": [4990.0, 5010.0]}}
+                for c, lvl in strong.bench.items()
+            },
+        }
+    )
     picks = recommend(data, strong_baseline)
     assert picks["latency"].trial.number == 3
     assert "no front configuration matches the baseline at C=32" in picks["latency"].why
 
 
 def _view(number: int, values: list[float]) -> TrialView:
-    return TrialView(number=number, state="complete", kind="front", flags={"speculative_num_steps": number},
-                     values=values, measured=True, outcome="ok", launched=True)
+    return TrialView(
+        number=number,
+        state="complete",
+        kind="front",
+        flags={"speculative_num_steps": number},
+        values=values,
+        measured=True,
+        outcome="ok",
+        launched=True,
+    )
 
 
 def test_knee_handles_a_minimised_objective():
@@ -64,16 +81,17 @@ def test_nothing_to_recommend_without_a_front():
 def test_practically_equal_values_are_decided_by_the_other_objective():
     objectives = [parse_objective("output_tok_s@c1", "maximize"), parse_objective("agg_output_tok_s@c32", "maximize")]
     # 252.0 vs 251.8 at C=1 is a 0.1% difference; 1607 vs 1786 at C=32 is not.
-    trials = [_view(31, [252.0, 1607.0]), _view(39, [251.8, 1786.0]), _view(40, [230.0, 1790.0]),
-              _view(41, [262.0, 900.0])]
+    trials = [_view(31, [252.0, 1607.0]), _view(39, [251.8, 1786.0]), _view(40, [230.0, 1790.0]), _view(41, [262.0, 900.0])]
     picks = recommend(StudyData("m", objectives, trials), None)
     assert picks["latency"].trial.number == 41  # 262 is more than 1% ahead of the rest
     without_41 = recommend(StudyData("m", objectives, trials[:3]), None)
     assert without_41["latency"].trial.number == 39
     assert "is practically fastest at C=1: 251.8 tok/s; " in without_41["latency"].why
     assert "tied at C=1 with trial(s) 31 (differences within their 95% intervals or 1%), it is the best of them at C=32" in (
-        without_41["latency"].why)
+        without_41["latency"].why
+    )
     # 1790 vs 1786 at C=32 is tied too, and trial 39 is far faster at C=1
     assert without_41["throughput"].trial.number == 39
-    assert ("has the practically highest aggregate output throughput at C=32: 1786.0 tok/s; tied at C=32 with "
-            "trial(s) 40") in without_41["throughput"].why
+    assert (
+        "has the practically highest aggregate output throughput at C=32: 1786.0 tok/s; tied at C=32 with trial(s) 40"
+    ) in without_41["throughput"].why

@@ -23,8 +23,6 @@ SPACE = sim_space_text(baseline=True)
 SIM = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]
 
 
-
-
 @pytest.fixture(scope="module")
 def sim_study(tmp_path_factory):
     """A 4-trial simulator study (baseline first); fails if a simulator outlives it."""
@@ -95,8 +93,7 @@ def test_import_of_another_study_keeps_values_and_feasibility(sim_study, tmp_pat
     source = optuna.load_study(study_name="e2e", storage=f"sqlite:///{studies / 'e2e.db'}")
     complete = [t for t in source.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(seeded.trials) == len(complete)
-    assert all(t.user_attrs["imported"]["source"] == "study e2e" and t.user_attrs["launched"] is False
-               for t in seeded.trials)
+    assert all(t.user_attrs["imported"]["source"] == "study e2e" and t.user_attrs["launched"] is False for t in seeded.trials)
     assert [t.constraints.get("feasible") for t in seeded.trials] == [t.constraints.get("feasible") for t in complete]
     assert main(["pareto", "--study", "seeded", "--studies-dir", str(tmp_path / "studies")]) == 0
     assert "I (imported)" in capsys.readouterr().out

@@ -48,14 +48,26 @@ def tiny_models(tmp_path_factory) -> dict[str, str]:
     """Config-only Llama target and EAGLE drafts: all SGLang's resolver reads."""
     root = tmp_path_factory.mktemp("models")
     target = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "vocab_size": 512, "max_position_embeddings": 4096,
-        "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "vocab_size": 512,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+        "torch_dtype": "bfloat16",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
     }
     paths = {}
-    for name, arch, layers in (("target", "LlamaForCausalLM", 2), ("eagle", "LlamaForCausalLMEagle", 1),
-                               ("eagle3", "LlamaForCausalLMEagle3", 1)):
+    for name, arch, layers in (
+        ("target", "LlamaForCausalLM", 2),
+        ("eagle", "LlamaForCausalLMEagle", 1),
+        ("eagle3", "LlamaForCausalLMEagle3", 1),
+    ):
         folder = root / name
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(dict(target, architectures=[arch], num_hidden_layers=layers)))
@@ -69,7 +81,9 @@ def sglang_source(sglang_python) -> str:
     literals joined (``"a "\\n  f"b"`` -> ``"a b"``), so messages split over lines match."""
     location = subprocess.run(
         [sglang_python, "-c", "import importlib.util as u; print(u.find_spec('sglang').submodule_search_locations[0])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(Path(location).rglob("*.py"))]
     assert len(texts) > 100, f"only {len(texts)} source files under {location}"

@@ -33,9 +33,26 @@ CONCURRENCY = 4
 NUM_PROMPTS = 16
 OUTPUT_LEN = 200
 TIME_SCALE = 0.5  # simulated durations halved: ~2 s per client run
-SIM_ARGS = ("--model-path", "sim", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--sim-noise", "off",
-            "--sim-load-seconds", "0", "--sim-warmup-seconds", "0", "--sim-time-scale", str(TIME_SCALE))
+SIM_ARGS = (
+    "--model-path",
+    "sim",
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+    "--sim-noise",
+    "off",
+    "--sim-load-seconds",
+    "0",
+    "--sim-warmup-seconds",
+    "0",
+    "--sim-time-scale",
+    str(TIME_SCALE),
+)
 WORKLOAD = Workload("random", input_len=32, output_len=OUTPUT_LEN, api="completions", seed=3)
 
 # Runs in the sglang interpreter: argv = output folder, JSON file with the vocabulary.
@@ -78,8 +95,12 @@ def prompts_and_tokenizer(preflight, sglang_python, tmp_path_factory) -> tuple[P
     words = sorted({w for p in prompts(WORKLOAD, NUM_PROMPTS) for w in p.text.split()} | {f"w{i}" for i in range(512)})
     (root / "words.json").write_text(json.dumps(words))
     tokenizer = root / "tokenizer"
-    built = subprocess.run([sglang_python, "-c", TOKENIZER_SCRIPT, str(tokenizer), str(root / "words.json")],
-                           capture_output=True, text=True, timeout=120)
+    built = subprocess.run(
+        [sglang_python, "-c", TOKENIZER_SCRIPT, str(tokenizer), str(root / "words.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if built.returncode == NO_DATASETS:
         pytest.fail(f"{sglang_python} lacks `datasets` (bench_serving imports it); rerun tools/install_sglang_cpu.sh")
     assert built.returncode == 0, built.stderr[-2000:]
@@ -89,11 +110,32 @@ def prompts_and_tokenizer(preflight, sglang_python, tmp_path_factory) -> tuple[P
 def run_bench_serving(python: str, url: str, sharegpt: Path, tokenizer: Path, output: Path) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("SGLANG_IS_IN_CI", None)
-    argv = [python, "-m", "sglang.benchmark.serving", "--backend", "sglang-oai", "--base-url", url,
-            "--model", "sim", "--tokenizer", str(tokenizer), "--dataset-name", "sharegpt",
-            "--dataset-path", str(sharegpt), "--sharegpt-output-len", str(OUTPUT_LEN),
-            "--num-prompts", str(NUM_PROMPTS), "--max-concurrency", str(CONCURRENCY),
-            "--output-file", str(output), "--disable-tqdm"]
+    argv = [
+        python,
+        "-m",
+        "sglang.benchmark.serving",
+        "--backend",
+        "sglang-oai",
+        "--base-url",
+        url,
+        "--model",
+        "sim",
+        "--tokenizer",
+        str(tokenizer),
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        str(sharegpt),
+        "--sharegpt-output-len",
+        str(OUTPUT_LEN),
+        "--num-prompts",
+        str(NUM_PROMPTS),
+        "--max-concurrency",
+        str(CONCURRENCY),
+        "--output-file",
+        str(output),
+        "--disable-tqdm",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0 and output.exists(), (proc.stdout[-3000:], proc.stderr[-3000:])
     return json.loads(output.read_text().splitlines()[-1])

@@ -65,8 +65,13 @@ def test_launch_commands_pass_sglangs_parser_and_resolver(preflight, exported, c
     verdicts = preflight.check_many([plain[3:], adaptive[3:]])
     assert verdicts[0].ok, verdicts[0].reason
     r = verdicts[0].resolved
-    assert (r["speculative_algorithm"], r["speculative_num_steps"], r["speculative_eagle_topk"],
-            r["speculative_num_draft_tokens"], r["mem_fraction_static"]) == ("EAGLE", 4, 1, 5, 0.86)
+    assert (
+        r["speculative_algorithm"],
+        r["speculative_num_steps"],
+        r["speculative_eagle_topk"],
+        r["speculative_num_draft_tokens"],
+        r["mem_fraction_static"],
+    ) == ("EAGLE", 4, 1, 5, 0.86)
     assert verdicts[1].ok, verdicts[1].reason
     r = verdicts[1].resolved
     assert r["speculative_adaptive"] is True  # SGLang disables it (with a warning) when unsupported
@@ -77,26 +82,33 @@ def test_launch_commands_pass_sglangs_parser_and_resolver(preflight, exported, c
 def test_yaml_config_and_adaptive_ladder_are_read_by_sglang(sglang_python, preflight, tiny_models, exported, tmp_path):
     config = tmp_path / "sglang.yaml"
     ladder_path = tmp_path / "ladder.json"
-    assert main(["export", *exported.args, "--pick", "throughput", "--format", "yaml", "--port", "31555",
-                 "-o", str(config)]) == 0
+    assert main(["export", *exported.args, "--pick", "throughput", "--format", "yaml", "--port", "31555", "-o", str(config)]) == 0
     assert main(["export", *exported.args, "--format", "adaptive", "-o", str(ladder_path)]) == 0
     ladder = json.loads(ladder_path.read_text())
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    proc = subprocess.run([sglang_python, str(probe), str(ladder_path), "5", "--", "--config", str(config),
-                           "--device", "cuda"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sglang_python, str(probe), str(ladder_path), "5", "--", "--config", str(config), "--device", "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-2000:]
-    out = json.loads(lines[0][len("RESULT "):])
+    out = json.loads(lines[0][len("RESULT ") :])
     r = out["resolved"]
     # throughput pick of the hand-made study: trial 2, steps=3 mem=0.88 (tied with trial 4 at C=32, faster at C=1)
     assert (r["model_path"], r["speculative_draft_model_path"]) == (tiny_models["target"], tiny_models["eagle"])
-    assert (r["speculative_algorithm"], r["speculative_num_steps"], r["speculative_eagle_topk"],
-            r["speculative_num_draft_tokens"], r["mem_fraction_static"]) == ("EAGLE", 3, 1, 4, 0.88)
+    assert (
+        r["speculative_algorithm"],
+        r["speculative_num_steps"],
+        r["speculative_eagle_topk"],
+        r["speculative_num_draft_tokens"],
+        r["mem_fraction_static"],
+    ) == ("EAGLE", 3, 1, 4, 0.88)
     assert (r["host"], r["port"]) == ("127.0.0.1", 31555)
     assert out["slots"] == {k: v["candidate_steps"] for k, v in ladder.items() if k.isdigit()}
     assert out["slots"] == {"1": [5], "4": [5], "32": [2, 3]}
     # SGLang routes a batch to the slot with the largest key not above it; each slot starts at
     # the given initial steps when that is a candidate, else at its middle candidate.
     assert out["routed"] == {"1": 5, "2": 5, "3": 5, "4": 5, "5": 5, "16": 5, "31": 5, "32": 3, "100": 3}
-

@@ -25,8 +25,14 @@ from .conftest import SGLANG_VERSION
 
 pytestmark = pytest.mark.sglang
 
-SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-             "speculative_num_draft_tokens", "page_size", "max_running_requests")
+SPEC_KEYS = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "page_size",
+    "max_running_requests",
+)
 
 
 def launch_argv(flags: dict[str, Any]) -> list[str]:
@@ -35,12 +41,17 @@ def launch_argv(flags: dict[str, Any]) -> list[str]:
 
     command = ("sglang-server",)
     request = LaunchRequest(command=command, flags=flags, log_path=Path(tempfile.gettempdir()) / "unused.log")
-    return build_argv(request, port=30000)[len(command):]
+    return build_argv(request, port=30000)[len(command) :]
 
 
 def eagle(steps, topk, draft, algo="EAGLE", **extra):
-    return {"speculative_algorithm": algo, "speculative_num_steps": steps,
-            "speculative_eagle_topk": topk, "speculative_num_draft_tokens": draft, **extra}
+    return {
+        "speculative_algorithm": algo,
+        "speculative_num_steps": steps,
+        "speculative_eagle_topk": topk,
+        "speculative_num_draft_tokens": draft,
+        **extra,
+    }
 
 
 TRITON16 = {"attention_backend": "triton", "page_size": 16}
@@ -54,31 +65,57 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("tree_triton_paged", eagle(3, 4, 8, **TRITON16), "ok", "ok"),
     ("tree_flashinfer_paged", eagle(3, 4, 8, attention_backend="flashinfer", page_size=16), "ok", "ok"),
     ("tree_fa3_paged", eagle(3, 4, 8, attention_backend="fa3", page_size=16), "ok", "ok"),
-    ("tree_torch_native_paged", eagle(3, 4, 8, attention_backend="torch_native", page_size=16),
-     "topk_gt1_page_size_backend", "rejected"),
-    ("tree_flashmla_forced_pages", eagle(3, 4, 8, attention_backend="flashmla"),
-     "topk_gt1_page_size_backend", "rejected"),
+    (
+        "tree_torch_native_paged",
+        eagle(3, 4, 8, attention_backend="torch_native", page_size=16),
+        "topk_gt1_page_size_backend",
+        "rejected",
+    ),
+    ("tree_flashmla_forced_pages", eagle(3, 4, 8, attention_backend="flashmla"), "topk_gt1_page_size_backend", "rejected"),
     ("tree_at_its_size", eagle(2, 2, 7, **TRITON16), "ok", "ok"),
     ("tree_too_many_drafts", eagle(2, 2, 8, **TRITON16), "draft_tokens_exceed_tree", "ok"),
     ("ngram_triton_paged", {"speculative_algorithm": "NGRAM", **TRITON16}, "ngram_page_size_backend", "rejected"),
-    ("ngram_flashinfer_paged", {"speculative_algorithm": "NGRAM", "attention_backend": "flashinfer",
-                                "page_size": 16}, "ok", "ok"),
+    (
+        "ngram_flashinfer_paged",
+        {"speculative_algorithm": "NGRAM", "attention_backend": "flashinfer", "page_size": 16},
+        "ok",
+        "ok",
+    ),
     ("ngram_triton_unpaged", {"speculative_algorithm": "NGRAM", "attention_backend": "triton"}, "ok", "ok"),
-    ("ngram_custom_breadth", {"speculative_algorithm": "NGRAM", "attention_backend": "triton",
-                              "speculative_ngram_max_bfs_breadth": 4, "speculative_num_draft_tokens": 8}, "ok", "ok"),
-    ("ngram_dp_attention", {"speculative_algorithm": "NGRAM", "attention_backend": "triton", **DP2},
-     "ngram_dp_attention", "rejected"),
-    ("standalone_dp_attention", eagle(3, 1, 4, "STANDALONE", attention_backend="triton", **DP2),
-     "standalone_dp_attention", "rejected"),
-    ("standalone_dp_size_1", eagle(3, 1, 4, "STANDALONE", attention_backend="triton", enable_dp_attention=True),
-     "ok", "ok"),
+    (
+        "ngram_custom_breadth",
+        {
+            "speculative_algorithm": "NGRAM",
+            "attention_backend": "triton",
+            "speculative_ngram_max_bfs_breadth": 4,
+            "speculative_num_draft_tokens": 8,
+        },
+        "ok",
+        "ok",
+    ),
+    (
+        "ngram_dp_attention",
+        {"speculative_algorithm": "NGRAM", "attention_backend": "triton", **DP2},
+        "ngram_dp_attention",
+        "rejected",
+    ),
+    (
+        "standalone_dp_attention",
+        eagle(3, 1, 4, "STANDALONE", attention_backend="triton", **DP2),
+        "standalone_dp_attention",
+        "rejected",
+    ),
+    ("standalone_dp_size_1", eagle(3, 1, 4, "STANDALONE", attention_backend="triton", enable_dp_attention=True), "ok", "ok"),
     ("eagle_dp_attention", eagle(3, 1, 4, attention_backend="triton", **DP2), "ok", "ok"),
     ("eagle_pipeline", eagle(3, 1, 4, attention_backend="triton", pp_size=2), "pp_speculative_prefill_only", "rejected"),
     ("eagle3_pipeline", eagle(3, 1, 4, "EAGLE3", attention_backend="triton", pp_size=2), "pp_speculative", "rejected"),
-    ("eagle_pipeline_prefill_node", eagle(3, 1, 4, attention_backend="triton", pp_size=2,
-                                          disaggregation_mode="prefill"), "ok", "ok"),
-    ("topk_without_steps", {"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 2}, "partial_spec_params",
-     "rejected"),
+    (
+        "eagle_pipeline_prefill_node",
+        eagle(3, 1, 4, attention_backend="triton", pp_size=2, disaggregation_mode="prefill"),
+        "ok",
+        "ok",
+    ),
+    ("topk_without_steps", {"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 2}, "partial_spec_params", "rejected"),
     ("steps_without_topk", {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3}, "topk_unset", "rejected"),
     ("trtllm_mha_chain", eagle(3, 1, 4, attention_backend="trtllm_mha"), "ok", "hardware"),
     ("trtllm_mha_tree", eagle(3, 4, 8, attention_backend="trtllm_mha"), "trtllm_mha_topk", "hardware"),
@@ -211,14 +248,20 @@ def search_space_flags(models: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def test_every_generated_argv_parses_with_sglangs_parser(sglang_python, tiny_models):
-    flag_sets = (search_space_flags(tiny_models) + bundled_space_flags(tiny_models)
-                 + [with_models(c[1], tiny_models) for c in CASES])
+    flag_sets = (
+        search_space_flags(tiny_models) + bundled_space_flags(tiny_models) + [with_models(c[1], tiny_models) for c in CASES]
+    )
     argvs = [launch_argv(flags) for flags in flag_sets]
-    proc = subprocess.run([sglang_python, "-c", PARSE_SCRIPT], input="".join(json.dumps(a) + "\n" for a in argvs),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sglang_python, "-c", PARSE_SCRIPT],
+        input="".join(json.dumps(a) + "\n" for a in argvs),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("PARSE_RESULT ")]
     assert lines, proc.stderr[-2000:]
-    failures = json.loads(lines[-1][len("PARSE_RESULT "):])
+    failures = json.loads(lines[-1][len("PARSE_RESULT ") :])
     problems = sorted({message for _, message in failures})
     assert not failures, f"{len(failures)} of {len(argvs)} argvs refused by sglang {SGLANG_VERSION}: {problems}"
 
@@ -229,17 +272,24 @@ def test_every_generated_argv_parses_with_sglangs_parser(sglang_python, tiny_mod
 # 0.5.23 prints (its 0.5.10-and-earlier "Capture cuda graph end. Time elapsed:" is not here).
 # 'available_gpu_mem' is written as a conditional expression before '=' in the scheduler.
 STARTUP_FRAGMENTS = (
-    "max_total_num_tokens=", "chunked_prefill_size=", "max_prefill_tokens=", "max_running_requests=",
-    "context_len=", "available_gpu_mem", "KV Cache is allocated", "#tokens: ",
-    "CUDA graph end. elapsed=", "Load weight end. elapsed=", "The server is fired up and ready to roll!",
+    "max_total_num_tokens=",
+    "chunked_prefill_size=",
+    "max_prefill_tokens=",
+    "max_running_requests=",
+    "context_len=",
+    "available_gpu_mem",
+    "KV Cache is allocated",
+    "#tokens: ",
+    "CUDA graph end. elapsed=",
+    "Load weight end. elapsed=",
+    "The server is fired up and ready to roll!",
 )
 
 
 def test_classifier_patterns_occur_in_sglang_source(sglang_source):
     from autospec.launcher.classify import FAILURE_PATTERNS, RUNTIME_EVENT_PATTERNS
 
-    claimed = [p for p in (*FAILURE_PATTERNS, *RUNTIME_EVENT_PATTERNS)
-               if p.in_sglang_source and SGLANG_VERSION in p.checked]
+    claimed = [p for p in (*FAILURE_PATTERNS, *RUNTIME_EVENT_PATTERNS) if p.in_sglang_source and SGLANG_VERSION in p.checked]
     assert claimed, "no classifier pattern claims to be sglang's own text"
     missing = [p.needle for p in claimed if p.needle not in sglang_source]
     assert not missing, f"sglang {SGLANG_VERSION} no longer contains: {missing}"
@@ -249,8 +299,11 @@ def test_startup_fact_fragments_occur_in_sglang_source(sglang_source):
     from autospec.launcher import startup
 
     patterns = getattr(startup, "STARTUP_PATTERNS", None)  # a public table, once the launcher has one
-    fragments = STARTUP_FRAGMENTS if patterns is None else tuple(
-        p.needle for p in patterns if p.in_sglang_source and SGLANG_VERSION in p.checked)
+    fragments = (
+        STARTUP_FRAGMENTS
+        if patterns is None
+        else tuple(p.needle for p in patterns if p.in_sglang_source and SGLANG_VERSION in p.checked)
+    )
     missing = [f for f in fragments if f not in sglang_source]
     assert not missing, f"sglang {SGLANG_VERSION} no longer contains: {missing}"
 

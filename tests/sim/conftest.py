@@ -19,15 +19,25 @@ __all__ = ["SPEC", "SPEC_FLAGS", "Sim", "SimPool", "flags_for_status", "free_por
 
 #: A fast, noiseless MTP configuration of the default profile.
 SPEC_FLAGS = (
-    "--model-path", "sim",
-    "--speculative-algorithm", "NEXTN",
-    "--speculative-num-steps", "3",
-    "--speculative-eagle-topk", "1",
-    "--speculative-num-draft-tokens", "4",
+    "--model-path",
+    "sim",
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
 )
 #: The same configuration as ServerArgs fields.
-SPEC = {"model_path": "sim", "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+SPEC = {
+    "model_path": "sim",
+    "speculative_algorithm": "NEXTN",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
 
 
 def to_argv(flags: dict) -> list[str]:
@@ -41,11 +51,17 @@ def to_argv(flags: dict) -> list[str]:
 def flags_for_status(profile, status: str, message_contains: str = "") -> dict:
     """A flag set of `profile` whose init ends in `status` (and whose message contains
     `message_contains`), searched on a grid rather than hard-coded."""
-    grid = itertools.product([1, 2, 3, 10], [1, 2], [None, 4, 6, 8], [0.1, 0.3, 0.85, 0.97],
-                             [None, 4], [None, 1], ["flashinfer", "triton"])
+    grid = itertools.product(
+        [1, 2, 3, 10], [1, 2], [None, 4, 6, 8], [0.1, 0.3, 0.85, 0.97], [None, 4], [None, 1], ["flashinfer", "triton"]
+    )
     for steps, topk, draft, fraction, mrr, tp, backend in grid:
-        flags = {**SPEC, "speculative_num_steps": steps, "speculative_eagle_topk": topk,
-                 "mem_fraction_static": fraction, "attention_backend": backend}
+        flags = {
+            **SPEC,
+            "speculative_num_steps": steps,
+            "speculative_eagle_topk": topk,
+            "mem_fraction_static": fraction,
+            "attention_backend": backend,
+        }
         flags.pop("speculative_num_draft_tokens")
         if draft is not None:
             flags["speculative_num_draft_tokens"] = draft

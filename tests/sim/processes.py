@@ -57,12 +57,21 @@ class Sim:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.state_dir = state_dir
-        self.argv = [sys.executable, "-m", "autospec.sim", "--host", "127.0.0.1", "--port", str(self.port),
-                     "--sim-gpu-state-dir", str(state_dir), *args]
+        self.argv = [
+            sys.executable,
+            "-m",
+            "autospec.sim",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--sim-gpu-state-dir",
+            str(state_dir),
+            *args,
+        ]
         self.started = time.monotonic()
         with log_path.open("wb") as out:
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

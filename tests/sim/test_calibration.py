@@ -19,9 +19,17 @@ TOLERANCE = 0.10
 def seed_flags(steps: int, **extra) -> dict:
     """The seed's servers: MTP (NEXTN), chain, triton, page_size 16, TP=4, the profile's
     assumed mem_fraction_static 0.85 (the seed did not report it)."""
-    return {"speculative_algorithm": "NEXTN", "speculative_num_steps": steps, "speculative_eagle_topk": 1,
-            "speculative_num_draft_tokens": steps + 1, "attention_backend": "triton", "page_size": 16,
-            "tp_size": 4, "mem_fraction_static": 0.85, **extra}
+    return {
+        "speculative_algorithm": "NEXTN",
+        "speculative_num_steps": steps,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": steps + 1,
+        "attention_backend": "triton",
+        "page_size": 16,
+        "tp_size": 4,
+        "mem_fraction_static": 0.85,
+        **extra,
+    }
 
 
 def rows() -> list[dict]:
@@ -54,8 +62,9 @@ def test_the_comparison_covers_every_figure_of_the_csv():
     assert {c for _, _, c, _, _ in figures} == {1, 4, 16, 32, 64}
 
 
-@pytest.mark.parametrize(("row", "steps", "concurrency", "figure", "seed"), comparisons(),
-                         ids=lambda v: str(v) if not isinstance(v, float) else None)
+@pytest.mark.parametrize(
+    ("row", "steps", "concurrency", "figure", "seed"), comparisons(), ids=lambda v: str(v) if not isinstance(v, float) else None
+)
 def test_default_profile_reproduces_the_seed_figure(row, steps, concurrency, figure, seed):
     pred = predict(SEED, seed_flags(steps), concurrency)  # 2*C requests, 4 at C=1, 1000 tokens, temp 0
     assert pred.ok

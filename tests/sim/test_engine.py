@@ -36,18 +36,35 @@ def run_requests(profile, *, requests: int, pool_tokens: int, max_running: int =
 
     async def main() -> tuple[Engine, list[Generation]]:
         done = asyncio.Event()
-        engine = Engine(profile=profile, cfg=cfg, max_running=max_running, max_total_tokens=pool_tokens,
-                        time_scale=1e-4, noise=False, rng=random.Random(0), log=SglangLog(stream),
-                        on_complete=lambda gen: done.set() if all(g.finished for g in gens) else None)
+        engine = Engine(
+            profile=profile,
+            cfg=cfg,
+            max_running=max_running,
+            max_total_tokens=pool_tokens,
+            time_scale=1e-4,
+            noise=False,
+            rng=random.Random(0),
+            log=SglangLog(stream),
+            on_complete=lambda gen: done.set() if all(g.finished for g in gens) else None,
+        )
 
         def on_step(gen: Generation, text: str) -> None:
             if engine.kv_tokens > pool_tokens:
                 overfull.append(engine.kv_tokens)
 
         mean = accept_length(profile, cfg, "synthetic", 0.0)
-        gens = [Generation(rid=str(i), prompt_tokens=PROMPT_TOKENS, max_new_tokens=OUTPUT_TOKENS,
-                           stop_at=OUTPUT_TOKENS, accept_mean=mean, accept_cdf=None, on_step=on_step)
-                for i in range(requests)]
+        gens = [
+            Generation(
+                rid=str(i),
+                prompt_tokens=PROMPT_TOKENS,
+                max_new_tokens=OUTPUT_TOKENS,
+                stop_at=OUTPUT_TOKENS,
+                accept_mean=mean,
+                accept_cdf=None,
+                on_step=on_step,
+            )
+            for i in range(requests)
+        ]
         task = asyncio.create_task(engine.run())
         for gen in gens:
             engine.submit(gen)
@@ -81,9 +98,11 @@ def test_a_full_pool_retracts_requests_which_resume_and_finish(profile):
     lines = [line for line in log.splitlines() if needle in line]
     assert lines, log[-2000:]
     # sglang 0.5.16/0.5.23 wording; the default profile is a hybrid model (#mamba_num_gained).
-    pattern = re.compile(r"^\[[\d\- :]+\] KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+), "
-                         r"#new_tokens_gained: (\d+), #mamba_num_gained: (\d+), #new_token_ratio: "
-                         r"[01]\.\d{4} -> [01]\.\d{4}$")
+    pattern = re.compile(
+        r"^\[[\d\- :]+\] KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+), "
+        r"#new_tokens_gained: (\d+), #mamba_num_gained: (\d+), #new_token_ratio: "
+        r"[01]\.\d{4} -> [01]\.\d{4}$"
+    )
     parsed = [pattern.match(line) for line in lines]
     assert all(parsed), lines
     assert sum(int(m.group(1)) for m in parsed) == engine.stats.retracted
@@ -100,11 +119,26 @@ def test_the_first_request_runs_even_if_it_alone_overflows_the_pool(profile):
 
     async def main() -> Generation:
         finished = asyncio.Event()
-        engine = Engine(profile=profile, cfg=cfg, max_running=4, max_total_tokens=64, time_scale=1e-4,
-                        noise=False, rng=random.Random(0), log=SglangLog(stream), on_complete=lambda g: finished.set())
-        gen = Generation(rid="long", prompt_tokens=PROMPT_TOKENS, max_new_tokens=200, stop_at=200,
-                         accept_mean=accept_length(profile, cfg, "synthetic", 0.0), accept_cdf=None,
-                         on_step=lambda g, t: None)
+        engine = Engine(
+            profile=profile,
+            cfg=cfg,
+            max_running=4,
+            max_total_tokens=64,
+            time_scale=1e-4,
+            noise=False,
+            rng=random.Random(0),
+            log=SglangLog(stream),
+            on_complete=lambda g: finished.set(),
+        )
+        gen = Generation(
+            rid="long",
+            prompt_tokens=PROMPT_TOKENS,
+            max_new_tokens=200,
+            stop_at=200,
+            accept_mean=accept_length(profile, cfg, "synthetic", 0.0),
+            accept_cdf=None,
+            on_step=lambda g, t: None,
+        )
         task = asyncio.create_task(engine.run())
         engine.submit(gen)
         await asyncio.wait_for(finished.wait(), 30)
@@ -138,9 +172,15 @@ def closed_loop(profile, flags, *, concurrency: int, requests: int, output_len: 
 
         def send() -> None:
             nonlocal count
-            gen = Generation(rid=str(count), prompt_tokens=PROMPT_TOKENS, max_new_tokens=output_len,
-                             stop_at=output_len, accept_mean=accept_length(profile, cfg, "synthetic", 0.0),
-                             accept_cdf=None, on_step=on_step)
+            gen = Generation(
+                rid=str(count),
+                prompt_tokens=PROMPT_TOKENS,
+                max_new_tokens=output_len,
+                stop_at=output_len,
+                accept_mean=accept_length(profile, cfg, "synthetic", 0.0),
+                accept_cdf=None,
+                on_step=on_step,
+            )
             count += 1
             sent[gen.rid] = now()
             engine.submit(gen)
@@ -152,9 +192,17 @@ def closed_loop(profile, flags, *, concurrency: int, requests: int, output_len: 
             elif len(out) == requests:
                 done.set()
 
-        engine = Engine(profile=profile, cfg=cfg, max_running=outcome.max_running_requests,
-                        max_total_tokens=outcome.max_total_num_tokens, time_scale=scale, noise=False,
-                        rng=random.Random(0), log=SglangLog(io.StringIO()), on_complete=on_complete)
+        engine = Engine(
+            profile=profile,
+            cfg=cfg,
+            max_running=outcome.max_running_requests,
+            max_total_tokens=outcome.max_total_num_tokens,
+            time_scale=scale,
+            noise=False,
+            rng=random.Random(0),
+            log=SglangLog(io.StringIO()),
+            on_complete=on_complete,
+        )
         task = asyncio.create_task(engine.run())
         for _ in range(min(concurrency, requests)):
             send()
@@ -173,8 +221,9 @@ def test_a_closed_loop_is_served_as_predict_replays_it(profile, concurrency, req
     # The speeds the simulator serves in simulated time; how closely a process on a given
     # machine keeps them in real time is benchmarks/sim_speed.py's question.
     records = closed_loop(profile, SPEC, concurrency=concurrency, requests=requests, output_len=output_len)
-    expected = predict(profile, SPEC, concurrency, "synthetic", input_len=PROMPT_TOKENS, output_len=output_len,
-                       num_requests=requests)
+    expected = predict(
+        profile, SPEC, concurrency, "synthetic", input_len=PROMPT_TOKENS, output_len=output_len, num_requests=requests
+    )
     assert len(records) == requests
     span = max(done for _, _, done in records) - min(sent for sent, _, _ in records)
     per_request = sum(output_len / (done - sent) for sent, _, done in records) / requests

@@ -18,16 +18,45 @@ BODY = {"text": "w1 w2 w3", "sampling_params": {"max_new_tokens": 20, "ignore_eo
 
 
 def test_parse_faults_reads_every_spec():
-    faults = parse_faults(["crash_after_requests=3", "hang_at_start", "ignore_sigterm", "zombie_child",
-                           "slow_start=1.5", "crash_at_start", "error_rate=0.25", "stall_after_requests=8:2.5", " "])
-    assert faults == Faults(crash_after_requests=3, hang_at_start=True, ignore_sigterm=True, zombie_child=True,
-                            slow_start_s=1.5, crash_at_start=True, error_rate=0.25, stall_after_requests=(8, 2.5))
+    faults = parse_faults(
+        [
+            "crash_after_requests=3",
+            "hang_at_start",
+            "ignore_sigterm",
+            "zombie_child",
+            "slow_start=1.5",
+            "crash_at_start",
+            "error_rate=0.25",
+            "stall_after_requests=8:2.5",
+            " ",
+        ]
+    )
+    assert faults == Faults(
+        crash_after_requests=3,
+        hang_at_start=True,
+        ignore_sigterm=True,
+        zombie_child=True,
+        slow_start_s=1.5,
+        crash_at_start=True,
+        error_rate=0.25,
+        stall_after_requests=(8, 2.5),
+    )
     assert parse_faults([]) == Faults()
 
 
-@pytest.mark.parametrize("spec", ["explode", "crash_after_requests=x", "error_rate=2", "slow_start=-1",
-                                  "hang_at_start=1", "stall_after_requests=3", "stall_after_requests=3:0",
-                                  "stall_after_requests=-1:2"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "explode",
+        "crash_after_requests=x",
+        "error_rate=2",
+        "slow_start=-1",
+        "hang_at_start=1",
+        "stall_after_requests=3",
+        "stall_after_requests=3:0",
+        "stall_after_requests=-1:2",
+    ],
+)
 def test_bad_fault_specs_are_one_line_errors(spec):
     with pytest.raises(FaultSpecError) as error:
         parse_faults([spec])

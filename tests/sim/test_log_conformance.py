@@ -34,8 +34,7 @@ from .conftest import SPEC, Sim, flags_for_status, to_argv
 
 V0510, V0516, V0523 = "seed-qwen35-122b-4x-rtxpro6000", "llama31-8b-eagle3-1x-h100", "deepseek-v3-mtp-8x-h200"
 FAST = ("--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-warmup-seconds", "0", "--sim-time-scale", "0.2")
-NGRAM_TRITON_PAGED = {"model_path": "sim", "speculative_algorithm": "NGRAM", "attention_backend": "triton",
-                      "page_size": 16}
+NGRAM_TRITON_PAGED = {"model_path": "sim", "speculative_algorithm": "NGRAM", "attention_backend": "triton", "page_size": 16}
 
 
 @dataclass(frozen=True)
@@ -70,6 +69,7 @@ def _init_failure(name: str, status: str, wording: str = "") -> Callable:
     def run(start):
         flags = flags_for_status(load_profile(name), status, wording)
         return _exited(start(*_with_profile(name, flags)))
+
     return run
 
 
@@ -83,8 +83,9 @@ def _port_in_use(start) -> Outcome:
 def _crashed(start) -> Outcome:
     sim = start(*_with_profile(V0510, SPEC), "--sim-fault", "crash_after_requests=1")
     sim.wait_ready()
-    httpx.post(sim.url + "/generate", timeout=30,
-               json={"text": "w1 w2 w3", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}})
+    httpx.post(
+        sim.url + "/generate", timeout=30, json={"text": "w1 w2 w3", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}}
+    )
     return _exited(sim)
 
 
@@ -136,8 +137,7 @@ PRODUCED: dict[tuple[str, str], str] = {
     ("rejected_args", "resolve_once"): "rejected_0.5.23",
     ("rejected_args", "Load weight begin"): "ready_0.5.10",
     ("kv_pool_too_small", "Loaded weights leave no GPU memory for the KV cache"): "kv_no_memory_left_0.5.16",
-    ("kv_pool_too_small", "Not enough memory. Please try to increase --mem-fraction-static."):
-        "kv_not_enough_memory_0.5.10",
+    ("kv_pool_too_small", "Not enough memory. Please try to increase --mem-fraction-static."): "kv_not_enough_memory_0.5.10",
     ("cuda_graph_oom", "Capture cuda graph failed"): "cuda_graph_oom",
     ("weights_oom", "torch.OutOfMemoryError"): "weights_oom",
     ("rejected_args", "CUDA error: invalid device ordinal"): "too_few_gpus",
@@ -147,15 +147,21 @@ PRODUCED: dict[tuple[str, str], str] = {
 
 #: (kind, needle) -> why the simulator never prints it
 NOT_PRODUCED: dict[tuple[str, str], str] = {
-    ("port_in_use", "Port is already in use."):
-        "SGLang's PortArgs (ZMQ/NCCL ports derived from --port under DP attention); the sim opens "
-        "only its HTTP port, whose conflict it reports in uvicorn's wording",
-    ("foreign_gpu_memory", "The memory capacity is unbalanced. Some GPUs may be occupied by other processes."):
-        "the sim's memory model gives every rank the same free memory and does not read other "
-        "processes' GPU-state files, so its ranks are never unbalanced",
-    ("weights_oom", "CUDA error: out of memory"):
-        "a raw cudaMalloc failure outside PyTorch's caching allocator (NCCL, custom kernels); the sim's "
-        "weight-loading OOM is the allocator's torch.OutOfMemoryError",
+    (
+        "port_in_use",
+        "Port is already in use.",
+    ): "SGLang's PortArgs (ZMQ/NCCL ports derived from --port under DP attention); the sim opens "
+    "only its HTTP port, whose conflict it reports in uvicorn's wording",
+    (
+        "foreign_gpu_memory",
+        "The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
+    ): "the sim's memory model gives every rank the same free memory and does not read other "
+    "processes' GPU-state files, so its ranks are never unbalanced",
+    (
+        "weights_oom",
+        "CUDA error: out of memory",
+    ): "a raw cudaMalloc failure outside PyTorch's caching allocator (NCCL, custom kernels); the sim's "
+    "weight-loading OOM is the allocator's torch.OutOfMemoryError",
 }
 
 
@@ -187,8 +193,9 @@ def test_every_pattern_is_produced_or_excused():
     assert set(PRODUCED.values()) <= set(SCENARIOS)
 
 
-@pytest.mark.parametrize("pattern", [p for p in _patterns() if (p.kind, p.needle) in PRODUCED],
-                         ids=lambda p: f"{p.kind}:{p.needle[:40]}")
+@pytest.mark.parametrize(
+    "pattern", [p for p in _patterns() if (p.kind, p.needle) in PRODUCED], ids=lambda p: f"{p.kind}:{p.needle[:40]}"
+)
 def test_pattern_appears_in_the_simulators_output(pattern, outcomes):
     outcome = outcomes(PRODUCED[(pattern.kind, pattern.needle)])
     lines = outcome.log.splitlines()
@@ -207,8 +214,10 @@ def test_a_retraction_line_per_event_with_sglangs_fields(outcomes):
     needle = next(p.needle for p in RUNTIME_EVENT_PATTERNS if p.kind == "retractions")
     lines = [line for line in outcomes("retraction").log.splitlines() if needle in line]
     # sglang 0.5.16 scheduler.py; llama31 is not a hybrid model, so no #mamba_num_gained.
-    shape = re.compile(r"^\[[\d\- :]+\] KV cache pool is full\. Retract requests\. #retracted_reqs: [1-9]\d*, "
-                       r"#new_tokens_gained: \d+, #new_token_ratio: [01]\.\d{4} -> [01]\.\d{4}$")
+    shape = re.compile(
+        r"^\[[\d\- :]+\] KV cache pool is full\. Retract requests\. #retracted_reqs: [1-9]\d*, "
+        r"#new_tokens_gained: \d+, #new_token_ratio: [01]\.\d{4} -> [01]\.\d{4}$"
+    )
     assert lines and all(shape.match(line) for line in lines), lines
 
 

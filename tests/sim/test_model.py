@@ -163,10 +163,14 @@ def test_ngram_with_pages_needs_flashinfer():
 
 
 def test_standalone_and_ngram_reject_dp_attention_but_eagle_does_not():
-    assert str(rejection({"speculative_algorithm": "STANDALONE", "enable_dp_attention": True, "dp_size": 2})) == \
-        "Currently standalone speculative decoding does not support dp attention."
-    assert str(rejection({"speculative_algorithm": "NGRAM", "enable_dp_attention": True, "page_size": 1})) == \
-        "Currently ngram speculative decoding does not support dp attention."
+    assert (
+        str(rejection({"speculative_algorithm": "STANDALONE", "enable_dp_attention": True, "dp_size": 2}))
+        == "Currently standalone speculative decoding does not support dp attention."
+    )
+    assert (
+        str(rejection({"speculative_algorithm": "NGRAM", "enable_dp_attention": True, "page_size": 1}))
+        == "Currently ngram speculative decoding does not support dp attention."
+    )
     resolve_args(SEED, mtp(3, enable_dp_attention=True, dp_size=2))
 
 
@@ -180,11 +184,16 @@ def test_partial_spec_flags_fail_like_sglang():
 def test_pipeline_parallelism_with_speculation_by_version():
     flags = mtp(3, pp_size=2)
     assert str(rejection(flags)) == (
-        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill.")
-    assert str(rejection(flags, at_version("0.5.11"))) == \
-        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
-    assert str(rejection(flags, at_version("0.5.16"))) == \
-        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill."
+    )
+    assert (
+        str(rejection(flags, at_version("0.5.11")))
+        == "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
+    )
+    assert (
+        str(rejection(flags, at_version("0.5.16")))
+        == "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
+    )
     assert rejection(flags).exc_type == "AssertionError"
 
 
@@ -199,10 +208,12 @@ def test_pipeline_parallel_eagle_runs_only_on_a_prefill_node_from_0_5_21(version
         assert err.exc_type == "AssertionError"
     assert resolve_args(profile, mtp(3, pp_size=2, disaggregation_mode="prefill")).pp_size == 2
     only_eagle = "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
-    for flags in ({**mtp(3, pp_size=2), "speculative_algorithm": "EAGLE3"},
-                  {**mtp(3, pp_size=2), "speculative_algorithm": "STANDALONE"},
-                  mtp(3, pp_size=2, disaggregation_mode="prefill", enable_multi_layer_eagle=True),
-                  {"speculative_algorithm": "NGRAM", "attention_backend": "flashinfer", "pp_size": 2}):
+    for flags in (
+        {**mtp(3, pp_size=2), "speculative_algorithm": "EAGLE3"},
+        {**mtp(3, pp_size=2), "speculative_algorithm": "STANDALONE"},
+        mtp(3, pp_size=2, disaggregation_mode="prefill", enable_multi_layer_eagle=True),
+        {"speculative_algorithm": "NGRAM", "attention_backend": "flashinfer", "pp_size": 2},
+    ):
         assert str(rejection(flags, profile)) == only_eagle
     resolve_args(profile, {"pp_size": 2})  # no speculation: fine
 
@@ -217,8 +228,7 @@ def test_oversized_draft_tree_is_accepted_at_argument_time_but_fails_at_init():
 
 def test_draft_tree_bound_is_sglangs_not_steps_times_topk():
     # organize_draft_results picks draft - 1 of topk + (steps - 1) * topk^2 candidates (0.5.23)
-    assert [max_draft_tokens(s, k) for s, k in ((1, 1), (5, 1), (1, 4), (2, 2), (3, 4), (2, 8))] == \
-        [2, 6, 5, 7, 37, 73]
+    assert [max_draft_tokens(s, k) for s, k in ((1, 1), (5, 1), (1, 4), (2, 2), (3, 4), (2, 8))] == [2, 6, 5, 7, 37, 73]
     llama = load_profile("llama31-8b-eagle3-1x-h100")
     for steps, topk in ((2, 2), (3, 2), (2, 4)):
         old, limit = steps * topk + 1, max_draft_tokens(steps, topk)
@@ -289,8 +299,7 @@ def test_kv_pool_too_small_in_both_directions_with_the_versions_message():
         assert outcome.status == "kv_pool_too_small"
         assert outcome.max_total_num_tokens == 0
     assert deep.message == (
-        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-        "Current value: mem_fraction_static=0.85"
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.85"
     )
     old = init_outcome(at_version("0.5.4"), cfg_for(mtp(10)))
     assert old.message.endswith("Current value: self.server_args.mem_fraction_static=0.85")
@@ -304,7 +313,8 @@ def test_0516_wording_when_weights_leave_nothing():
     assert outcome.status == "kv_pool_too_small"
     assert outcome.message.startswith(
         "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.2. "
-        "Raise --mem-fraction-static above 0.")
+        "Raise --mem-fraction-static above 0."
+    )
     assert outcome.message.endswith("If using speculative decoding, draft weights are now counted.")
     minimum = float(outcome.message.split("available/pre = ")[1].split(")")[0])
     assert minimum == pytest.approx((SEED.weights_gb + SEED.draft_weights_gb) / 4 / (SEED.gpu_mem_gb - 1.0), abs=1e-4)
@@ -333,8 +343,10 @@ def test_running_requests_capped_by_the_pool_and_by_the_user():
     assert init_outcome(SEED, cfg_for(mtp(3))).max_running_requests == 17
     assert init_outcome(SEED, cfg_for(mtp(3, max_running_requests=8))).max_running_requests == 8
     # asking for fewer slots frees the per-slot draft state, so the pool grows
-    assert init_outcome(SEED, cfg_for(mtp(3, max_running_requests=24))).max_total_num_tokens > \
-        init_outcome(SEED, cfg_for(mtp(3))).max_total_num_tokens
+    assert (
+        init_outcome(SEED, cfg_for(mtp(3, max_running_requests=24))).max_total_num_tokens
+        > init_outcome(SEED, cfg_for(mtp(3))).max_total_num_tokens
+    )
 
 
 def test_ok_outcome_accounts_memory():
@@ -383,8 +395,12 @@ def test_temperature_lowers_acceptance():
 
 def test_predictable_workloads_accept_more():
     cfg = cfg_for(mtp(3))
-    assert accept_length(SEED, cfg, "synthetic", 0.0) > accept_length(SEED, cfg, "code", 0.0) > \
-        accept_length(SEED, cfg, "chat", 0.0) > accept_length(SEED, cfg, "summarize", 0.0)
+    assert (
+        accept_length(SEED, cfg, "synthetic", 0.0)
+        > accept_length(SEED, cfg, "code", 0.0)
+        > accept_length(SEED, cfg, "chat", 0.0)
+        > accept_length(SEED, cfg, "summarize", 0.0)
+    )
 
 
 @pytest.mark.parametrize("flags", [mtp(1), mtp(5), mtp(3, 4, 8, page_size=1), mtp(6, 8, 16, page_size=1)])
@@ -465,10 +481,20 @@ def minimal_profile() -> dict:
         "gpu": {"name": "g", "mem_gb": 24.0, "count": 1},
         "defaults": {"cuda_graph_max_bs": 16, "mem_fraction_static": 0.8},
         "memory": {"activation_gb": 1.0, "cuda_graph_base_gb": 0.1, "cuda_graph_gb_per_token": 0.001},
-        "acceptance": {"base": {"synthetic": 0.9, "code": 0.8, "chat": 0.7, "summarize": 0.6}, "decay": 0.9,
-                       "temperature_penalty": 0.2, "tree_gain": 0.3},
-        "cost": {"floor_ms": 5.0, "verify_ms_per_token": 0.01, "draft_step_ms": 0.3, "draft_ms_per_token": 0.01,
-                 "prefill_base_ms": 5.0, "prefill_ms_per_token": 0.01},
+        "acceptance": {
+            "base": {"synthetic": 0.9, "code": 0.8, "chat": 0.7, "summarize": 0.6},
+            "decay": 0.9,
+            "temperature_penalty": 0.2,
+            "tree_gain": 0.3,
+        },
+        "cost": {
+            "floor_ms": 5.0,
+            "verify_ms_per_token": 0.01,
+            "draft_step_ms": 0.3,
+            "draft_ms_per_token": 0.01,
+            "prefill_base_ms": 5.0,
+            "prefill_ms_per_token": 0.01,
+        },
         "timing": {"load_seconds": 1.0, "warmup_seconds": 0.5},
     }
 

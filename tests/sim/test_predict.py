@@ -22,8 +22,13 @@ DEEPSEEK = load_profile("deepseek-v3-mtp-8x-h200")
 
 
 def mtp(steps: int, topk: int = 1, draft: int | None = None, **extra) -> dict:
-    return {"speculative_algorithm": "NEXTN", "speculative_num_steps": steps, "speculative_eagle_topk": topk,
-            "speculative_num_draft_tokens": steps + 1 if draft is None else draft, **extra}
+    return {
+        "speculative_algorithm": "NEXTN",
+        "speculative_num_steps": steps,
+        "speculative_eagle_topk": topk,
+        "speculative_num_draft_tokens": steps + 1 if draft is None else draft,
+        **extra,
+    }
 
 
 def reference_loop(profile, flags, concurrency, num_requests, input_len, output_len, workload="synthetic"):
@@ -142,8 +147,14 @@ def spec_space(algorithm: str) -> list[dict]:
             for draft in range(2, 17):
                 if topk == 1 and draft != steps + 1:
                     continue
-                out.append({"speculative_algorithm": algorithm, "speculative_num_steps": steps,
-                            "speculative_eagle_topk": topk, "speculative_num_draft_tokens": draft})
+                out.append(
+                    {
+                        "speculative_algorithm": algorithm,
+                        "speculative_num_steps": steps,
+                        "speculative_eagle_topk": topk,
+                        "speculative_num_draft_tokens": draft,
+                    }
+                )
     return out
 
 

@@ -14,10 +14,19 @@ def answer(capsys, *argv: str) -> tuple[int, dict]:
 
 
 def test_version_query_needs_no_model_path_and_names_the_profiles_release(capsys):
-    assert answer(capsys, "--sim-print-version") == (0, {"sglang_version": "0.5.10",
-                                                         "profile": "seed-qwen35-122b-4x-rtxpro6000"})
-    code, out = answer(capsys, "--sim-noise", "off", "--sim-gpu-state-dir", "/tmp/x", "--sim-print-version",
-                       "--sim-profile", "deepseek-v3-mtp-8x-h200", "--tp-size", "8")
+    assert answer(capsys, "--sim-print-version") == (0, {"sglang_version": "0.5.10", "profile": "seed-qwen35-122b-4x-rtxpro6000"})
+    code, out = answer(
+        capsys,
+        "--sim-noise",
+        "off",
+        "--sim-gpu-state-dir",
+        "/tmp/x",
+        "--sim-print-version",
+        "--sim-profile",
+        "deepseek-v3-mtp-8x-h200",
+        "--tp-size",
+        "8",
+    )
     assert code == 0 and out["sglang_version"] == "0.5.23"
 
 
@@ -28,8 +37,20 @@ def test_version_query_with_an_unknown_profile_fails_in_one_line(capsys):
 
 
 def test_resolving_still_answers_with_the_version(capsys):
-    code, out = answer(capsys, "--sim-profile", "llama31-8b-eagle3-1x-h100", "--model-path", "m",
-                       "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2",
-                       "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "7")
+    code, out = answer(
+        capsys,
+        "--sim-profile",
+        "llama31-8b-eagle3-1x-h100",
+        "--model-path",
+        "m",
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "2",
+        "--speculative-num-draft-tokens",
+        "7",
+    )
     assert code == 0 and out["ok"] and out["sglang_version"] == "0.5.16"
     assert out["resolved"]["speculative_num_draft_tokens"] == 7  # between steps*topk+1 and SGLang's 1+2+4

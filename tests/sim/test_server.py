@@ -34,7 +34,7 @@ PROMPT = " ".join(f"w{i}" for i in range(32))  # 32 tokens for the sim's whitesp
 
 
 def sse_payloads(text: str) -> list[str]:
-    return [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +129,13 @@ def test_unknown_flag_is_rejected_like_sglang(sim_factory):
 
 
 def test_rejected_combination_prints_sglang_message_before_loading(sim_factory, profile):
-    flags = {**SPEC, "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 6, "page_size": 16,
-             "attention_backend": "triton"}
+    flags = {
+        **SPEC,
+        "speculative_eagle_topk": 2,
+        "speculative_num_draft_tokens": 6,
+        "page_size": 16,
+        "attention_backend": "triton",
+    }
     with pytest.raises(ArgumentRejected) as rejected:
         resolve_args(profile, flags)
     sim = sim_factory(*to_argv(flags), "--sim-load-seconds", "100")
@@ -161,12 +166,22 @@ def test_init_failure_prints_sglang_chain_and_exits(sim_factory, profile, status
 def test_more_ranks_than_gpus_die_in_set_device_before_loading(sim_factory):
     # deepseek (sglang 0.5.23) has 8 GPUs: with tp 16 the rank of GPU 8 (TP8) has none
     flags = {**SPEC, "tp_size": 16}
-    sim = sim_factory("--sim-profile", "deepseek-v3-mtp-8x-h200", *to_argv(flags), "--sim-load-seconds", "0.2",
-                      "--sim-time-scale", "0.1", env_extra={"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"})
+    sim = sim_factory(
+        "--sim-profile",
+        "deepseek-v3-mtp-8x-h200",
+        *to_argv(flags),
+        "--sim-load-seconds",
+        "0.2",
+        "--sim-time-scale",
+        "0.1",
+        env_extra={"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
+    )
     assert sim.wait_exit() != 0
     log = sim.log()
-    assert ("TP8] Context: self.device='cuda' get_device().gpu_id=8 os.environ.get('CUDA_VISIBLE_DEVICES')="
-            "'0,1,2,3,4,5,6,7' get_parallel().tp_rank=8 get_parallel().tp_size=16") in log
+    assert (
+        "TP8] Context: self.device='cuda' get_device().gpu_id=8 os.environ.get('CUDA_VISIBLE_DEVICES')="
+        "'0,1,2,3,4,5,6,7' get_parallel().tp_rank=8 get_parallel().tp_size=16"
+    ) in log
     assert "TP8] Scheduler hit an exception: Traceback (most recent call last):" in log
     assert "    torch.get_device_module(self.device).set_device(get_device().gpu_id)" in log
     assert "\ntorch.AcceleratorError: CUDA error: invalid device ordinal\nGPU device may be out of range" in log
@@ -195,8 +210,7 @@ def test_generate_non_stream_reports_meta_info(ready_sim, profile):
 
 
 def test_generate_stream_sends_one_event_per_verify_step(ready_sim):
-    body = {"text": PROMPT, "stream": True,
-            "sampling_params": {"max_new_tokens": 50, "ignore_eos": True, "temperature": 0}}
+    body = {"text": PROMPT, "stream": True, "sampling_params": {"max_new_tokens": 50, "ignore_eos": True, "temperature": 0}}
     text = httpx.post(ready_sim.url + "/generate", json=body, timeout=30).text
     payloads = sse_payloads(text)
     assert payloads[-1] == "[DONE]"
@@ -212,8 +226,15 @@ def test_generate_stream_sends_one_event_per_verify_step(ready_sim):
 
 
 def test_openai_completions_stream_and_usage(ready_sim):
-    body = {"model": "sim", "prompt": PROMPT, "max_tokens": 40, "stream": True, "ignore_eos": True,
-            "temperature": 0, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim",
+        "prompt": PROMPT,
+        "max_tokens": 40,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+    }
     payloads = sse_payloads(httpx.post(ready_sim.url + "/v1/completions", json=body, timeout=30).text)
     assert payloads[-1] == "[DONE]"
     chunks = [json.loads(p) for p in payloads[:-1]]
@@ -224,14 +245,21 @@ def test_openai_completions_stream_and_usage(ready_sim):
     assert all(c["object"] == "text_completion" and c["model"] == "sim" for c in content)
     assert len("".join(c["choices"][0]["text"] for c in content).split()) == 40
     assert content[-1]["choices"][0]["finish_reason"] == "length"
-    plain = httpx.post(ready_sim.url + "/v1/completions", timeout=30,
-                       json={"prompt": PROMPT, "max_tokens": 7, "ignore_eos": True}).json()
+    plain = httpx.post(
+        ready_sim.url + "/v1/completions", timeout=30, json={"prompt": PROMPT, "max_tokens": 7, "ignore_eos": True}
+    ).json()
     assert plain["usage"]["completion_tokens"] == 7 and len(plain["choices"][0]["text"].split()) == 7
 
 
 def test_openai_chat_stream_with_usage(ready_sim):
-    body = {"model": "sim", "messages": [{"role": "user", "content": "Tell me about the sea, please."}],
-            "max_tokens": 30, "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim",
+        "messages": [{"role": "user", "content": "Tell me about the sea, please."}],
+        "max_tokens": 30,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
     payloads = sse_payloads(httpx.post(ready_sim.url + "/v1/chat/completions", json=body, timeout=30).text)
     assert payloads[-1] == "[DONE]"
     chunks = [json.loads(p) for p in payloads[:-1]]
@@ -241,16 +269,25 @@ def test_openai_chat_stream_with_usage(ready_sim):
     text = "".join(c["choices"][0]["delta"]["content"] or "" for c in chunks[1:-2])
     assert len(text.split()) == 30
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
-    plain = httpx.post(ready_sim.url + "/v1/chat/completions", timeout=30,
-                       json={"messages": body["messages"], "max_tokens": 5, "ignore_eos": True}).json()
+    plain = httpx.post(
+        ready_sim.url + "/v1/chat/completions",
+        timeout=30,
+        json={"messages": body["messages"], "max_tokens": 5, "ignore_eos": True},
+    ).json()
     assert plain["usage"]["completion_tokens"] == 5
     assert plain["choices"][0]["message"]["role"] == "assistant"
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_continuous_usage_stats_put_cumulative_usage_on_every_content_chunk(ready_sim, api):
-    body = {"model": "sim", "max_tokens": 30, "stream": True, "ignore_eos": True, "temperature": 0,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    body = {
+        "model": "sim",
+        "max_tokens": 30,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     if api == "chat":
         body["messages"] = [{"role": "user", "content": PROMPT}]
         path = "/v1/chat/completions"
@@ -266,9 +303,8 @@ def test_continuous_usage_stats_put_cumulative_usage_on_every_content_chunk(read
     counts = [c["usage"]["completion_tokens"] for c in content]
     assert counts == sorted(counts) and counts[-1] == 30
     # Each chunk's usage counts the tokens streamed so far (the sim's words are its tokens).
-    assert [len("".join(texts[:i + 1]).split()) for i in range(len(texts))] == counts
-    assert all(c["usage"]["prompt_tokens"] == 32 and c["usage"]["total_tokens"] == 32 + n
-               for c, n in zip(content, counts))
+    assert [len("".join(texts[: i + 1]).split()) for i in range(len(texts))] == counts
+    assert all(c["usage"]["prompt_tokens"] == 32 and c["usage"]["total_tokens"] == 32 + n for c, n in zip(content, counts))
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 30
     without = {**body, "stream_options": {"include_usage": True}}
     plain = [json.loads(p) for p in sse_payloads(httpx.post(ready_sim.url + path, json=without, timeout=30).text)[:-1]]
@@ -278,8 +314,9 @@ def test_continuous_usage_stats_put_cumulative_usage_on_every_content_chunk(read
 def test_eos_stops_early_unless_ignored(ready_sim):
     stops = []
     for _ in range(6):
-        reply = httpx.post(ready_sim.url + "/generate", timeout=60,
-                           json={"text": PROMPT, "sampling_params": {"max_new_tokens": 3000}}).json()
+        reply = httpx.post(
+            ready_sim.url + "/generate", timeout=60, json={"text": PROMPT, "sampling_params": {"max_new_tokens": 3000}}
+        ).json()
         stops.append(reply["meta_info"]["finish_reason"]["type"])
     assert "stop" in stops
 
@@ -291,8 +328,11 @@ def test_info_endpoints(ready_sim, profile):
     assert info["speculative_num_draft_tokens"] == cfg.speculative_num_draft_tokens
     assert info["max_total_num_tokens"] == init_outcome(profile, cfg).max_total_num_tokens
     assert info["version"] == profile.sglang_version
-    httpx.post(ready_sim.url + "/generate", timeout=30,
-               json={"text": PROMPT, "sampling_params": {"max_new_tokens": 30, "ignore_eos": True}})
+    httpx.post(
+        ready_sim.url + "/generate",
+        timeout=30,
+        json={"text": PROMPT, "sampling_params": {"max_new_tokens": 30, "ignore_eos": True}},
+    )
     state = httpx.get(ready_sim.url + "/get_server_info").json()["internal_states"][0]
     assert state["avg_spec_accept_length"] > 1.0
     assert httpx.get(ready_sim.url + "/get_model_info").json()["model_path"] == "sim"
@@ -307,23 +347,31 @@ def test_info_endpoints(ready_sim, profile):
 
 
 def test_decode_log_line_every_40_steps(ready_sim):
-    httpx.post(ready_sim.url + "/generate", timeout=60,
-               json={"text": PROMPT, "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}})
-    line = re.search(r"Decode batch, #running-req: (\d+), #token: (\d+), token usage: [\d.]+, "
-                     r"accept len: ([\d.]+), accept rate: [\d.]+, cuda graph: True, "
-                     r"gen throughput \(token/s\): [\d.]+, #queue-req: (\d+)", ready_sim.log())
+    httpx.post(
+        ready_sim.url + "/generate",
+        timeout=60,
+        json={"text": PROMPT, "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}},
+    )
+    line = re.search(
+        r"Decode batch, #running-req: (\d+), #token: (\d+), token usage: [\d.]+, "
+        r"accept len: ([\d.]+), accept rate: [\d.]+, cuda graph: True, "
+        r"gen throughput \(token/s\): [\d.]+, #queue-req: (\d+)",
+        ready_sim.log(),
+    )
     assert line and int(line.group(1)) == 1 and float(line.group(3)) > 1.0
 
 
 def test_disconnect_aborts_the_request_and_frees_its_slot(sim_factory):
-    sim = sim_factory(*SPEC_FLAGS, "--max-running-requests", "1", "--sim-noise", "off",
-                      "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2")
+    sim = sim_factory(
+        *SPEC_FLAGS, "--max-running-requests", "1", "--sim-noise", "off", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2"
+    )
     sim.wait_ready()
     body = {"text": PROMPT, "stream": True, "sampling_params": {"max_new_tokens": 20000, "ignore_eos": True}}
     with httpx.Client(timeout=30) as client, client.stream("POST", sim.url + "/generate", json=body) as response:
         next(response.iter_lines())  # first token arrived: the request holds the only slot
-    reply = httpx.post(sim.url + "/generate", timeout=30,
-                       json={"text": PROMPT, "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}})
+    reply = httpx.post(
+        sim.url + "/generate", timeout=30, json={"text": PROMPT, "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}}
+    )
     assert reply.status_code == 200 and reply.json()["meta_info"]["completion_tokens"] == 8
     # With the only slot still taken, the second request would have waited for all 20000
     # tokens of the first: the abort freed it, whatever the machine's speed.
@@ -338,11 +386,18 @@ async def _closed_loop(url: str, concurrency: int, requests: int, output_len: in
     """Completion tokens and aggregate output tok/s, as docs/architecture.md defines them;
     `sent` is when the request headers went out (httpcore trace), `done` when [DONE] arrived."""
     records: list[tuple[float, float, int]] = []
-    body = {"prompt": PROMPT, "stream": True, "max_tokens": output_len, "ignore_eos": True, "temperature": 0,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": PROMPT,
+        "stream": True,
+        "max_tokens": output_len,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+    }
     remaining = requests
     limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+
         async def one() -> None:
             sent: list[float] = []
 
@@ -351,8 +406,7 @@ async def _closed_loop(url: str, concurrency: int, requests: int, output_len: in
                     sent.append(time.perf_counter())
 
             tokens, done = 0, 0.0
-            async with client.stream("POST", url + "/v1/completions", json=body,
-                                     extensions={"trace": trace}) as response:
+            async with client.stream("POST", url + "/v1/completions", json=body, extensions={"trace": trace}) as response:
                 async for line in response.aiter_lines():
                     if line == "data: [DONE]":
                         done = time.perf_counter()
@@ -389,8 +443,7 @@ def test_a_plain_client_never_sees_the_simulator_beat_its_schedule(sim_factory, 
     sim.wait_ready()
     for concurrency in (1, 4, 16, 32):
         requests = max(2 * concurrency, 4)
-        expected = predict(profile, SPEC, concurrency, "synthetic", input_len=32, output_len=output_len,
-                           num_requests=requests)
+        expected = predict(profile, SPEC, concurrency, "synthetic", input_len=32, output_len=output_len, num_requests=requests)
         emitted, scheduled = _schedule(sim.url)
         tokens, aggregate = asyncio.run(_closed_loop(sim.url, concurrency, requests, output_len))
         emitted_after, scheduled_after = _schedule(sim.url)
@@ -408,8 +461,17 @@ def test_command_line_keeps_only_set_flags_and_reads_the_environment():
     from autospec.sim.args import parse_command_line
 
     command = parse_command_line(
-        ["--model-path", "m", "--cuda-graph-max-bs-decode", "8", "--sim-fault", "hang_at_start",
-         "--enable-dp-attention", "--sim-noise", "off"],
+        [
+            "--model-path",
+            "m",
+            "--cuda-graph-max-bs-decode",
+            "8",
+            "--sim-fault",
+            "hang_at_start",
+            "--enable-dp-attention",
+            "--sim-noise",
+            "off",
+        ],
         {"AUTOSPEC_SIM_FAULTS": "slow_start=1, zombie_child", "AUTOSPEC_SIM_GPU_STATE_DIR": "/tmp/state"},
     )
     assert command.flags == {"model_path": "m", "cuda_graph_max_bs": 8, "enable_dp_attention": True}
@@ -428,20 +490,25 @@ def test_sim_warmup_seconds_overrides_the_profiles_warmup(sim_factory):
     # The DeepSeek profile warms up for 20 s (and loads for 600 s); both overridden to 0 it
     # is ready long before its own warmup could have ended.
     assert load_profile("deepseek-v3-mtp-8x-h200").warmup_seconds >= 20
-    sim = sim_factory("--model-path", "sim", "--sim-profile", "deepseek-v3-mtp-8x-h200",
-                      "--sim-load-seconds", "0", "--sim-warmup-seconds", "0")
+    sim = sim_factory(
+        "--model-path", "sim", "--sim-profile", "deepseek-v3-mtp-8x-h200", "--sim-load-seconds", "0", "--sim-warmup-seconds", "0"
+    )
     sim.wait_ready(timeout=15)
     log = sim.log()
     assert log.index("Uvicorn running on") < log.index("The server is fired up and ready to roll!")
 
 
 def test_noise_on_samples_accept_lengths_from_the_distribution(sim_factory):
-    sim = sim_factory(*SPEC_FLAGS, "--sim-noise", "on", "--sim-seed", "7", "--sim-load-seconds", "0.1",
-                      "--sim-time-scale", "0.02")
+    sim = sim_factory(
+        *SPEC_FLAGS, "--sim-noise", "on", "--sim-seed", "7", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.02"
+    )
     sim.wait_ready()
     prompt = "Could you explain, in plain words, why the sky looks blue on a clear afternoon?"  # chat
-    meta = httpx.post(sim.url + "/generate", timeout=30, json={
-        "text": prompt, "sampling_params": {"max_new_tokens": 400, "ignore_eos": True, "temperature": 0}}).json()["meta_info"]
+    meta = httpx.post(
+        sim.url + "/generate",
+        timeout=30,
+        json={"text": prompt, "sampling_params": {"max_new_tokens": 400, "ignore_eos": True, "temperature": 0}},
+    ).json()["meta_info"]
     histogram = meta["spec_accept_histogram"]
     assert sum(histogram) == meta["spec_verify_ct"]
     # Noiseless emission only ever gives floor/ceil of the mean; sampling spreads wider.

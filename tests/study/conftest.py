@@ -21,8 +21,6 @@ def fast_space(tmp_path: Path) -> Path:
     return path
 
 
-
-
 def storage_spec(backend: str, study: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """The --storage value for `backend` ("sqlite", "journal" or "postgres", the last from
     the PostgreSQL fixture) with the study's files under tmp_path/studies."""

@@ -47,21 +47,38 @@ def run_study(tmp_path: Path, space_path: Path, fault: str | None, *, ready_time
     space = load_space(str(space_path))
     studies = tmp_path / "studies"
     target = wiring.build_target(
-        space, studies_dir=studies, sim=True, sim_profile=None, sim_load_seconds=0.1, sim_time_scale=0.2,
-        preflight="auto", out=io.StringIO(),
+        space,
+        studies_dir=studies,
+        sim=True,
+        sim_profile=None,
+        sim_load_seconds=0.1,
+        sim_time_scale=0.2,
+        preflight="auto",
+        out=io.StringIO(),
     )
     command = target.command
     if fault is not None:
         wrapper = tmp_path / "faulty_once.py"
         wrapper.write_text(FAULTY_ONCE)
         command = (sys.executable, str(wrapper), str(tmp_path / "fault-used"), fault, *target.command[1:])
-    launcher = Launcher(probe=target.launcher.probe, term_timeout_s=1.0, kill_timeout_s=5.0,
-                        gpu_free_timeout_s=5.0, port_free_timeout_s=2.0)
-    result = optimize(OptimizeRequest(
-        space=space, study_name=STUDY, n_trials=2, command=command, studies_dir=studies, seed=11,
-        launcher=launcher, preflight=target.preflight, to_argv=target.to_argv,
-        sglang_version=target.sglang_version, ready_timeout_s=ready_timeout_s,
-    ))
+    launcher = Launcher(
+        probe=target.launcher.probe, term_timeout_s=1.0, kill_timeout_s=5.0, gpu_free_timeout_s=5.0, port_free_timeout_s=2.0
+    )
+    result = optimize(
+        OptimizeRequest(
+            space=space,
+            study_name=STUDY,
+            n_trials=2,
+            command=command,
+            studies_dir=studies,
+            seed=11,
+            launcher=launcher,
+            preflight=target.preflight,
+            to_argv=target.to_argv,
+            sglang_version=target.sglang_version,
+            ready_timeout_s=ready_timeout_s,
+        )
+    )
     assert result.launched == 2 and result.stopped_because == "target"
     return optuna.load_study(study_name=STUDY, storage=f"sqlite:///{studies / STUDY}.db")
 

@@ -38,8 +38,9 @@ def holders(tmp_path):
         if study is not None:
             env.update(owner_env(study, 4, storage, new_launch_id(), tuner_pid, None))
         proc = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
-        (state / f"{proc.pid}.json").write_text(json.dumps(
-            {"pid": proc.pid, "gpus": [0], "mem_mb": 1000.0, "cmdline": "sglang::scheduler"}))
+        (state / f"{proc.pid}.json").write_text(
+            json.dumps({"pid": proc.pid, "gpus": [0], "mem_mb": 1000.0, "cmdline": "sglang::scheduler"})
+        )
         deadline = time.monotonic() + 10
         while owner_of(proc.pid) is None and study is not None:  # until it has exec'd with its environment
             assert time.monotonic() < deadline
@@ -109,8 +110,9 @@ def test_optimize_with_sim_refuses_another_studys_server_before_creating_its_stu
     (tmp_path / "gpu" / f"{other.pid}.json").rename(state / f"{other.pid}.json")
     space = tmp_path / "space.toml"
     space.write_text(sim_space_text())
-    code = main(["optimize", "--space", str(space), "--study", "mine", "--studies-dir", str(studies), "--sim",
-                 "--trials", "1", "--quiet"])
+    code = main(
+        ["optimize", "--space", str(space), "--study", "mine", "--studies-dir", str(studies), "--sim", "--trials", "1", "--quiet"]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "study 'theirs'" in err and "autospec recover --study theirs" in err

@@ -10,16 +10,24 @@ from autospec.records import TrialRecord, TrialStore
 from autospec.report import front_json, snapshot
 from autospec.study import make_sampler
 
-SPACE = parse_search_space({
-    "server": {"flags": {"model_path": "m"}},
-    "params": {"speculative_num_steps": {"type": "int", "low": 1, "high": 8}},
-    "constraints": [{"metric": "ttft_ms_p99", "concurrency": 32, "max": 2000}],
-})
+SPACE = parse_search_space(
+    {
+        "server": {"flags": {"model_path": "m"}},
+        "params": {"speculative_num_steps": {"type": "int", "low": 1, "high": 8}},
+        "constraints": [{"metric": "ttft_ms_p99", "concurrency": 32, "max": 2000}],
+    }
+)
 
 
 def record(outcome, steps, values=None, launched=True, constraints=None):
-    return TrialRecord(outcome, {"speculative_num_steps": steps}, reason="" if outcome == "ok" else "why",
-                       launched=launched, values=values, constraints=constraints or {})
+    return TrialRecord(
+        outcome,
+        {"speculative_num_steps": steps},
+        reason="" if outcome == "ok" else "why",
+        launched=launched,
+        values=values,
+        constraints=constraints or {},
+    )
 
 
 def store_of(study):
@@ -33,8 +41,8 @@ def study():
     rows = [
         record("ok", 1, [100.0, 1500.0]),
         record("ok", 3, [230.0, 1900.0]),
-        record("kv_pool_too_small", 8),                       # failed at init
-        record("rejected", 2, launched=False),                # SGLang would reject
+        record("kv_pool_too_small", 8),  # failed at init
+        record("rejected", 2, launched=False),  # SGLang would reject
         record("constraint_violated", 5, [300.0, 2500.0], constraints={"ttft_ms_p99@c32": 400.0}),  # measured, SLO broken
         record("duplicate", 3, [230.0, 1900.0], launched=False),
     ]

@@ -81,7 +81,8 @@ def test_the_queue_bound_front_config_best_under_load_goes_to_the_highest_mem_fr
     assert push.candidate == {"speculative_num_steps": 3, MEM: 0.92}
     assert answer.asked == [(3, 0.92)]
     assert push.describe() == (
-        "trial 0 ran at most 14 requests at once, fewer than C=32: queued again at mem_fraction_static=0.92")
+        "trial 0 ran at most 14 requests at once, fewer than C=32: queued again at mem_fraction_static=0.92"
+    )
 
 
 def test_a_value_predicted_to_fail_gives_way_to_the_next_lower_one():
@@ -112,26 +113,30 @@ def test_nothing_is_proposed_when_every_higher_value_would_not_run_or_the_config
 
 
 def test_a_single_user_study_never_pushes():
-    text = SPACE_TEXT.replace('concurrency = [1, 32]', 'concurrency = [1]')
+    text = SPACE_TEXT.replace("concurrency = [1, 32]", "concurrency = [1]")
     text = text[: text.rindex("[[objectives]]")]
     one_level = Measured(0, {"speculative_num_steps": 3, MEM: 0.84}, [440.0], 1)
     assert push_candidate(space(text), [one_level], gate()) is None
 
 
 def test_an_slo_at_a_higher_concurrency_counts_as_load():
-    text = SPACE_TEXT.replace("concurrency = [1, 32]", "concurrency = [1, 32, 64]") + """
+    text = (
+        SPACE_TEXT.replace("concurrency = [1, 32]", "concurrency = [1, 32, 64]")
+        + """
 [[constraints]]
 metric = "ttft_ms_p99"
 concurrency = 64
 max = 2000
 """
+    )
     push = push_candidate(space(text), [m(0, 3, 0.84, 440, 1600, 40)], gate())
     assert (push.candidate[MEM], push.concurrency) == (0.92, 64)
 
 
 def test_a_space_without_mem_fraction_has_nothing_to_push():
     text = SPACE_TEXT.replace("[params.mem_fraction_static]", "[params.other]").replace(
-        'type = "float"\nlow = 0.80\nhigh = 0.92\nstep = 0.04', 'type = "categorical"\nchoices = [1, 2]')
+        'type = "float"\nlow = 0.80\nhigh = 0.92\nstep = 0.04', 'type = "categorical"\nchoices = [1, 2]'
+    )
     assert push_candidate(space(text), [m(0, 3, 0.84, 440, 1600, 14)], gate()) is None
 
 
@@ -141,8 +146,20 @@ def test_a_study_raises_the_mem_fraction_of_a_queue_bound_front_config(tmp_path)
     path = tmp_path / "space.toml"
     path.write_text(SPACE_TEXT)
     studies = tmp_path / "studies"
-    argv = ["optimize", "--space", str(path), "--study", "push", "--studies-dir", str(studies),
-            "--seed", "1", "--trials", "3", *SIM_ARGS]
+    argv = [
+        "optimize",
+        "--space",
+        str(path),
+        "--study",
+        "push",
+        "--studies-dir",
+        str(studies),
+        "--seed",
+        "1",
+        "--trials",
+        "3",
+        *SIM_ARGS,
+    ]
     assert main(argv) == 0
     events = (studies / "push-events.log").read_text()
     study = optuna.load_study(study_name="push", storage=f"sqlite:///{studies / 'push.db'}")

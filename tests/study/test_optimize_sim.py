@@ -85,8 +85,22 @@ def test_study_runs_records_every_trial_and_resumes_to_the_target(tmp_path, fast
 
 def test_confirm_relaunches_front_configurations_once_and_pools_them(tmp_path, fast_space, capsys):
     studies = str(tmp_path / "studies")
-    args = ["optimize", "--space", str(fast_space), "--study", "conf", "--studies-dir", studies, "--seed", "5",
-            *SIM_ARGS, "--trials", "3", "--confirm", "2"]
+    args = [
+        "optimize",
+        "--space",
+        str(fast_space),
+        "--study",
+        "conf",
+        "--studies-dir",
+        studies,
+        "--seed",
+        "5",
+        *SIM_ARGS,
+        "--trials",
+        "3",
+        "--confirm",
+        "2",
+    ]
     assert run(*args) == 0
     trials = load(tmp_path, "conf").trials
     relaunches = [t for t in trials if "confirm_of" in t.user_attrs]

@@ -13,10 +13,21 @@ C32 = RaceObjective(1, "agg_output_tok_s", 32, True)
 
 
 def summary(concurrency: int, **cis: tuple[float, float]) -> LevelSummary:
-    required = {f.name: math.nan for f in dataclasses.fields(LevelSummary)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    required.update(concurrency=concurrency, n_requests=0, n_ok=0, n_errors=0, errors_by_kind={},
-                    failed_reason=None, accept_length=None, completion_tokens=0)
+    required = {
+        f.name: math.nan
+        for f in dataclasses.fields(LevelSummary)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    required.update(
+        concurrency=concurrency,
+        n_requests=0,
+        n_ok=0,
+        n_errors=0,
+        errors_by_kind={},
+        failed_reason=None,
+        accept_length=None,
+        completion_tokens=0,
+    )
     return LevelSummary(**required, cis=dict(cis))
 
 

@@ -60,15 +60,28 @@ def snapshot(study: optuna.Study) -> dict[int, tuple]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "backend", ["sqlite", "journal", pytest.param("postgres", marks=pytest.mark.postgres)],
+    "backend",
+    ["sqlite", "journal", pytest.param("postgres", marks=pytest.mark.postgres)],
 )
-def test_kill_9_mid_trial_then_the_same_command_recovers_and_reaches_the_target(
-    tmp_path, sim_space, tuners, backend, request
-):
+def test_kill_9_mid_trial_then_the_same_command_recovers_and_reaches_the_target(tmp_path, sim_space, tuners, backend, request):
     (tmp_path / "studies").mkdir()
     spec = storage_spec(backend, STUDY, tmp_path, request)
-    argv = ["optimize", "--space", str(sim_space), "--study", STUDY, "--storage", spec,
-            "--studies-dir", str(tmp_path / "studies"), "--trials", "2", "--seed", "7", *tuners.sim_flags]
+    argv = [
+        "optimize",
+        "--space",
+        str(sim_space),
+        "--study",
+        STUDY,
+        "--storage",
+        spec,
+        "--studies-dir",
+        str(tmp_path / "studies"),
+        "--trials",
+        "2",
+        "--seed",
+        "7",
+        *tuners.sim_flags,
+    ]
     env = {"AUTOSPEC_SIM_FAULTS": "zombie_child"}
 
     first = tuners(argv, env).start()
@@ -244,8 +257,15 @@ def test_leftover_processes_are_stopped_only_when_verified_as_the_trials_own(sle
     host = socket.gethostname()
 
     def server(proc, start_offset=0):
-        return {"host": host, "pid": proc.pid, "pgid": proc.pid, "port": None, "cmdline": read_cmdline(proc.pid),
-                "start_s": read_proc(proc.pid).starttime + start_offset, "boot_id": boot_id()}
+        return {
+            "host": host,
+            "pid": proc.pid,
+            "pgid": proc.pid,
+            "port": None,
+            "cmdline": read_cmdline(proc.pid),
+            "start_s": read_proc(proc.pid).starttime + start_offset,
+            "boot_id": boot_id(),
+        }
 
     a = running_trial(study, dead_worker("1" * 32), server(by_record))
     running_trial(study, dead_worker("2" * 32), server(reused, start_offset=-5), x=2)

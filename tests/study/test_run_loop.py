@@ -19,7 +19,8 @@ from autospec.study import OptimizeRequest, StopReason, StudyInterrupted, build_
 from autospec.study.run import Asked, InFlight, StudyRun
 from autospec.study.storage import StorageHandle
 
-SPACE = parse_search_space(tomllib.loads("""
+SPACE = parse_search_space(
+    tomllib.loads("""
 [server.flags]
 model_path = "fake-model"
 speculative_algorithm = "NEXTN"
@@ -46,7 +47,9 @@ concurrency = 1
 [[objectives]]
 metric = "agg_output_tok_s"
 concurrency = 4
-"""), source="test")
+"""),
+    source="test",
+)
 
 
 class ScriptedChain:
@@ -62,8 +65,14 @@ class ScriptedChain:
         self.space, self.gate = space, gate
         return self
 
-    def run(self, number: int, candidate: Mapping[str, Any], hooks: Any = None, relaunch: bool = False,
-            env: Mapping[str, str] | None = None) -> TrialRecord:
+    def run(
+        self,
+        number: int,
+        candidate: Mapping[str, Any],
+        hooks: Any = None,
+        relaunch: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> TrialRecord:
         hooks.phase("launch")
         self.ran.append((number, dict(candidate)))
         self.hook(number)
@@ -76,12 +85,23 @@ class ScriptedChain:
         return record
 
 
-def worker(storage: optuna.storages.BaseStorage, folder: Path, chain: ScriptedChain, n_trials: int,
-           seed: int = 1, confirm: int = 0) -> StudyRun:
+def worker(
+    storage: optuna.storages.BaseStorage, folder: Path, chain: ScriptedChain, n_trials: int, seed: int = 1, confirm: int = 0
+) -> StudyRun:
     """One worker of study "shared" in `storage`, prepared (as `run()` would) but not looping."""
-    req = OptimizeRequest(space=SPACE, study_name="shared", n_trials=n_trials, command=("fake-server",),
-                          studies_dir=folder, sampler="random", seed=seed, learn=False, launcher=Launcher(),
-                          race=False, confirm=confirm)
+    req = OptimizeRequest(
+        space=SPACE,
+        study_name="shared",
+        n_trials=n_trials,
+        command=("fake-server",),
+        studies_dir=folder,
+        sampler="random",
+        seed=seed,
+        learn=False,
+        launcher=Launcher(),
+        race=False,
+        confirm=confirm,
+    )
     handle = StorageHandle(storage, "in-memory storage", heartbeat=False, local_path=None)
     return build_run(req, make_chain=chain.bind, handle=handle)
 
@@ -128,7 +148,7 @@ def test_a_worker_whose_claim_is_lost_waits_and_takes_over_when_the_winners_laun
     assert set(trials) == {WITHDRAWN, "port_in_use", "ok"}
     assert trials[WITHDRAWN].state == optuna.trial.TrialState.FAIL
     # the loser ran the winner's configuration, from the retry the failed launch queued
-    (number, candidate), = loser_chain.ran
+    ((number, candidate),) = loser_chain.ran
     assert trials["ok"].number == number and trials["ok"].markers.retry_of == trials["port_in_use"].number
     assert candidate == winner_chain.ran[0][1]
     assert sum(t.counts_as_launch for t in shared_trials(loser)) == 1

@@ -29,8 +29,14 @@ SIM = ["--sim", "--sim-warmup-seconds", "0.2", "--output-len", "24", "--concurre
 
 
 def autospec(args, env=None, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "autospec", *args], env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "autospec", *args],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kw,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 300) -> str:
@@ -57,9 +63,30 @@ def assert_exact_and_unique(trials, n):
 @pytest.mark.parametrize("backend", ["sqlite", "journal"])
 def test_two_slots_on_one_host_share_the_study_and_keep_to_their_gpus_and_ports(tmp_path, fast_space, backend):
     storage = f"sqlite:///{tmp_path}/s.db" if backend == "sqlite" else str(tmp_path / "s.log")
-    out = finish(autospec(["optimize", "--space", str(fast_space), "--study", "s", "--storage", storage,
-                           "--studies-dir", str(tmp_path / "studies"), "--trials", "6", "--gpus", "0,1",
-                           "--gpus-per-trial", "1", "--sim-load-seconds", "3", *SIM]))
+    out = finish(
+        autospec(
+            [
+                "optimize",
+                "--space",
+                str(fast_space),
+                "--study",
+                "s",
+                "--storage",
+                storage,
+                "--studies-dir",
+                str(tmp_path / "studies"),
+                "--trials",
+                "6",
+                "--gpus",
+                "0,1",
+                "--gpus-per-trial",
+                "1",
+                "--sim-load-seconds",
+                "3",
+                *SIM,
+            ]
+        )
+    )
     assert "slot 0: GPU 0" in out and "slot 1: GPU 1" in out and "[slot 1]" in out
     launched = assert_exact_and_unique(study_trials(storage, "s"), 6)
     used = Counter(t.worker["slot"]["index"] for t in launched)
@@ -75,11 +102,24 @@ def test_two_slots_on_one_host_share_the_study_and_keep_to_their_gpus_and_ports(
 
 
 @pytest.mark.postgres
-def test_workers_of_two_hosts_with_two_slots_each_launch_exactly_n_distinct_configurations(tmp_path, fast_space,
-                                                                                          postgres_url):
+def test_workers_of_two_hosts_with_two_slots_each_launch_exactly_n_distinct_configurations(tmp_path, fast_space, postgres_url):
     common = ["--study", "s", "--storage", postgres_url, "--gpus", "0,1", "--gpus-per-trial", "1"]
-    first = autospec(["optimize", "--space", str(fast_space), "--studies-dir", str(tmp_path / "a"), "--trials", "8",
-                      "--sim-load-seconds", "4", *SIM, *common], env={"AUTOSPEC_HOST": "host-a"})
+    first = autospec(
+        [
+            "optimize",
+            "--space",
+            str(fast_space),
+            "--studies-dir",
+            str(tmp_path / "a"),
+            "--trials",
+            "8",
+            "--sim-load-seconds",
+            "4",
+            *SIM,
+            *common,
+        ],
+        env={"AUTOSPEC_HOST": "host-a"},
+    )
     deadline = time.monotonic() + 120
     while not any(s.study_name == "s" for s in optuna.get_all_study_summaries(postgres_url)):
         assert first.poll() is None and time.monotonic() < deadline, first.stdout.read() if first.stdout else ""
@@ -95,8 +135,12 @@ def test_workers_of_two_hosts_with_two_slots_each_launch_exactly_n_distinct_conf
     assert (tmp_path / "b" / "s.space.toml").read_text() == fast_space.read_text()
     assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
     # the report says where the launches ran
-    pareto = subprocess.run([sys.executable, "-m", "autospec", "pareto", "--study", "s", "--storage", postgres_url],
-                            capture_output=True, text=True, check=True).stdout
+    pareto = subprocess.run(
+        [sys.executable, "-m", "autospec", "pareto", "--study", "s", "--storage", postgres_url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     where = pareto.split("where the launches ran")[1].split("\n\n")[0]
     assert "8 launches on host-a, host-b (4 slots)" in where, pareto
 
@@ -106,9 +150,28 @@ def test_workers_sigkilled_mid_trial_are_recovered_by_the_others_and_their_trial
     n, kills = 9, 3
 
     def worker(gpu: int) -> subprocess.Popen:
-        return autospec(["optimize", "--space", str(fast_space), "--study", "s", "--storage", storage,
-                         "--studies-dir", str(tmp_path / "studies"), "--trials", str(n), "--gpus", str(gpu),
-                         "--gpus-per-trial", "1", "--sim-load-seconds", "3", *SIM])
+        return autospec(
+            [
+                "optimize",
+                "--space",
+                str(fast_space),
+                "--study",
+                "s",
+                "--storage",
+                storage,
+                "--studies-dir",
+                str(tmp_path / "studies"),
+                "--trials",
+                str(n),
+                "--gpus",
+                str(gpu),
+                "--gpus-per-trial",
+                "1",
+                "--sim-load-seconds",
+                "3",
+                *SIM,
+            ]
+        )
 
     workers = {gpu: worker(gpu) for gpu in range(3)}
     killed: list[int] = []
@@ -122,9 +185,11 @@ def test_workers_sigkilled_mid_trial_are_recovered_by_the_others_and_their_trial
             trials = study_trials(storage, "s")
         except KeyError:  # the storage file is there, the study not yet
             continue
-        running = [t for t in trials
-                   if t.state == optuna.trial.TrialState.RUNNING and t.server is not None and t.worker
-                   and t.number not in killed]
+        running = [
+            t
+            for t in trials
+            if t.state == optuna.trial.TrialState.RUNNING and t.server is not None and t.worker and t.number not in killed
+        ]
         victims = [(gpu, t) for gpu, p in workers.items() for t in running if t.worker["pid"] == p.pid]
         if not victims:
             continue
@@ -145,5 +210,8 @@ def test_workers_sigkilled_mid_trial_are_recovered_by_the_others_and_their_trial
     assert all(t.outcome != STALE or t.number in killed for t in trials)
     assert all(t.markers.retry_of is None or t.outcome != WITHDRAWN for t in trials)
     # the servers of the killed workers were stopped (the fixture also fails on any left)
-    assert not [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or ())
-                and "autospec.sim" in " ".join(p.info["cmdline"] or ())]
+    assert not [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if str(tmp_path) in " ".join(p.info["cmdline"] or ()) and "autospec.sim" in " ".join(p.info["cmdline"] or ())
+    ]

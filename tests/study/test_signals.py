@@ -30,8 +30,21 @@ FAST_SIM_FLAGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2
 
 
 def argv(tmp_path: Path, space: Path, trials: int, *extra: str, flags: list[str] = SIM_FLAGS) -> list[str]:
-    return ["optimize", "--space", str(space), "--study", STUDY, "--studies-dir", str(tmp_path / "studies"),
-            "--trials", str(trials), "--seed", "5", *flags, *extra]
+    return [
+        "optimize",
+        "--space",
+        str(space),
+        "--study",
+        STUDY,
+        "--studies-dir",
+        str(tmp_path / "studies"),
+        "--trials",
+        str(trials),
+        "--seed",
+        "5",
+        *flags,
+        *extra,
+    ]
 
 
 def load(tmp_path: Path) -> optuna.Study:
@@ -98,8 +111,7 @@ def test_first_signal_tears_down_records_the_trial_and_exits_130(tmp_path, sim_s
 
 @pytest.mark.slow
 def test_second_signal_kills_a_server_that_ignores_sigterm_at_once(tmp_path, sim_space, tuners):
-    tuner = tuners(argv(tmp_path, sim_space, 2),
-                   env={"AUTOSPEC_SIM_FAULTS": "ignore_sigterm"}).start()
+    tuner = tuners(argv(tmp_path, sim_space, 2), env={"AUTOSPEC_SIM_FAULTS": "ignore_sigterm"}).start()
     log = server_log(tmp_path)
     tuner.wait_until(lambda: benchmarking(log), "the first benchmark request")
     tuner.signal(signal.SIGTERM)

@@ -66,9 +66,18 @@ def test_gpus_per_trial_follows_the_parallel_sizes():
 def _trial(number, state, params, launched=False, worker=True, confirm_of=None):
     record = TrialRecord(outcome="ok", candidate=dict(params), launched=launched) if state == _C else None
     klass = TrialClass.RUNNING if state == _R else TrialClass.MEASURED
-    return StoredTrial(number=number, trial_id=number, state=state, trial_class=klass, params=dict(params),
-                       values=None, constraints={}, record=record, markers=Markers(confirm_of=confirm_of),
-                       worker={"host": "h", "pid": 1} if worker else None)
+    return StoredTrial(
+        number=number,
+        trial_id=number,
+        state=state,
+        trial_class=klass,
+        params=dict(params),
+        values=None,
+        constraints={},
+        record=record,
+        markers=Markers(confirm_of=confirm_of),
+        worker={"host": "h", "pid": 1} if worker else None,
+    )
 
 
 def test_a_claim_is_granted_while_launched_plus_running_elsewhere_stay_below_the_target():
@@ -146,11 +155,14 @@ def test_a_memory_failure_while_other_servers_held_the_shared_gpu_is_said_to_be_
     assert crowded_out("crashed", {"gpu_others_mb_before": 43940.0}) is None  # not a memory failure
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--gpus", "0-x"], "is not a GPU index or range"),
-    (["--gpus-per-trial", "2"], "--gpus-per-trial needs --gpus"),
-    (["--gpus", "0", "--gpus-per-trial", "2"], "one trial needs 2"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--gpus", "0-x"], "is not a GPU index or range"),
+        (["--gpus-per-trial", "2"], "--gpus-per-trial needs --gpus"),
+        (["--gpus", "0", "--gpus-per-trial", "2"], "one trial needs 2"),
+    ],
+)
 def test_bad_slot_options_stop_before_any_study_exists(tmp_path, capsys, extra, message):
     from autospec.cli.main import main
 

@@ -28,9 +28,27 @@ def bench_started(tmp_path: Path, number: int = 0) -> bool:
 
 
 def argv(space: Path, tmp_path: Path, url: str, *extra: str) -> list[str]:
-    return ["optimize", "--space", str(space), "--study", STUDY, "--storage", url,
-            "--studies-dir", str(tmp_path / "studies"), "--trials", "2", "--seed", "3", "--no-learn",
-            "--sim", "--sim-load-seconds", "0.1", "--quiet", *extra]
+    return [
+        "optimize",
+        "--space",
+        str(space),
+        "--study",
+        STUDY,
+        "--storage",
+        url,
+        "--studies-dir",
+        str(tmp_path / "studies"),
+        "--trials",
+        "2",
+        "--seed",
+        "3",
+        "--no-learn",
+        "--sim",
+        "--sim-load-seconds",
+        "0.1",
+        "--quiet",
+        *extra,
+    ]
 
 
 def launched(url: str) -> list[optuna.trial.FrozenTrial]:
@@ -48,9 +66,7 @@ def slow_space(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_storage_back_within_the_patience_delays_the_trial_but_loses_nothing(
-    tmp_path, slow_space, postgres_instance, tuners
-):
+def test_a_storage_back_within_the_patience_delays_the_trial_but_loses_nothing(tmp_path, slow_space, postgres_instance, tuners):
     (tmp_path / "studies").mkdir()
     url = postgres_instance.server.url("postgres")
     tuner = tuners(argv(slow_space, tmp_path, url)).start()

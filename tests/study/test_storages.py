@@ -64,9 +64,30 @@ def test_a_trial_whose_heartbeat_stopped_is_failed_and_its_parameters_run_again(
     study, trial = study_with_a_running_trial(spec, tmp_path, sim_space)
     backdate_heartbeats(study._storage._backend)
 
-    code = main(["optimize", "--space", str(sim_space), "--study", STUDY, "--storage", spec,
-                 "--studies-dir", str(tmp_path / "studies"), "--trials", "1", "--seed", "1", "--no-learn",
-                 "--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"])
+    code = main(
+        [
+            "optimize",
+            "--space",
+            str(sim_space),
+            "--study",
+            STUDY,
+            "--storage",
+            spec,
+            "--studies-dir",
+            str(tmp_path / "studies"),
+            "--trials",
+            "1",
+            "--seed",
+            "1",
+            "--no-learn",
+            "--sim",
+            "--sim-load-seconds",
+            "0.1",
+            "--sim-time-scale",
+            "0.2",
+            "--quiet",
+        ]
+    )
     assert code == 0
 
     study = optuna.load_study(study_name=STUDY, storage=open_storage(spec, STUDY, tmp_path / "studies").storage)

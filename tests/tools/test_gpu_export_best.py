@@ -20,8 +20,21 @@ def _load_script():
 
 export_best = _load_script()
 
-ARGV = ["/venv/bin/python3", "-m", "sglang.launch_server", "--model-path", "/tmp/sgmodels/m",
-        "--speculative-num-steps", "4", "--mem-fraction-static", "0.05", "--host", "127.0.0.1", "--port", "43751"]
+ARGV = [
+    "/venv/bin/python3",
+    "-m",
+    "sglang.launch_server",
+    "--model-path",
+    "/tmp/sgmodels/m",
+    "--speculative-num-steps",
+    "4",
+    "--mem-fraction-static",
+    "0.05",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "43751",
+]
 
 
 def _study(path: Path, trials: list[tuple[list[float], bool, list[str] | None]]) -> str:

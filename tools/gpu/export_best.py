@@ -53,14 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for r in rows if r.number == args.trial]
     if not rows:
         what = f"trial {args.trial} is not on the front" if args.trial is not None else "no feasible measured trial"
-        print(f"export_best: {what} in study {args.study!r}; run autospec optimize first or pick a front trial",
-              file=sys.stderr)
+        print(f"export_best: {what} in study {args.study!r}; run autospec optimize first or pick a front trial", file=sys.stderr)
         return 1
     row = rows[0]
     server_args = row.server_args
     if not server_args:
-        print(f"export_best: trial {row.number} has no server_args attribute; it was not launched by autospec",
-              file=sys.stderr)
+        print(f"export_best: trial {row.number} has no server_args attribute; it was not launched by autospec", file=sys.stderr)
         return 1
     names = study.metric_names or [f"objective_{i}" for i in range(len(row.values))]
     values = ", ".join(f"{n}={v:.1f}" for n, v in zip(names, row.values))

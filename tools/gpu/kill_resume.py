@@ -35,8 +35,10 @@ def nvml() -> dict:
     for index in range(pynvml.nvmlDeviceGetCount()):
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         used = pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20
-        procs = [{"pid": p.pid, "mib": round((p.usedGpuMemory or 0) / 2**20)}
-                 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+        procs = [
+            {"pid": p.pid, "mib": round((p.usedGpuMemory or 0) / 2**20)}
+            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        ]
         out["gpus"].append({"index": index, "used_mib": round(used), "processes": procs})
     return out
 
@@ -46,7 +48,7 @@ def benchmarked_servers(trials_dir: Path) -> list[Path]:
     found = []
     for log in sorted(trials_dir.glob("trial-*/server.log")):
         text = log.read_text(errors="replace")
-        marker = "/health_generate HTTP/1.1\" 200"
+        marker = '/health_generate HTTP/1.1" 200'
         if marker in text and text.split(marker, 1)[1].count("POST /generate") >= 3:
             found.append(log.parent)
     return found

@@ -29,8 +29,10 @@ def _fmt(value, digits: int = 1) -> str:
 
 def config_text(candidate: dict) -> str:
     return "{}/{}/{} @ {}".format(
-        candidate.get("speculative_num_steps", "-"), candidate.get("speculative_eagle_topk", "-"),
-        candidate.get("speculative_num_draft_tokens", "-"), candidate.get("mem_fraction_static", "-"),
+        candidate.get("speculative_num_steps", "-"),
+        candidate.get("speculative_eagle_topk", "-"),
+        candidate.get("speculative_num_draft_tokens", "-"),
+        candidate.get("mem_fraction_static", "-"),
     )
 
 
@@ -51,25 +53,54 @@ def trial_rows(study) -> list[list[str]]:
         teardown = "-"
         if td:
             teardown = "{} {:.2f}s gpu={} port={} pids={}".format(
-                td.get("signal_sent"), td.get("seconds", 0.0), td.get("gpu_memory_released"),
-                td.get("port_released"), len(td.get("stopped_pids") or ()),
+                td.get("signal_sent"),
+                td.get("seconds", 0.0),
+                td.get("gpu_memory_released"),
+                td.get("port_released"),
+                len(td.get("stopped_pids") or ()),
             )
         events = (startup.get("runtime_events") or {}).get("retractions")
-        rows.append([
-            str(t.number), t.state.name, outcome, "yes" if ua.get("launched") else "no",
-            config_text(ua.get("candidate") or t.params),
-            _fmt(startup.get("max_total_num_tokens")), _fmt(startup.get("max_running_requests")),
-            _fmt(startup.get("ready_seconds")), _fmt(startup.get("cuda_graph_seconds")),
-            _fmt(c1.get("output_tok_s")), _fmt(c32.get("agg_output_tok_s")), _fmt(c1.get("accept_length"), 2),
-            _fmt(c32.get("ttft_ms_p99"), 0), _fmt(events),
-            " / ".join(_fmt(sec.get(k)) for k in ("preflight", "launch", "bench", "teardown")), teardown,
-        ])
+        rows.append(
+            [
+                str(t.number),
+                t.state.name,
+                outcome,
+                "yes" if ua.get("launched") else "no",
+                config_text(ua.get("candidate") or t.params),
+                _fmt(startup.get("max_total_num_tokens")),
+                _fmt(startup.get("max_running_requests")),
+                _fmt(startup.get("ready_seconds")),
+                _fmt(startup.get("cuda_graph_seconds")),
+                _fmt(c1.get("output_tok_s")),
+                _fmt(c32.get("agg_output_tok_s")),
+                _fmt(c1.get("accept_length"), 2),
+                _fmt(c32.get("ttft_ms_p99"), 0),
+                _fmt(events),
+                " / ".join(_fmt(sec.get(k)) for k in ("preflight", "launch", "bench", "teardown")),
+                teardown,
+            ]
+        )
     return rows
 
 
-HEADER = ["#", "state", "outcome", "launched", "steps/topk/draft @ mem", "max_total_num_tokens",
-          "max_running_requests", "ready s", "graphs s", "tok/s C=1", "agg tok/s C=32", "accept C=1",
-          "TTFT p99 ms C=32", "retractions", "s preflight / launch / bench / teardown", "teardown"]
+HEADER = [
+    "#",
+    "state",
+    "outcome",
+    "launched",
+    "steps/topk/draft @ mem",
+    "max_total_num_tokens",
+    "max_running_requests",
+    "ready s",
+    "graphs s",
+    "tok/s C=1",
+    "agg tok/s C=32",
+    "accept C=1",
+    "TTFT p99 ms C=32",
+    "retractions",
+    "s preflight / launch / bench / teardown",
+    "teardown",
+]
 
 
 def markdown(header: list[str], rows: list[list[str]]) -> str:
@@ -100,12 +131,14 @@ def nvml_rows(study, paths: list[Path]) -> list[list[str]]:
         after = [s for s in samples if s[0] > end][:1]
         b = before[-1] if before else None
         peak = max(during, key=lambda s: s[1]) if during else None
-        rows.append([
-            str(t.number),
-            f"{b[1]} MiB, pids [{b[2]}] ({spawn - b[0]:.2f} s before)" if b else "-",
-            f"{peak[1]} MiB, pids [{peak[2]}]" if peak else "-",
-            f"{after[0][1]} MiB, pids [{after[0][2]}]" if after else "-",
-        ])
+        rows.append(
+            [
+                str(t.number),
+                f"{b[1]} MiB, pids [{b[2]}] ({spawn - b[0]:.2f} s before)" if b else "-",
+                f"{peak[1]} MiB, pids [{peak[2]}]" if peak else "-",
+                f"{after[0][1]} MiB, pids [{after[0][2]}]" if after else "-",
+            ]
+        )
     return rows
 
 
@@ -123,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(HEADER, trial_rows(study)))
     if args.nvml:
         print()
-        print(markdown(["#", "NVML before spawn", "NVML peak while running", "NVML after the trial was told"],
-                       nvml_rows(study, args.nvml)))
+        print(
+            markdown(
+                ["#", "NVML before spawn", "NVML peak while running", "NVML after the trial was told"],
+                nvml_rows(study, args.nvml),
+            )
+        )
     return 0
 
 

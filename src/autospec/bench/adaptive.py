@@ -212,8 +212,9 @@ class _Controller:
         self.checks += 1
         self.elapsed_s = now - self.origin
         measured = tuple(r for r in records if not r.warmup)
-        summary = summarize(LevelResult(measured, 0.0, self.concurrency), max_error_rate=self.goal.max_error_rate,
-                            intervals=self.goal.metrics)
+        summary = summarize(
+            LevelResult(measured, 0.0, self.concurrency), max_error_rate=self.goal.max_error_rate, intervals=self.goal.metrics
+        )
         self.stop = stop_rule(summary, self.goal, self.elapsed_s, sent, self.should_stop)
         return self.stop is None
 
@@ -225,8 +226,9 @@ class PreciseResult:
     stop: Stop
 
 
-def precision_info(summary: LevelSummary, goal: PrecisionGoal, stop: Stop, *, elapsed_s: float,
-                   checks: int, sent: int) -> dict[str, Any]:
+def precision_info(
+    summary: LevelSummary, goal: PrecisionGoal, stop: Stop, *, elapsed_s: float, checks: int, sent: int
+) -> dict[str, Any]:
     """What `LevelSummary.precision` holds for a level the loop measured."""
     rel: dict[str, float | None] = {}
     states: dict[str, str] = {}
@@ -264,8 +266,7 @@ async def run_level_precise_with(
     stats.preload()
     floor_plan = dataclasses.replace(plan, num_requests=goal.min_requests, duration_s=None)
     controller = _Controller(goal, plan.concurrency, origin, should_stop)
-    result = await run_level_with(client, floor_plan, on_progress=on_progress, extend=controller,
-                                  max_requests=goal.max_requests)
+    result = await run_level_with(client, floor_plan, on_progress=on_progress, extend=controller, max_requests=goal.max_requests)
     summary = summarize(result, max_error_rate=goal.max_error_rate)
     sent = int(result.metadata.get("sent", len(result.measured)))
     stop = controller.stop
@@ -320,9 +321,7 @@ class AdaptiveSettings:
         if self.target_rel_half_width <= 0:
             raise ConfigError("target_rel_half_width must be positive; e.g. 0.02 for +-2%")
         if not 1 <= self.min_repeats <= self.max_repeats:
-            raise ConfigError(
-                f"need 1 <= min_repeats ({self.min_repeats}) <= max_repeats ({self.max_repeats}); fix the bounds"
-            )
+            raise ConfigError(f"need 1 <= min_repeats ({self.min_repeats}) <= max_repeats ({self.max_repeats}); fix the bounds")
 
 
 @dataclass(frozen=True)
@@ -387,8 +386,6 @@ async def run_level_adaptive(
     on_progress: ProgressCallback | None = None,
 ) -> AdaptiveResult:
     """`run_level`, repeated until the intervals of `settings.metrics` are narrow enough."""
-    async with BenchClient(
-        base_url, workload, model=model, timeout_s=timeout_s, transport=transport
-    ) as client:
+    async with BenchClient(base_url, workload, model=model, timeout_s=timeout_s, transport=transport) as client:
         await client.resolve_model()
         return await run_level_adaptive_with(client, plan, settings, on_progress=on_progress)

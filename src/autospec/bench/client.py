@@ -87,7 +87,10 @@ class BenchClient:
         }
         self._timeouts = {
             "timeout": {
-                "connect": connect_timeout_s, "read": self.timeout_s, "write": self.timeout_s, "pool": self.timeout_s,
+                "connect": connect_timeout_s,
+                "read": self.timeout_s,
+                "write": self.timeout_s,
+                "pool": self.timeout_s,
             }
         }
 
@@ -95,9 +98,7 @@ class BenchClient:
         self._entered = True
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         lanes, self._lanes, self._entered, self._connected = self._lanes, [], False, 0
         if self._injected is None:
             for lane in lanes:
@@ -114,9 +115,7 @@ class BenchClient:
             self._ssl = ssl.create_default_context()
         while len(self._lanes) <= index:
             self._lanes.append(
-                httpx.AsyncHTTPTransport(
-                    verify=self._ssl, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)
-                )
+                httpx.AsyncHTTPTransport(verify=self._ssl, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
             )
         return self._lanes[index]
 
@@ -197,8 +196,7 @@ class BenchClient:
             return False
         return response.status_code == 200
 
-    async def send(self, prompt: Prompt, *, warmup: bool = False, lane: int = 0,
-                   output_len: int | None = None) -> RequestRecord:
+    async def send(self, prompt: Prompt, *, warmup: bool = False, lane: int = 0, output_len: int | None = None) -> RequestRecord:
         """Stream one request on `lane` (`output_len`: instead of the workload's); returns
         its record (never raises except on cancellation)."""
         transport = self.lane(lane)
@@ -222,9 +220,7 @@ class BenchClient:
         except (httpx.TransportError, OSError) as exc:
             kind = "truncated" if progress.status_code is not None else "connection"
             error = StreamError(kind, f"{type(exc).__name__}: {exc}")
-        return progress.to_record(
-            t_sent, time.perf_counter(), warmup=warmup, prompt_index=prompt.index, error=error
-        )
+        return progress.to_record(t_sent, time.perf_counter(), warmup=warmup, prompt_index=prompt.index, error=error)
 
     @staticmethod
     async def _stream(transport: httpx.AsyncBaseTransport, request: httpx.Request, progress: StreamProgress) -> None:

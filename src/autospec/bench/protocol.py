@@ -43,8 +43,9 @@ ENDPOINTS = {
 DONE_MARKER = "[DONE]"
 
 
-def build_request(workload: Workload, prompt: Prompt, model: str | None,
-                  output_len: int | None = None) -> tuple[str, dict[str, Any]]:
+def build_request(
+    workload: Workload, prompt: Prompt, model: str | None, output_len: int | None = None
+) -> tuple[str, dict[str, Any]]:
     """(path, JSON body) of one streaming request for `workload.api`; `output_len`
     replaces the workload's."""
     max_tokens = output_len or workload.output_len

@@ -45,28 +45,42 @@ def register(subparsers: Any) -> None:
     where = target.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="benchmark a server that is already running, e.g. http://127.0.0.1:30000")
     where.add_argument("--sim", action="store_true", help="launch the bundled simulator with the given flags")
-    where.add_argument("--server-command",
-                       help="launch SGLang with this command, e.g. 'python -m sglang.launch_server'")
+    where.add_argument("--server-command", help="launch SGLang with this command, e.g. 'python -m sglang.launch_server'")
     target.add_argument("--model-path", help="model to serve when launching (default 'sim' with --sim)")
     target.add_argument("--tp-size", type=int, help="tensor parallel size when launching")
-    target.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE",
-                        help="server flag when launching, SGLang's name (repeatable), e.g. speculative_num_steps=3")
+    target.add_argument(
+        "--flag",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="server flag when launching, SGLang's name (repeatable), e.g. speculative_num_steps=3",
+    )
     target.add_argument("--server-log", help="server log file when launching (default: a temporary file)")
     target.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds the server may take to start")
-    target.add_argument("--sim-profile", metavar="FILE|NAME",
-                        help="simulator profile: a TOML file or a bundled profile's name "
-                        "(default: the seed-calibrated profile; a wrong name lists the bundled ones)")
+    target.add_argument(
+        "--sim-profile",
+        metavar="FILE|NAME",
+        help="simulator profile: a TOML file or a bundled profile's name "
+        "(default: the seed-calibrated profile; a wrong name lists the bundled ones)",
+    )
     target.add_argument("--sim-load-seconds", type=float, default=1.0, help="simulated model load time (default 1)")
     target.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration")
     target.add_argument("--sim-noise", choices=("on", "off"), default="on", help="simulator noise (default on)")
 
     load = p.add_argument_group("workload")
-    load.add_argument("--workload", choices=("synthetic", "random", "file", "builtin"),
-                      help="prompt source (default synthetic; implied by --prompts / --prompt-set)")
+    load.add_argument(
+        "--workload",
+        choices=("synthetic", "random", "file", "builtin"),
+        help="prompt source (default synthetic; implied by --prompts / --prompt-set)",
+    )
     load.add_argument("--prompts", help="JSONL ({'prompt'} or {'messages'} per line) or ShareGPT JSON file")
     load.add_argument("--prompt-set", choices=("chat", "code", "summarize"), help="a built-in prompt set")
-    load.add_argument("--api", choices=("generate", "completions", "chat"), default="generate",
-                      help="native /generate (default; reports accept length) or the OpenAI endpoints")
+    load.add_argument(
+        "--api",
+        choices=("generate", "completions", "chat"),
+        default="generate",
+        help="native /generate (default; reports accept length) or the OpenAI endpoints",
+    )
     load.add_argument("--model", help="model name for the OpenAI endpoints (default: the server's first)")
     load.add_argument("--input-len", type=int, default=32, help="prompt words for synthetic/random (default 32)")
     load.add_argument("--output-len", type=int, default=256, help="output tokens per request (default 256)")
@@ -81,25 +95,34 @@ def register(subparsers: Any) -> None:
     count.add_argument("--num-requests", type=int, help="requests per level (default 2 x C, 4 at C=1)")
     count.add_argument("--duration", type=float, help="seconds per level instead of a request count")
     levels.add_argument("--warmup", type=int, default=0, help="warmup requests before each level (excluded)")
-    levels.add_argument("--freeze-gc", action="store_true",
-                        help="after each level's warmup, ask the server to freeze its garbage collectors (SGLang's "
-                        "POST /freeze_gc; what `autospec optimize` does by default: [bench] freeze_gc)")
+    levels.add_argument(
+        "--freeze-gc",
+        action="store_true",
+        help="after each level's warmup, ask the server to freeze its garbage collectors (SGLang's "
+        "POST /freeze_gc; what `autospec optimize` does by default: [bench] freeze_gc)",
+    )
     levels.add_argument("--timeout", type=float, default=600.0, help="seconds one request may take (default 600)")
-    levels.add_argument("--max-error-rate", type=float, default=0.05,
-                        help="a level with a larger failed share fails (default 0.05)")
-    levels.add_argument("--adaptive", action="store_true",
-                        help="repeat each level until the 95%% intervals are within --target-ci")
-    levels.add_argument("--target-ci", type=float, default=0.02,
-                        help="adaptive: interval half-width as a share of the value (default 0.02)")
+    levels.add_argument(
+        "--max-error-rate", type=float, default=0.05, help="a level with a larger failed share fails (default 0.05)"
+    )
+    levels.add_argument(
+        "--adaptive", action="store_true", help="repeat each level until the 95%% intervals are within --target-ci"
+    )
+    levels.add_argument(
+        "--target-ci", type=float, default=0.02, help="adaptive: interval half-width as a share of the value (default 0.02)"
+    )
     levels.add_argument("--max-repeats", type=int, default=6, help="adaptive: most runs per level (default 6)")
-    levels.add_argument("--precise", action="store_true",
-                        help="keep each level running past its request count until the 95%% intervals of per-request "
-                        "and aggregate tok/s are within --target-ci, or --max-seconds or --max-requests is reached "
-                        "(one run per level: one ramp-up, one drain)")
-    levels.add_argument("--max-seconds", type=float, default=30.0,
-                        help="precise: most seconds one level may measure (default 30)")
-    levels.add_argument("--max-requests", type=int,
-                        help="precise: most requests one level may send (default 128 x C)")
+    levels.add_argument(
+        "--precise",
+        action="store_true",
+        help="keep each level running past its request count until the 95%% intervals of per-request "
+        "and aggregate tok/s are within --target-ci, or --max-seconds or --max-requests is reached "
+        "(one run per level: one ramp-up, one drain)",
+    )
+    levels.add_argument(
+        "--max-seconds", type=float, default=30.0, help="precise: most seconds one level may measure (default 30)"
+    )
+    levels.add_argument("--max-requests", type=int, help="precise: most requests one level may send (default 128 x C)")
 
     out = p.add_argument_group("output")
     out.add_argument("--json", metavar="PATH", help="write summaries (and the setup) as JSON; '-' for stdout")
@@ -110,6 +133,7 @@ def register(subparsers: Any) -> None:
 
 # ---------------------------------------------------------------- argument -> objects
 
+
 def workload_from_args(args: argparse.Namespace) -> Workload:
     from autospec.bench import Workload
 
@@ -117,9 +141,16 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     if (args.prompts and kind != "file") or (args.prompt_set and kind != "builtin"):
         raise UsageError("--prompts needs --workload file and --prompt-set needs --workload builtin; drop --workload")
     return Workload(
-        kind=kind, input_len=args.input_len, output_len=args.output_len, temperature=args.temperature,
-        top_p=args.top_p, ignore_eos=not args.no_ignore_eos, api=args.api, path=args.prompts,
-        name=args.prompt_set, seed=args.seed,
+        kind=kind,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        ignore_eos=not args.no_ignore_eos,
+        api=args.api,
+        path=args.prompts,
+        name=args.prompt_set,
+        seed=args.seed,
     )
 
 
@@ -138,8 +169,9 @@ def plans_from_args(args: argparse.Namespace) -> list[LevelPlan]:
     if args.precise and args.max_seconds < 0:
         raise UsageError(f"--max-seconds {args.max_seconds} must be >= 0")
     return [
-        LevelPlan(c, num_requests=args.num_requests, duration_s=args.duration, warmup_requests=args.warmup,
-                  freeze_gc=args.freeze_gc)
+        LevelPlan(
+            c, num_requests=args.num_requests, duration_s=args.duration, warmup_requests=args.warmup, freeze_gc=args.freeze_gc
+        )
         for c in parse_concurrency(args.concurrency)
     ]
 
@@ -157,8 +189,14 @@ def launch_request_from_args(args: argparse.Namespace, log_path: Path) -> Launch
         from autospec.cli.wiring import sim_command
 
         flags.setdefault("model_path", "sim")
-        command = list(sim_command(profile=args.sim_profile, load_seconds=args.sim_load_seconds,
-                                   time_scale=args.sim_time_scale, noise=args.sim_noise == "on"))
+        command = list(
+            sim_command(
+                profile=args.sim_profile,
+                load_seconds=args.sim_load_seconds,
+                time_scale=args.sim_time_scale,
+                noise=args.sim_noise == "on",
+            )
+        )
     else:
         command = shlex.split(args.server_command)
         if not command:
@@ -172,6 +210,7 @@ def launch_request_from_args(args: argparse.Namespace, log_path: Path) -> Launch
 
 # ---------------------------------------------------------------- measuring
 
+
 def precision_goal(plan: LevelPlan, args: argparse.Namespace) -> PrecisionGoal:
     """--precise: per-request and aggregate tok/s to --target-ci, from the plan's request
     count (the floor) up to --max-requests or --max-seconds of this level."""
@@ -184,12 +223,14 @@ def precision_goal(plan: LevelPlan, args: argparse.Namespace) -> PrecisionGoal:
     if ceiling < floor:
         raise UsageError(f"--max-requests {ceiling} is below the level's {floor} requests; raise it")
     figures = (Figure("output_tok_s", args.target_ci), Figure("agg_output_tok_s", args.target_ci))
-    return PrecisionGoal(figures, min_requests=floor, max_requests=ceiling, cap_s=args.max_seconds,
-                         max_error_rate=args.max_error_rate)
+    return PrecisionGoal(
+        figures, min_requests=floor, max_requests=ceiling, cap_s=args.max_seconds, max_error_rate=args.max_error_rate
+    )
 
 
-async def _measure(url: str, workload: Workload, plans: list[LevelPlan], args: argparse.Namespace, out: TextIO,
-                   log_path: str | None = None) -> list[dict[str, Any]]:
+async def _measure(
+    url: str, workload: Workload, plans: list[LevelPlan], args: argparse.Namespace, out: TextIO, log_path: str | None = None
+) -> list[dict[str, Any]]:
     from autospec.bench import (
         AcceptTracker,
         AdaptiveSettings,
@@ -203,8 +244,12 @@ async def _measure(url: str, workload: Workload, plans: list[LevelPlan], args: a
     levels: list[dict[str, Any]] = []
     settings = None
     if args.adaptive:
-        settings = AdaptiveSettings(target_rel_half_width=args.target_ci, max_repeats=args.max_repeats,
-                                    min_repeats=min(2, args.max_repeats), max_error_rate=args.max_error_rate)
+        settings = AdaptiveSettings(
+            target_rel_half_width=args.target_ci,
+            max_repeats=args.max_repeats,
+            min_repeats=min(2, args.max_repeats),
+            max_error_rate=args.max_error_rate,
+        )
     async with BenchClient(url, workload, model=args.model, timeout_s=args.timeout) as client:
         await client.resolve_model()
         tracker = AcceptTracker(client, log_path)
@@ -225,8 +270,11 @@ async def _measure(url: str, workload: Workload, plans: list[LevelPlan], args: a
                 summary = with_accept_length(summary, estimate.value, estimate.source)
             levels.append({"plan": plan, "results": results, "summary": summary, "note": note})
             if not args.quiet:
-                print(f"autospec: C={plan.concurrency} done: {summary.n_ok} ok, {summary.n_errors} failed"
-                      + (f" ({note})" if note else ""), file=sys.stderr)
+                print(
+                    f"autospec: C={plan.concurrency} done: {summary.n_ok} ok, {summary.n_errors} failed"
+                    + (f" ({note})" if note else ""),
+                    file=sys.stderr,
+                )
     return levels
 
 
@@ -255,8 +303,22 @@ def _steady(s: LevelSummary) -> str:
 def render_table(levels: list[dict[str, Any]]) -> str:
     from autospec.cli.render import table
 
-    headers = ["C", "n", "ok", "err", "per-req tok/s", "decode tok/s", "agg tok/s", "steady", "whole tok/s",
-               "TTFT p50/p99 ms", "TPOT p50 ms", "ITL p50 ms", "accept", "status"]
+    headers = [
+        "C",
+        "n",
+        "ok",
+        "err",
+        "per-req tok/s",
+        "decode tok/s",
+        "agg tok/s",
+        "steady",
+        "whole tok/s",
+        "TTFT p50/p99 ms",
+        "TPOT p50 ms",
+        "ITL p50 ms",
+        "accept",
+        "status",
+    ]
     rows = []
     for level in levels:
         s = level["summary"]
@@ -268,21 +330,32 @@ def render_table(levels: list[dict[str, Any]]) -> str:
             status += f", {s.stop_reason}"
         if s.gc_frozen is False:
             status += ", GC not frozen (no /freeze_gc)"
-        rows.append([
-            s.concurrency, s.n_requests, s.n_ok, s.n_errors,
-            _pm(s.output_tok_s, s.output_tok_s_ci), _fmt(s.decode_tok_s),
-            _pm(s.agg_output_tok_s, s.agg_output_tok_s_ci),
-            _steady(s),
-            _fmt(s.agg_output_tok_s_whole),
-            f"{_fmt(s.ttft_ms_p50)}/{_fmt(s.ttft_ms_p99)}", _fmt(s.tpot_ms_p50, 2), _fmt(s.itl_ms_p50, 2),
-            accept, status,
-        ])
-    legend = ("per-req = completion tokens / (done - sent), mean over requests; agg = tokens per second while C "
-              "requests were in flight, ramp-up, drain and a one-off stall left out (steady = the share of the level "
-              "at full concurrency, 'after N s stall' = the seconds of it left out for a one-off stall; "
-              "whole = all tokens / level wall time); ± = half-width of the 95% interval (t over requests, "
-              "bootstrap over the steady window's requests, or t over repeat runs); accept in () came from the "
-              "server, not the responses")
+        rows.append(
+            [
+                s.concurrency,
+                s.n_requests,
+                s.n_ok,
+                s.n_errors,
+                _pm(s.output_tok_s, s.output_tok_s_ci),
+                _fmt(s.decode_tok_s),
+                _pm(s.agg_output_tok_s, s.agg_output_tok_s_ci),
+                _steady(s),
+                _fmt(s.agg_output_tok_s_whole),
+                f"{_fmt(s.ttft_ms_p50)}/{_fmt(s.ttft_ms_p99)}",
+                _fmt(s.tpot_ms_p50, 2),
+                _fmt(s.itl_ms_p50, 2),
+                accept,
+                status,
+            ]
+        )
+    legend = (
+        "per-req = completion tokens / (done - sent), mean over requests; agg = tokens per second while C "
+        "requests were in flight, ramp-up, drain and a one-off stall left out (steady = the share of the level "
+        "at full concurrency, 'after N s stall' = the seconds of it left out for a one-off stall; "
+        "whole = all tokens / level wall time); ± = half-width of the 95% interval (t over requests, "
+        "bootstrap over the steady window's requests, or t over repeat runs); accept in () came from the "
+        "server, not the responses"
+    )
     return table(headers, rows, align_right=[True] * 13 + [False]) + "\n" + legend
 
 
@@ -293,9 +366,13 @@ def report_json(levels: list[dict[str, Any]], workload: Workload, server: dict[s
         "workload": workload.as_dict(),
         "server": server,
         "levels": [
-            {"plan": dataclasses.asdict(level["plan"]), "summary": level["summary"].as_dict(),
-             "repeats": len(level["results"]), "adaptive": level["note"] if not level["summary"].stop_reason else None,
-             "precision": level["note"] if level["summary"].stop_reason else None}
+            {
+                "plan": dataclasses.asdict(level["plan"]),
+                "summary": level["summary"].as_dict(),
+                "repeats": len(level["results"]),
+                "adaptive": level["note"] if not level["summary"].stop_reason else None,
+                "precision": level["note"] if level["summary"].stop_reason else None,
+            }
             for level in levels
         ],
     }
@@ -324,8 +401,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if not args.quiet:
             print(f"autospec: starting the server (log: {log_path})", file=sys.stderr)
         running = Launcher(probe=NullGpuProbe() if args.sim else default_probe()).start(request)
-        server_info = {"url": running.url, "argv": list(running.argv), "log_path": str(log_path),
-                       "startup": running.startup.as_dict()}
+        server_info = {
+            "url": running.url,
+            "argv": list(running.argv),
+            "log_path": str(log_path),
+            "startup": running.startup.as_dict(),
+        }
     try:
         levels = asyncio.run(_measure(server_info["url"], workload, plans, args, out, server_info.get("log_path")))
     finally:

@@ -16,8 +16,18 @@ if TYPE_CHECKING:
 
     from autospec.study.storage import StorageHandle
 
-__all__ = ["add_study_command", "load_space", "space_file", "parse_flag_overrides", "flag_override_origins", "parse_concurrency",
-           "study_name_for", "bundled_spaces", "open_existing_study", "studies_dir_arg"]
+__all__ = [
+    "add_study_command",
+    "load_space",
+    "space_file",
+    "parse_flag_overrides",
+    "flag_override_origins",
+    "parse_concurrency",
+    "study_name_for",
+    "bundled_spaces",
+    "open_existing_study",
+    "studies_dir_arg",
+]
 
 
 def bundled_spaces() -> dict[str, Path]:
@@ -47,8 +57,9 @@ def load_space(spec: str | None) -> SearchSpace:
     return load_search_space(space_file(spec))
 
 
-def add_study_command(sub: argparse._SubParsersAction, name: str, *, help: str, description: str,
-                      name_from_space: bool = False, space: bool = False) -> argparse.ArgumentParser:
+def add_study_command(
+    sub: argparse._SubParsersAction, name: str, *, help: str, description: str, name_from_space: bool = False, space: bool = False
+) -> argparse.ArgumentParser:
     """A subcommand that works on one study: ``--study``, ``--storage``, ``--studies-dir``
     (and ``--space``). ``--study`` is required, unless `name_from_space` (optimize: the
     space file's name)."""
@@ -57,10 +68,17 @@ def add_study_command(sub: argparse._SubParsersAction, name: str, *, help: str, 
         p.add_argument("--study", help="study name (default: the search-space file's name, with -sim added for --sim)")
     else:
         p.add_argument("--study", required=True, help="name of the study")
-    p.add_argument("--storage", help="Optuna storage: sqlite:///F.db, postgresql://USER@HOST/DB, or a journal file F.log "
-                                     "(default: <studies-dir>/<study>.db)")
-    p.add_argument("--studies-dir", default="studies", type=studies_dir_arg,
-                   help="folder for default storage, logs and artifacts (default studies)")
+    p.add_argument(
+        "--storage",
+        help="Optuna storage: sqlite:///F.db, postgresql://USER@HOST/DB, or a journal file F.log "
+        "(default: <studies-dir>/<study>.db)",
+    )
+    p.add_argument(
+        "--studies-dir",
+        default="studies",
+        type=studies_dir_arg,
+        help="folder for default storage, logs and artifacts (default studies)",
+    )
     if space:
         p.add_argument("--space", help="search-space TOML file, or a bundled name: " + ", ".join(sorted(bundled_spaces())))
     return p
@@ -146,8 +164,9 @@ def _is_integer(text: str) -> bool:
     return True
 
 
-def open_existing_study(name: str, storage: str | None, studies_dir: Path, *,
-                        name_flag: str = "--study", storage_flag: str = "--storage") -> tuple[StorageHandle, optuna.Study]:
+def open_existing_study(
+    name: str, storage: str | None, studies_dir: Path, *, name_flag: str = "--study", storage_flag: str = "--storage"
+) -> tuple[StorageHandle, optuna.Study]:
     """(StorageHandle, Study) of a study that must already exist; creates nothing."""
     import optuna
 

@@ -45,9 +45,12 @@ class _QuietHandler(WSGIRequestHandler):
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_study_command(
-        sub, "dashboard", help="serve optuna-dashboard for a study on 127.0.0.1",
+        sub,
+        "dashboard",
+        help="serve optuna-dashboard for a study on 127.0.0.1",
         description="Serve optuna-dashboard on 127.0.0.1 with the study's storage and artifact store (server logs "
-                    "and benchmark JSON of each trial). Prints the study's URL; stop with Ctrl-C.")
+        "and benchmark JSON of each trial). Prints the study's URL; stop with Ctrl-C.",
+    )
     p.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
     p.set_defaults(handler=run, on_interrupt=(0, "dashboard stopped"))
 
@@ -77,13 +80,17 @@ def run(args: argparse.Namespace) -> int:
         server = make_server(HOST, args.port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
     except OSError as exc:
         raise UsageError(
-            f"cannot listen on {HOST}:{args.port}: {exc.strerror}; pick another --port, or 0 for a free one") from None
+            f"cannot listen on {HOST}:{args.port}: {exc.strerror}; pick another --port, or 0 for a free one"
+        ) from None
     port = server.server_port
     study_id = study._study_id  # the dashboard's URLs use the storage's study id
     print(f"http://{HOST}:{port}/dashboard/studies/{study_id}", flush=True)
     note = f"artifacts: {artifacts}" if artifacts.is_dir() else f"no artifact folder {artifacts}; logs are not attached"
-    print(f"optuna-dashboard for study {study.study_name} ({handle.description}); {note}; Ctrl-C stops it",
-          file=sys.stderr, flush=True)
+    print(
+        f"optuna-dashboard for study {study.study_name} ({handle.description}); {note}; Ctrl-C stops it",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         server.serve_forever()
     finally:

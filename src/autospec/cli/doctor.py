@@ -25,20 +25,29 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "doctor",
         help="check GPUs, processes holding GPU memory, sglang and the model path",
         description="Report GPUs and free memory (NVML), processes holding GPU memory (PID, command "
-                    "line), whether sglang imports in the server's Python, and whether --model-path resolves.",
+        "line), whether sglang imports in the server's Python, and whether --model-path resolves.",
     )
-    p.add_argument("--python", default=sys.executable,
-                   help="the Python that runs the server (default: this one)")
+    p.add_argument("--python", default=sys.executable, help="the Python that runs the server (default: this one)")
     p.add_argument("--model-path", help="model folder or Hugging Face id to look up")
-    p.add_argument("--gpus", help="NVML GPU indices to check, e.g. 0-7 or 0,1 (default: all); with them, the slots "
-                                  "`autospec optimize --gpus` would make")
-    p.add_argument("--gpus-per-trial", type=int, default=1, metavar="N",
-                   help="GPUs per slot for the slot list (default 1; optimize's default is tp x pp x dp)")
-    p.add_argument("--sim", action="store_true",
-                   help="look at the simulator's recorded GPU memory of --studies-dir instead of NVML")
+    p.add_argument(
+        "--gpus",
+        help="NVML GPU indices to check, e.g. 0-7 or 0,1 (default: all); with them, the slots "
+        "`autospec optimize --gpus` would make",
+    )
+    p.add_argument(
+        "--gpus-per-trial",
+        type=int,
+        default=1,
+        metavar="N",
+        help="GPUs per slot for the slot list (default 1; optimize's default is tp x pp x dp)",
+    )
+    p.add_argument(
+        "--sim", action="store_true", help="look at the simulator's recorded GPU memory of --studies-dir instead of NVML"
+    )
     p.add_argument("--studies-dir", default="studies", help="with --sim: the studies folder (default studies)")
-    p.add_argument("--sim-gpu-state-dir", type=Path,
-                   help="read the simulator's recorded GPU memory from this folder instead of NVML")
+    p.add_argument(
+        "--sim-gpu-state-dir", type=Path, help="read the simulator's recorded GPU memory from this folder instead of NVML"
+    )
     p.add_argument("--no-sglang", action="store_true", help="skip the sglang import check")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=run)

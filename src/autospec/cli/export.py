@@ -1,8 +1,8 @@
 """`autospec export`: one configuration of a study as a deployment.
 
-    autospec export --study NAME --pick latency|throughput|knee|N --format cmd|yaml|systemd
-    autospec export --study NAME --format adaptive -o ladder.json
-    autospec export --study NAME --pick knee --format systemd --adaptive-config /etc/sglang/ladder.json
+autospec export --study NAME --pick latency|throughput|knee|N --format cmd|yaml|systemd
+autospec export --study NAME --format adaptive -o ladder.json
+autospec export --study NAME --pick knee --format systemd --adaptive-config /etc/sglang/ladder.json
 """
 
 from __future__ import annotations
@@ -25,22 +25,40 @@ FORMATS = ("cmd", "yaml", "systemd", "adaptive")
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_study_command(
-        sub, "export", help="export a configuration as a launch command, SGLang YAML, systemd unit or adaptive ladder",
+        sub,
+        "export",
+        help="export a configuration as a launch command, SGLang YAML, systemd unit or adaptive ladder",
         description="Export one configuration of a study for deployment: the full SGLang launch command, an "
-                    "SGLang --config YAML file, a systemd unit, or (for EAGLE/MTP studies with topk=1) an SGLang "
-                    "--speculative-adaptive-config ladder built from the per-concurrency measurements.")
+        "SGLang --config YAML file, a systemd unit, or (for EAGLE/MTP studies with topk=1) an SGLang "
+        "--speculative-adaptive-config ladder built from the per-concurrency measurements.",
+    )
     p.add_argument("--pick", help="latency, throughput, knee (see autospec pareto) or a trial number")
     p.add_argument("--format", choices=FORMATS, default="cmd", help="what to write (default cmd)")
     p.add_argument("--host", default="127.0.0.1", help="address the server listens on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=30000, help="port the server listens on (default 30000)")
-    p.add_argument("--server-command", help="how to start SGLang, e.g. 'sglang serve' or "
-                                            "'/opt/venv/bin/python -m sglang.launch_server' (default: the study's)")
-    p.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a flag in the export, e.g. --flag model_path=/models/x (NAME=none removes it; repeatable)")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment variable for the server, e.g. --env CUDA_VISIBLE_DEVICES=0,1,2,3 (repeatable)")
-    p.add_argument("--adaptive-config", metavar="PATH",
-                   help="make the server use the ladder written by --format adaptive at PATH (cmd/yaml/systemd)")
+    p.add_argument(
+        "--server-command",
+        help="how to start SGLang, e.g. 'sglang serve' or '/opt/venv/bin/python -m sglang.launch_server' (default: the study's)",
+    )
+    p.add_argument(
+        "--flag",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a flag in the export, e.g. --flag model_path=/models/x (NAME=none removes it; repeatable)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment variable for the server, e.g. --env CUDA_VISIBLE_DEVICES=0,1,2,3 (repeatable)",
+    )
+    p.add_argument(
+        "--adaptive-config",
+        metavar="PATH",
+        help="make the server use the ladder written by --format adaptive at PATH (cmd/yaml/systemd)",
+    )
     add_baseline_arg(p)
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
     p.set_defaults(handler=run)
@@ -111,11 +129,22 @@ def run(args: argparse.Namespace) -> int:
         if args.adaptive_config:
             ladder = build_ladder(data)
             overrides = {**adaptive_flags(ladder, args.adaptive_config), **overrides}
-            summary.append(f"adaptive: steps per batch size from {args.adaptive_config} (candidates "
-                           f"{ladder.all_steps}), starting at steps={ladder.initial_steps}")
+            summary.append(
+                f"adaptive: steps per batch size from {args.adaptive_config} (candidates "
+                f"{ladder.all_steps}), starting at steps={ladder.initial_steps}"
+            )
         command = shlex.split(args.server_command) if args.server_command else None
-        d = deployment_for(data, trial, label=label, host=args.host, port=args.port, command=command,
-                           overrides=overrides, summary=summary, env=_env(args.env))
+        d = deployment_for(
+            data,
+            trial,
+            label=label,
+            host=args.host,
+            port=args.port,
+            command=command,
+            overrides=overrides,
+            summary=summary,
+            env=_env(args.env),
+        )
         text = {"cmd": render_cmd, "yaml": render_yaml, "systemd": render_systemd}[args.format](d)
         what = f"{args.format} for trial {trial.number}" + (f" ({label})" if label else "")
     if args.output:

@@ -25,17 +25,25 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_study_command(
-        sub, "import", help="add earlier measurements (bench_speculative.py JSONL, another study) to a study",
+        sub,
+        "import",
+        help="add earlier measurements (bench_speculative.py JSONL, another study) to a study",
         description="Add prior measurements to a study as completed trials, so the sampler starts from what you "
-                    "already know: SGLang's scripts/playground/bench_speculative.py JSONL output (--from), or the "
-                    "trials of another autospec study with the same objectives (--from-study).", space=True)
+        "already know: SGLang's scripts/playground/bench_speculative.py JSONL output (--from), or the "
+        "trials of another autospec study with the same objectives (--from-study).",
+        space=True,
+    )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--from", dest="from_file", metavar="FILE", help="bench_speculative.py --output JSONL file")
     source.add_argument("--from-study", metavar="NAME", help="another autospec study")
-    p.add_argument("--from-storage", metavar="URL",
-                   help="storage of --from-study (default: <studies-dir>/<NAME>.db)")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="value of a search-space parameter the file does not record, e.g. mem_fraction_static=0.85")
+    p.add_argument("--from-storage", metavar="URL", help="storage of --from-study (default: <studies-dir>/<NAME>.db)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="value of a search-space parameter the file does not record, e.g. mem_fraction_static=0.85",
+    )
     p.set_defaults(handler=run)
 
 
@@ -57,8 +65,9 @@ def _target(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study, Sear
 
 
 def _source_study(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study]:
-    return open_existing_study(args.from_study, args.from_storage, Path(args.studies_dir),
-                               name_flag="--from-study", storage_flag="--from-storage")
+    return open_existing_study(
+        args.from_study, args.from_storage, Path(args.studies_dir), name_flag="--from-study", storage_flag="--from-storage"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,8 +101,10 @@ def run(args: argparse.Namespace) -> int:
     store = TrialStore(study, [o.direction == "maximize" for o in space.objectives], [c.name for c in space.constraints])
     ready, skipped = trials_to_add(plan, space, store.imported_keys())
     added = [store.add_measured(t.params, t.distributions, t.record, t.markers) for t in ready]
-    print(f"imported {len(added)} trial(s) from {source} into study {study.study_name} ({handle.description})"
-          + (f": numbers {', '.join(map(str, added))}" if added else ""))
+    print(
+        f"imported {len(added)} trial(s) from {source} into study {study.study_name} ({handle.description})"
+        + (f": numbers {', '.join(map(str, added))}" if added else "")
+    )
     for line in skipped:
         print(f"  skipped {line}")
     return 0

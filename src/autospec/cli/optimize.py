@@ -26,56 +26,98 @@ SIM_WARMUP_SECONDS = 1.0
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_study_command(
-        sub, "optimize",
+        sub,
+        "optimize",
         help="tune speculative decoding: launch, benchmark and score configurations",
         description=(
             "Run an Optuna study over SGLang speculative-decoding flags. Each trial launches a "
             "server, benchmarks it at each concurrency level and tears it down. Re-running the "
             "same command continues the study until it holds --trials launched trials."
         ),
-        name_from_space=True, space=True,
+        name_from_space=True,
+        space=True,
     )
     p.add_argument("--trials", type=int, default=20, help="launched trials the study should hold (default 20)")
-    p.add_argument("--sampler", choices=("model", "tpe", "gp", "nsga2", "random"), default="model",
-                   help="model (default): launch where a model fitted on the launches so far expects the most "
-                        "hypervolume gain (docs/model.md); or an Optuna sampler")
+    p.add_argument(
+        "--sampler",
+        choices=("model", "tpe", "gp", "nsga2", "random"),
+        default="model",
+        help="model (default): launch where a model fitted on the launches so far expects the most "
+        "hypervolume gain (docs/model.md); or an Optuna sampler",
+    )
     p.add_argument("--seed", type=int, default=None, help="sampler seed, for reproducible studies")
     p.add_argument("--model-path", help="model to serve (overrides [server.flags] model_path)")
     p.add_argument("--tp-size", type=int, help="tensor parallel size (overrides [server.flags] tp_size)")
-    p.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE",
-                   help="fixed server flag, e.g. --flag attention_backend=fa3 (repeatable)")
-    p.add_argument("--server-command",
-                   help="how to start the server, e.g. 'sglang serve' or '/venv/bin/python -m sglang.launch_server'")
+    p.add_argument(
+        "--flag",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fixed server flag, e.g. --flag attention_backend=fa3 (repeatable)",
+    )
+    p.add_argument(
+        "--server-command", help="how to start the server, e.g. 'sglang serve' or '/venv/bin/python -m sglang.launch_server'"
+    )
     p.add_argument("--concurrency", help="comma-separated concurrency levels to measure, e.g. 1,4,32")
     p.add_argument("--output-len", type=int, help="output tokens per request (overrides [workload] output_len)")
     p.add_argument("--baseline", action="store_true", help="measure the [baseline] configuration of the space file first")
     p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h or 90m")
     p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready (default from the space file)")
-    p.add_argument("--no-learn", action="store_true",
-                   help="do not learn from launches: no calibration launches, no skipping of configurations "
-                        "predicted to fail, no mem-fraction pushes of queue-bound configurations")
-    p.add_argument("--remeasure", action="store_true",
-                   help="launch configurations that resolve to an already measured server again")
-    p.add_argument("--confirm", type=int, default=0, metavar="K",
-                   help="after the trials, relaunch front configurations K times in all (fewest launches first) to "
-                        "measure the between-launch spread; every interval then includes it (default 0)")
-    p.add_argument("--no-race", action="store_true",
-                   help="measure every level to its precision target even when the configuration clearly cannot "
-                        "reach the front")
-    p.add_argument("--preflight", choices=("auto", "off"), default="auto",
-                   help="check each configuration with the server's own argument resolver before launching (default auto)")
-    p.add_argument("--storage-patience", type=float, default=120.0, metavar="SECONDS",
-                   help="how long to wait for a storage that stops answering before stopping the run (default 120); "
-                        "the result of the current trial is kept and stored by the next run")
-    p.add_argument("--allow-foreign-gpu-memory", action="store_true",
-                   help="start even if other processes hold GPU memory (they skew memory sizing)")
+    p.add_argument(
+        "--no-learn",
+        action="store_true",
+        help="do not learn from launches: no calibration launches, no skipping of configurations "
+        "predicted to fail, no mem-fraction pushes of queue-bound configurations",
+    )
+    p.add_argument(
+        "--remeasure", action="store_true", help="launch configurations that resolve to an already measured server again"
+    )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=0,
+        metavar="K",
+        help="after the trials, relaunch front configurations K times in all (fewest launches first) to "
+        "measure the between-launch spread; every interval then includes it (default 0)",
+    )
+    p.add_argument(
+        "--no-race",
+        action="store_true",
+        help="measure every level to its precision target even when the configuration clearly cannot reach the front",
+    )
+    p.add_argument(
+        "--preflight",
+        choices=("auto", "off"),
+        default="auto",
+        help="check each configuration with the server's own argument resolver before launching (default auto)",
+    )
+    p.add_argument(
+        "--storage-patience",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for a storage that stops answering before stopping the run (default 120); "
+        "the result of the current trial is kept and stored by the next run",
+    )
+    p.add_argument(
+        "--allow-foreign-gpu-memory",
+        action="store_true",
+        help="start even if other processes hold GPU memory (they skew memory sizing)",
+    )
     p.add_argument("--sim", action="store_true", help="run against the bundled simulator instead of SGLang (no GPU needed)")
-    p.add_argument("--sim-profile", metavar="FILE|NAME",
-                   help="simulator profile: a TOML file or a bundled profile's name "
-                   "(default: the one calibrated to a real hand-tuning sweep; a wrong name lists the bundled ones)")
+    p.add_argument(
+        "--sim-profile",
+        metavar="FILE|NAME",
+        help="simulator profile: a TOML file or a bundled profile's name "
+        "(default: the one calibrated to a real hand-tuning sweep; a wrong name lists the bundled ones)",
+    )
     p.add_argument("--sim-load-seconds", type=float, default=SIM_LOAD_SECONDS, help="simulated model load time (default 2)")
-    p.add_argument("--sim-warmup-seconds", type=float, default=SIM_WARMUP_SECONDS,
-                   help="simulated warmup after load, before the server is ready (default 1)")
+    p.add_argument(
+        "--sim-warmup-seconds",
+        type=float,
+        default=SIM_WARMUP_SECONDS,
+        help="simulated warmup after load, before the server is ready (default 1)",
+    )
     p.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration (default 1)")
     add_slot_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress display")
@@ -91,11 +133,18 @@ def _levels(text: str | None) -> tuple[int, ...] | None:
 
 def add_slot_arguments(p: argparse.ArgumentParser) -> None:
     """--gpus / --gpus-per-trial (and the hidden --slot a slot's worker process gets)."""
-    p.add_argument("--gpus", metavar="LIST",
-                   help="GPUs to use, e.g. 0-7 or 0,1,4,5: split into slots of --gpus-per-trial GPUs that each run one "
-                        "trial at a time (list a GPU twice, e.g. 0,0, for two slots sharing it); docs/distributed.md")
-    p.add_argument("--gpus-per-trial", type=int, metavar="N",
-                   help="GPUs per slot (default tp_size x pp_size x dp_size of the fixed server flags)")
+    p.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="GPUs to use, e.g. 0-7 or 0,1,4,5: split into slots of --gpus-per-trial GPUs that each run one "
+        "trial at a time (list a GPU twice, e.g. 0,0, for two slots sharing it); docs/distributed.md",
+    )
+    p.add_argument(
+        "--gpus-per-trial",
+        type=int,
+        metavar="N",
+        help="GPUs per slot (default tp_size x pp_size x dp_size of the fixed server flags)",
+    )
     p.add_argument("--slot", type=int, help=argparse.SUPPRESS)  # the one slot a worker process of --gpus runs
 
 
@@ -125,7 +174,10 @@ def run(args: argparse.Namespace) -> int:
         origins["tp_size"] = f"--tp-size {args.tp_size}"
     command = tuple(shlex.split(args.server_command)) if args.server_command else None
     space = space.with_overrides(
-        flags=flags, command=command, concurrency=_levels(args.concurrency), output_len=args.output_len,
+        flags=flags,
+        command=command,
+        concurrency=_levels(args.concurrency),
+        output_len=args.output_len,
         flag_origins=origins,
     )
     timeout_s = parse_duration(args.timeout) if args.timeout else None
@@ -135,20 +187,44 @@ def run(args: argparse.Namespace) -> int:
     if plan is not None and slot is None:
         return run_slot_workers(args, plan, name)
     target = wiring.build_target(
-        space, studies_dir=studies_dir, sim=args.sim, sim_profile=args.sim_profile,
-        sim_load_seconds=args.sim_load_seconds, sim_warmup_seconds=args.sim_warmup_seconds,
+        space,
+        studies_dir=studies_dir,
+        sim=args.sim,
+        sim_profile=args.sim_profile,
+        sim_load_seconds=args.sim_load_seconds,
+        sim_warmup_seconds=args.sim_warmup_seconds,
         sim_time_scale=args.sim_time_scale,
-        preflight=args.preflight, out=sys.stderr, slot=slot,
+        preflight=args.preflight,
+        out=sys.stderr,
+        slot=slot,
     )
     request = study_api.OptimizeRequest(
-        space=space, study_name=name, n_trials=args.trials, command=target.command,
-        studies_dir=studies_dir, storage=args.storage, sampler=args.sampler, seed=args.seed,
-        env=target.env, launcher=target.launcher, preflight=target.preflight, to_argv=target.to_argv,
-        sglang_version=target.sglang_version, baseline=args.baseline, timeout_s=timeout_s,
-        learn=not args.no_learn, remeasure=args.remeasure, ready_timeout_s=args.ready_timeout,
-        signals=getattr(args, "stop_signals", None), storage_patience_s=args.storage_patience,
-        allow_foreign_gpu_memory=args.allow_foreign_gpu_memory, confirm=args.confirm, race=not args.no_race,
-        slot=slot, hardware=target.hardware, study_options=study_options(args, space_file(args.space)),
+        space=space,
+        study_name=name,
+        n_trials=args.trials,
+        command=target.command,
+        studies_dir=studies_dir,
+        storage=args.storage,
+        sampler=args.sampler,
+        seed=args.seed,
+        env=target.env,
+        launcher=target.launcher,
+        preflight=target.preflight,
+        to_argv=target.to_argv,
+        sglang_version=target.sglang_version,
+        baseline=args.baseline,
+        timeout_s=timeout_s,
+        learn=not args.no_learn,
+        remeasure=args.remeasure,
+        ready_timeout_s=args.ready_timeout,
+        signals=getattr(args, "stop_signals", None),
+        storage_patience_s=args.storage_patience,
+        allow_foreign_gpu_memory=args.allow_foreign_gpu_memory,
+        confirm=args.confirm,
+        race=not args.no_race,
+        slot=slot,
+        hardware=target.hardware,
+        study_options=study_options(args, space_file(args.space)),
     )
     progress = Progress([(o.name, o.direction) for o in space.objectives], quiet=args.quiet)
     result = study_api.optimize(request, progress)
@@ -156,8 +232,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"stopped at --timeout with {result.launched}/{result.target} trials; run the same command to continue")
     elif result.stopped_because == "exhausted":
         print(f"search space exhausted after {result.launched} launched trials")
-    print(f"study {result.study_name} in {result.storage}: {result.launched} launched trials. "
-          f"See the front with: autospec pareto --study {result.study_name}"
-          + (f" --storage {args.storage}" if args.storage else "")
-          + (f" --studies-dir {args.studies_dir}" if args.studies_dir != "studies" else ""))
+    print(
+        f"study {result.study_name} in {result.storage}: {result.launched} launched trials. "
+        f"See the front with: autospec pareto --study {result.study_name}"
+        + (f" --storage {args.storage}" if args.storage else "")
+        + (f" --studies-dir {args.studies_dir}" if args.studies_dir != "studies" else "")
+    )
     return 0

@@ -28,17 +28,24 @@ __all__ = ["register", "run", "open_existing", "open_existing_handle", "add_base
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_study_command(
-        sub, "pareto", help="show the Pareto front of a study, with recommendations",
+        sub,
+        "pareto",
+        help="show the Pareto front of a study, with recommendations",
         description="Print the study's Pareto front (feasible, measured configurations no other beats on every "
-                    "objective) with 95% intervals, ratios to a baseline, warnings and three recommendations.")
+        "objective) with 95% intervals, ratios to a baseline, warnings and three recommendations.",
+    )
     add_baseline_arg(p)
     p.add_argument("--json", action="store_true", help="print the front, table and recommendations as JSON")
     p.set_defaults(handler=run)
 
 
 def add_baseline_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--baseline", type=int, metavar="N",
-                   help="trial number to compare against (default: the trial measured by optimize --baseline)")
+    p.add_argument(
+        "--baseline",
+        type=int,
+        metavar="N",
+        help="trial number to compare against (default: the trial measured by optimize --baseline)",
+    )
 
 
 def open_existing_handle(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study]:
@@ -63,8 +70,7 @@ def baseline_of(data: StudyData, number: int | None) -> TrialView | None:
     if t is None:
         raise UsageError(f"--baseline {number}: study {data.name!r} has no trial {number}; see autospec pareto")
     if not t.measured:
-        raise UsageError(f"--baseline {number}: trial {number} has no measurement (outcome {t.outcome}); "
-                         "pick a measured trial")
+        raise UsageError(f"--baseline {number}: trial {number} has no measurement (outcome {t.outcome}); pick a measured trial")
     return t
 
 
@@ -105,8 +111,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, default=str))
         return 0
     n = data.counts
-    print(f"study {data.name}: {n.measured} measured, {len(data.front)} on the front, {n.infeasible} infeasible, "
-          f"{n.duplicate} duplicate, {n.relaunch} relaunches, {n.failed + n.interrupted} failed or interrupted")
+    print(
+        f"study {data.name}: {n.measured} measured, {len(data.front)} on the front, {n.infeasible} infeasible, "
+        f"{n.duplicate} duplicate, {n.relaunch} relaunches, {n.failed + n.interrupted} failed or interrupted"
+    )
     if not table.rows:
         print("no feasible measured trial yet; run autospec optimize")
         return 0
@@ -120,6 +128,5 @@ def run(args: argparse.Namespace) -> int:
     _section("where the launches ran (hardware class, hosts, slots):", placement_lines(data), "  ")
     _section("notes:", study_warnings(data, baseline), "  - ")
     print()
-    print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N "
-          "--format cmd|yaml|systemd|adaptive")
+    print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N --format cmd|yaml|systemd|adaptive")
     return 0

@@ -18,12 +18,18 @@ from autospec.cli.pareto import open_existing_handle
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_study_command(
-        sub, "recover", help="stop a study's leftover servers and queue its interrupted trials again",
+        sub,
+        "recover",
+        help="stop a study's leftover servers and queue its interrupted trials again",
         description="Stop the servers a study's dead tuners left running (verified by their recorded identity), "
-                    "fail their trials and queue their parameters again, without starting any trial. "
-                    "Running `autospec optimize` again does the same before it continues.")
-    p.add_argument("--sim", action="store_true",
-                   help="the study ran against the simulator: wait for its recorded GPU memory (in --studies-dir)")
+        "fail their trials and queue their parameters again, without starting any trial. "
+        "Running `autospec optimize` again does the same before it continues.",
+    )
+    p.add_argument(
+        "--sim",
+        action="store_true",
+        help="the study ran against the simulator: wait for its recorded GPU memory (in --studies-dir)",
+    )
     p.set_defaults(handler=run)
 
 

@@ -101,8 +101,9 @@ class Progress:
         if self.quiet or not self.tty:
             return
         if self._live is None:
-            self._live = Live(self._status(), console=self.console, transient=True, refresh_per_second=2,
-                              get_renderable=self._status)
+            self._live = Live(
+                self._status(), console=self.console, transient=True, refresh_per_second=2, get_renderable=self._status
+            )
             self._live.start()
         else:
             self._live.refresh()

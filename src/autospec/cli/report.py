@@ -13,10 +13,13 @@ from autospec.errors import UsageError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_study_command(
-        sub, "report", help="write plots and a Markdown/HTML report of a study",
+        sub,
+        "report",
+        help="write plots and a Markdown/HTML report of a study",
         description="Write the Pareto-front plot, tok/s against concurrency for the front, the Pareto table, the "
-                    "recommendations, their launch commands and (for EAGLE/MTP topk=1 studies) an adaptive ladder "
-                    "into a folder: report.md, report.html, *.png, *.html, launch-*.sh, adaptive.json.")
+        "recommendations, their launch commands and (for EAGLE/MTP topk=1 studies) an adaptive ladder "
+        "into a folder: report.md, report.html, *.png, *.html, launch-*.sh, adaptive.json.",
+    )
     add_baseline_arg(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write into (created if missing)")
     p.add_argument("--host", default="127.0.0.1", help="host in the launch commands (default 127.0.0.1)")
@@ -43,12 +46,13 @@ def run(args: argparse.Namespace) -> int:
     study = open_existing(args)
     data = snapshot(study)
     if not data.measured:
-        raise UsageError(f"study {data.name!r} has no measured configuration yet, so there is nothing to plot; "
-                         "run autospec optimize first (autospec pareto shows what it holds)")
+        raise UsageError(
+            f"study {data.name!r} has no measured configuration yet, so there is nothing to plot; "
+            "run autospec optimize first (autospec pareto shows what it holds)"
+        )
     baseline = baseline_of(data, args.baseline)
     try:
-        written = write_report(data, folder, baseline=baseline, study_args=_study_args(args),
-                               host=args.host, port=args.port)
+        written = write_report(data, folder, baseline=baseline, study_args=_study_args(args), host=args.host, port=args.port)
     except OSError as exc:
         raise UsageError(f"cannot write the report into {folder}: {exc.strerror}; check the folder is writable") from None
     print(f"wrote {len(written.files)} files into {folder}:")

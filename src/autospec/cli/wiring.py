@@ -61,8 +61,11 @@ def sim_command(
     neither, a time scale <= 0, or a negative load or warmup time."""
     _check_sim_times(load_seconds, warmup_seconds, time_scale)
     command = [sys.executable, "-m", "autospec.sim"]
-    for flag, seconds in (("--sim-load-seconds", load_seconds), ("--sim-warmup-seconds", warmup_seconds),
-                          ("--sim-time-scale", time_scale)):
+    for flag, seconds in (
+        ("--sim-load-seconds", load_seconds),
+        ("--sim-warmup-seconds", warmup_seconds),
+        ("--sim-time-scale", time_scale),
+    ):
         if seconds is not None:
             command += [flag, f"{seconds:g}"]
     if noise is not None:
@@ -160,11 +163,15 @@ def build_target(
     if sim:
         state_dir = sim_gpu_state_dir(studies_dir).resolve()
         command = sim_command(
-            profile=sim_profile, load_seconds=sim_load_seconds, warmup_seconds=sim_warmup_seconds,
-            time_scale=sim_time_scale, state_dir=state_dir,
+            profile=sim_profile,
+            load_seconds=sim_load_seconds,
+            warmup_seconds=sim_warmup_seconds,
+            time_scale=sim_time_scale,
+            state_dir=state_dir,
         )
-        target = _sim_target(command, state_dir, space, use_preflight=preflight == "auto", slot=slot,
-                             profile=sim_profile or "seed")
+        target = _sim_target(
+            command, state_dir, space, use_preflight=preflight == "auto", slot=slot, profile=sim_profile or "seed"
+        )
     else:
         target = _sglang_target(space, studies_dir=studies_dir, use_preflight=preflight == "auto", out=out, slot=slot)
     if slot is not None:
@@ -172,8 +179,9 @@ def build_target(
     return target
 
 
-def _sim_target(command: tuple[str, ...], state_dir: Path, space: SearchSpace, *, use_preflight: bool,
-                slot: Slot | None, profile: str) -> Target:
+def _sim_target(
+    command: tuple[str, ...], state_dir: Path, space: SearchSpace, *, use_preflight: bool, slot: Slot | None, profile: str
+) -> Target:
     from autospec.feasibility.sim_preflight import SimPreflight
     from autospec.launcher.probes import SimGpuProbe
 
@@ -183,14 +191,18 @@ def _sim_target(command: tuple[str, ...], state_dir: Path, space: SearchSpace, *
     _check_flag_names(pre, space)
     probe = SimGpuProbe(state_dir, gpus=slot.gpus if slot is not None else None)
     return Target(
-        command=command, launcher=slot_launcher(probe, slot), preflight=pre,
-        to_argv=flag_words, sglang_version=resolver.sglang_version() or DEFAULT_SGLANG_VERSION,
+        command=command,
+        launcher=slot_launcher(probe, slot),
+        preflight=pre,
+        to_argv=flag_words,
+        sglang_version=resolver.sglang_version() or DEFAULT_SGLANG_VERSION,
         hardware=hardware_of(probe, slot, f"simulator ({Path(profile).stem})", space),
     )
 
 
-def _sglang_target(space: SearchSpace, *, studies_dir: Path, use_preflight: bool, out: TextIO,
-                   slot: Slot | None = None) -> Target:
+def _sglang_target(
+    space: SearchSpace, *, studies_dir: Path, use_preflight: bool, out: TextIO, slot: Slot | None = None
+) -> Target:
     probe = default_probe(slot.gpus if slot is not None else None)
     command = tuple(space.server.command)
     if command[:1] in (("python",), ("python3",)):
@@ -200,12 +212,19 @@ def _sglang_target(space: SearchSpace, *, studies_dir: Path, use_preflight: bool
     if pre is not None:
         version = pre.sglang_version() or version
     _check_flag_names(pre, space)
-    return Target(command=command, launcher=slot_launcher(probe, slot), preflight=pre, to_argv=flag_words,
-                  sglang_version=version, hardware=hardware_of(probe, slot, "unknown GPU", space))
+    return Target(
+        command=command,
+        launcher=slot_launcher(probe, slot),
+        preflight=pre,
+        to_argv=flag_words,
+        sglang_version=version,
+        hardware=hardware_of(probe, slot, "unknown GPU", space),
+    )
 
 
-def _sglang_preflight(command: tuple[str, ...], studies_dir: Path, version: str, out: TextIO,
-                      space: SearchSpace) -> PreflightOracle | None:
+def _sglang_preflight(
+    command: tuple[str, ...], studies_dir: Path, version: str, out: TextIO, space: SearchSpace
+) -> PreflightOracle | None:
     """SGLang's resolver in the server's Python, when sglang imports there; else None
     (said once on ``out``: the static rules for ``version`` stand in). The space's
     distinct argument sets are resolved in the same interpreter start as the
@@ -264,7 +283,7 @@ def _rejected_names(reason: str) -> list[str]:
     option: --spec could match ...`` -> ["spec"]."""
     names: list[str] = []
     for match in _UNKNOWN_FLAG.finditer(reason):
-        words = reason[match.end():].split()
+        words = reason[match.end() :].split()
         if match.group(0).startswith("ambiguous"):
             words = words[:1]
         for word in words:

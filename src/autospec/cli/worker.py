@@ -21,7 +21,8 @@ from autospec.errors import UsageError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "worker", help="join a running study from this host (several hosts, one PostgreSQL storage)",
+        "worker",
+        help="join a running study from this host (several hosts, one PostgreSQL storage)",
         description=(
             "Run trials of a study that `autospec optimize` created, on this host's GPUs, until the study holds "
             "its --trials launched trials. The search space and options come from the study; see "
@@ -29,18 +30,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--study", required=True, help="name of the study to join")
-    p.add_argument("--storage", required=True,
-                   help="the study's storage, e.g. postgresql://USER@HOST/DB (or a journal file on a shared host)")
-    p.add_argument("--studies-dir", default="studies", type=studies_dir_arg,
-                   help="folder for this host's server logs and artifacts (default studies)")
+    p.add_argument(
+        "--storage",
+        required=True,
+        help="the study's storage, e.g. postgresql://USER@HOST/DB (or a journal file on a shared host)",
+    )
+    p.add_argument(
+        "--studies-dir",
+        default="studies",
+        type=studies_dir_arg,
+        help="folder for this host's server logs and artifacts (default studies)",
+    )
     p.add_argument("--trials", type=int, help="launched trials the study should hold (default: the study's own)")
     p.add_argument("--server-command", help="how to start the server on this host (default: the study's)")
     p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready")
     p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h")
-    p.add_argument("--storage-patience", type=float, default=120.0, metavar="SECONDS",
-                   help="how long to wait for a storage that stops answering (default 120)")
-    p.add_argument("--allow-foreign-gpu-memory", action="store_true",
-                   help="start even if other processes hold GPU memory")
+    p.add_argument(
+        "--storage-patience",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for a storage that stops answering (default 120)",
+    )
+    p.add_argument("--allow-foreign-gpu-memory", action="store_true", help="start even if other processes hold GPU memory")
     add_slot_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(handler=run, on_interrupt=(130, "interrupted; run the same command again to continue"))
@@ -56,17 +68,30 @@ def run(args: argparse.Namespace) -> int:
     studies_dir = Path(args.studies_dir)
     handle = open_storage(args.storage, args.study, studies_dir)
     if not study_exists(handle, args.study):
-        raise UsageError(f"no study named {args.study!r} in {handle.description}; start it with autospec optimize "
-                         f"--storage {handle.locator} --study {args.study} first")
+        raise UsageError(
+            f"no study named {args.study!r} in {handle.description}; start it with autospec optimize "
+            f"--storage {handle.locator} --study {args.study} first"
+        )
     stored = optuna.load_study(study_name=args.study, storage=handle.storage).user_attrs.get(WORKER_OPTIONS_KEY)
     if not isinstance(stored, dict) or not stored.get("space_toml"):
-        raise UsageError(f"study {args.study!r} does not hold the options a worker needs (made by an older autospec "
-                         "or imported); run the same autospec optimize command with --storage on this host instead")
+        raise UsageError(
+            f"study {args.study!r} does not hold the options a worker needs (made by an older autospec "
+            "or imported); run the same autospec optimize command with --storage on this host instead"
+        )
     studies_dir.mkdir(parents=True, exist_ok=True)
     space_path = studies_dir / f"{args.study}.space.toml"
     space_path.write_text(stored["space_toml"])
-    words = ["optimize", "--space", str(space_path), "--study", args.study, "--storage", args.storage,
-             "--studies-dir", args.studies_dir]
+    words = [
+        "optimize",
+        "--space",
+        str(space_path),
+        "--study",
+        args.study,
+        "--storage",
+        args.storage,
+        "--studies-dir",
+        args.studies_dir,
+    ]
     ns = build_parser().parse_args(words)
     for key, value in stored.get("options", {}).items():
         if key not in HOST_OPTIONS and hasattr(ns, key):

@@ -33,10 +33,24 @@ __all__ = ["slot_of", "study_options", "run_slot_workers", "HOST_OPTIONS"]
 
 # Options of `autospec optimize` that belong to one host or one invocation, not to the
 # study: `autospec worker` takes these from its own command line, the rest from the study.
-HOST_OPTIONS = frozenset({
-    "space", "study", "storage", "studies_dir", "gpus", "gpus_per_trial", "slot", "quiet", "timeout",
-    "allow_foreign_gpu_memory", "storage_patience", "server_command", "ready_timeout", "argv",
-})
+HOST_OPTIONS = frozenset(
+    {
+        "space",
+        "study",
+        "storage",
+        "studies_dir",
+        "gpus",
+        "gpus_per_trial",
+        "slot",
+        "quiet",
+        "timeout",
+        "allow_foreign_gpu_memory",
+        "storage_patience",
+        "server_command",
+        "ready_timeout",
+        "argv",
+    }
+)
 _FIRST_SLOT_READY_S = 600.0  # slot 0 opens the study within this (its GPU check and preflight included)
 
 
@@ -59,8 +73,11 @@ def slot_of(args: argparse.Namespace, space: SearchSpace) -> tuple[SlotPlan | No
 def study_options(args: argparse.Namespace, space_file: Path | None) -> dict[str, Any]:
     """What `autospec worker` needs to run this study on another host: the options that
     belong to the study (not `HOST_OPTIONS`) and the search-space file's text."""
-    options = {k: v for k, v in vars(args).items()  # plain values only: no handler, no signal policy
-               if k not in HOST_OPTIONS and isinstance(v, (str, int, float, bool, list, type(None)))}
+    options = {
+        k: v
+        for k, v in vars(args).items()  # plain values only: no handler, no signal policy
+        if k not in HOST_OPTIONS and isinstance(v, (str, int, float, bool, list, type(None)))
+    }
     json.dumps(options)
     text = space_file.read_text() if space_file is not None and space_file.is_file() else None
     return {"options": options, "space_toml": text}
@@ -106,7 +123,11 @@ def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, 
         for slot in plan.slots:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "autospec", *words, "--slot", str(slot.index)],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                start_new_session=True,
             )
             procs.append(proc)
             assert proc.stdout is not None

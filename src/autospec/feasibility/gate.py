@@ -51,11 +51,7 @@ def _resolver_key(flags: Mapping[str, Any]) -> str:
 
 def dedup_key(resolved: Mapping[str, Any]) -> str:
     """Canonical text of the resolved flags: equal keys mean the same server."""
-    canon = {
-        k: (round(v, 6) if isinstance(v, float) else v)
-        for k, v in resolved.items()
-        if k not in _IRRELEVANT
-    }
+    canon = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in resolved.items() if k not in _IRRELEVANT}
     return json.dumps(canon, sort_keys=True, default=str)
 
 
@@ -92,8 +88,14 @@ class FeasibilityGate:
             return pre
         if pre is not None:
             resolved.update({k: pre.resolved[k] for k in flags if k in pre.resolved and k not in RESOLVER_IGNORES})
-        return Verdict(status="ok", reason=static.reason, source=static.source, rule=None, resolved=resolved,
-                       hardware_dependent=static.hardware_dependent or bool(pre and pre.hardware_dependent))
+        return Verdict(
+            status="ok",
+            reason=static.reason,
+            source=static.source,
+            rule=None,
+            resolved=resolved,
+            hardware_dependent=static.hardware_dependent or bool(pre and pre.hardware_dependent),
+        )
 
     def _preflight(self, flags: Mapping[str, Any]) -> Verdict | None:
         """The resolver's answer for `flags`, cached by the flags it reads; None without
@@ -126,7 +128,9 @@ class FeasibilityGate:
             return Verdict(
                 status="duplicate",
                 reason=f"resolves to the same server as trial {first.number}; {what}",
-                source="dedup", rule="same_resolved_flags", resolved=resolved,
+                source="dedup",
+                rule="same_resolved_flags",
+                resolved=resolved,
             )
         return Verdict(status="ok", reason="", source=arguments.source, rule=None, resolved=resolved)
 
@@ -155,8 +159,14 @@ class FeasibilityGate:
     def learn_success(self, resolved: Mapping[str, Any], startup: Mapping[str, Any]) -> None:
         self.rules.record_success(resolved, startup)
 
-    def remember(self, number: int, resolved: Mapping[str, Any], values: Sequence[float] | None,
-                 constraints: Mapping[str, float], bench: dict) -> None:
+    def remember(
+        self,
+        number: int,
+        resolved: Mapping[str, Any],
+        values: Sequence[float] | None,
+        constraints: Mapping[str, float],
+        bench: dict,
+    ) -> None:
         """Record a launched trial (values None when it failed) so repeats are not launched."""
         self.measured.setdefault(dedup_key(resolved), Measurement(number, values, dict(constraints), bench))
 

@@ -123,13 +123,20 @@ class LearnedRules:
             return
         kv_gb = startup.get("kv_cache_gb")
         kv_tokens = startup.get("kv_cache_tokens") or tokens
-        self.launches.append(_Launch(
-            others=_others(flags), mem=mem, draft=_num(flags, DRAFT) or 0.0, tokens=float(tokens),
-            pre_load_gb=startup.get("gpu_mem_before_load_gb"),
-            gb_per_token=(kv_gb / kv_tokens) if kv_gb and kv_tokens else None,
-            available_gb=startup.get("available_gpu_mem_gb"),
-            graph_units=_graph_units(flags), graph_gb=startup.get("cuda_graph_gb"), mrr=_num(flags, MRR),
-        ))
+        self.launches.append(
+            _Launch(
+                others=_others(flags),
+                mem=mem,
+                draft=_num(flags, DRAFT) or 0.0,
+                tokens=float(tokens),
+                pre_load_gb=startup.get("gpu_mem_before_load_gb"),
+                gb_per_token=(kv_gb / kv_tokens) if kv_gb and kv_tokens else None,
+                available_gb=startup.get("available_gpu_mem_gb"),
+                graph_units=_graph_units(flags),
+                graph_gb=startup.get("cuda_graph_gb"),
+                mrr=_num(flags, MRR),
+            )
+        )
 
     def explain(self, flags: Mapping[str, Any]) -> tuple[str, str] | None:
         """(rule id, one-line reason) when `flags` is predicted to fail; else None."""
@@ -141,10 +148,14 @@ class LearnedRules:
                     f"predicted {kind}: needs at least what {_describe(failed)} needed, and that failed at init"
                 )
         tokens = self.predict_tokens(flags)
-        if tokens is not None and tokens < self._unsure_below("kv_pool_too_small", flags, self.predict_tokens,
-                                                               [launch.tokens for launch in self._comparable(flags)]):
-            pool = (f"predicted KV pool of {tokens:,.0f} tokens is too small" if tokens >= 1
-                    else "predicted to leave no room for the KV pool")
+        if tokens is not None and tokens < self._unsure_below(
+            "kv_pool_too_small", flags, self.predict_tokens, [launch.tokens for launch in self._comparable(flags)]
+        ):
+            pool = (
+                f"predicted KV pool of {tokens:,.0f} tokens is too small"
+                if tokens >= 1
+                else "predicted to leave no room for the KV pool"
+            )
             return "learned_kv_capacity", (
                 f"{pool} (below the halfway mark between the largest pool that failed and the smallest that "
                 "worked; from max_total_num_tokens and KV sizes of earlier launches)"
@@ -152,16 +163,20 @@ class LearnedRules:
         free = self.predict_available_gb(flags)
         proven = [a for launch in self._comparable(flags) if (a := launch.available_gb) is not None]
         if free is not None and free < self._unsure_below("cuda_graph_oom", flags, self.predict_available_gb, proven):
-            headroom = (f"predicted {free:.2f} GB left for activations and CUDA graphs" if free >= 0.005
-                        else "predicted to leave no memory for activations and CUDA graphs")
+            headroom = (
+                f"predicted {free:.2f} GB left for activations and CUDA graphs"
+                if free >= 0.005
+                else "predicted to leave no memory for activations and CUDA graphs"
+            )
             return "learned_graph_headroom", (
                 f"{headroom} (below the halfway mark between the most that failed and the least that worked; "
                 "from available_gpu_mem and the CUDA-graph sizes of earlier launches)"
             )
         return None
 
-    def _unsure_below(self, kind: str, flags: Mapping[str, Any], predictor: Callable[[Mapping[str, Any]], float | None],
-                      proven: Sequence[float]) -> float:
+    def _unsure_below(
+        self, kind: str, flags: Mapping[str, Any], predictor: Callable[[Mapping[str, Any]], float | None], proven: Sequence[float]
+    ) -> float:
         """The least predicted amount (KV pool, or headroom after init) at which `flags`
         is launched. Known to fail: at or below the largest prediction among comparable
         failures (`_limit`, 0 without). Known to work: the least amount a comparable
@@ -175,8 +190,7 @@ class LearnedRules:
             return failed + 1e-9  # nothing proven above what failed: only the failure itself rules
         return (failed + worked) / 2.0
 
-    def _limit(self, kind: str, flags: Mapping[str, Any],
-               predictor: Callable[[Mapping[str, Any]], float | None]) -> float:
+    def _limit(self, kind: str, flags: Mapping[str, Any], predictor: Callable[[Mapping[str, Any]], float | None]) -> float:
         """Largest prediction among comparable observed failures of `kind` (0 when none):
         anything predicted at or below it is expected to fail the same way. Every
         failure counts: a KV pool is too small below a size that does not depend on the

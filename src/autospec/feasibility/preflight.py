@@ -44,16 +44,34 @@ __all__ = ["Preflight", "PreflightError", "HARDWARE_MARKERS", "RESOLVED_KEYS"]
 # or SM120 GPUs"; 0.5.4-0.5.13: "Ngram speculative decoding only supports CUDA device.";
 # utils/common.py: "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) ...").
 HARDWARE_MARKERS = (
-    "Hopper", "Blackwell", "SM90", "SM100", "SM120", "only supports CUDA",
-    "only supports CUDA device", "No accelerator", "requires CUDA",
+    "Hopper",
+    "Blackwell",
+    "SM90",
+    "SM100",
+    "SM120",
+    "only supports CUDA",
+    "only supports CUDA device",
+    "No accelerator",
+    "requires CUDA",
 )
 
 # Resolved fields a verdict always carries (besides the ones named in the argv).
 RESOLVED_KEYS = (
-    "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-    "speculative_num_draft_tokens", "attention_backend", "decode_attention_backend",
-    "prefill_attention_backend", "page_size", "max_running_requests", "tp_size", "pp_size",
-    "dp_size", "attn_dp_size", "enable_dp_attention", "disable_overlap_schedule",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "attention_backend",
+    "decode_attention_backend",
+    "prefill_attention_backend",
+    "page_size",
+    "max_running_requests",
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "attn_dp_size",
+    "enable_dp_attention",
+    "disable_overlap_schedule",
 )
 
 _STAGE_RULE = {"parse": "sglang_cli_parser", "resolve": "sglang_resolver", "check": "sglang_check_server_args"}
@@ -124,8 +142,9 @@ class Preflight:
         cleaned = [_drop_host_port(argv) for argv in argvs]
         stdin = "".join(json.dumps(argv) + "\n" for argv in cleaned)
         try:
-            answers = self._run(["version-batch"], stdin=stdin,
-                                timeout_s=self.timeout_s + self.per_argv_s * len(cleaned), allow_short=True)
+            answers = self._run(
+                ["version-batch"], stdin=stdin, timeout_s=self.timeout_s + self.per_argv_s * len(cleaned), allow_short=True
+            )
         except PreflightError as exc:
             self._availability = (False, str(exc))
             return self._availability
@@ -190,8 +209,7 @@ class Preflight:
         if self.cache_dir is None:
             return
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        entry = {"python": list(self.python), "sglang_version": self.sglang_version(),
-                 "argv": list(argv), "answer": answer}
+        entry = {"python": list(self.python), "sglang_version": self.sglang_version(), "argv": list(argv), "answer": answer}
         fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=".preflight-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(entry, fh, sort_keys=True)
@@ -200,24 +218,26 @@ class Preflight:
     def _resolve_batch(self, todo: Mapping[str, list[str]]) -> None:
         items = list(todo.items())
         stdin = "".join(json.dumps(argv) + "\n" for _, argv in items)
-        answers = self._run(["batch"], stdin=stdin, timeout_s=self.timeout_s + self.per_argv_s * len(items),
-                            allow_short=True)
+        answers = self._run(["batch"], stdin=stdin, timeout_s=self.timeout_s + self.per_argv_s * len(items), allow_short=True)
         for (key, argv), answer in zip(items, answers):
             self._store(key, argv, answer)
         # A crash on one argv ends the batch: resolve the rest one at a time.
-        for key, argv in items[len(answers):]:
+        for key, argv in items[len(answers) :]:
             single = self._run(["resolve", *argv], stdin=None, timeout_s=self.timeout_s, allow_short=True)
             if not single:
                 raise PreflightError(f"SGLang's resolver died without an answer on: {' '.join(argv)[:200]}")
             self._store(key, argv, single[0])
 
-    def _run(self, args: list[str], *, stdin: str | None, timeout_s: float,
-             allow_short: bool = False) -> list[dict[str, Any]]:
+    def _run(self, args: list[str], *, stdin: str | None, timeout_s: float, allow_short: bool = False) -> list[dict[str, Any]]:
         command = [*self.python, "-c", _PROBE_SOURCE, *args]
         try:
             proc = subprocess.run(
-                command, input=stdin if stdin is not None else "", capture_output=True, text=True,
-                timeout=timeout_s, start_new_session=True,
+                command,
+                input=stdin if stdin is not None else "",
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                start_new_session=True,
             )
         except FileNotFoundError:
             raise PreflightError(f"{self.python[0]} was not found; give Preflight the server's Python") from None
@@ -226,7 +246,7 @@ class Preflight:
                 f"SGLang's resolver did not answer within {timeout_s:.0f} s; raise the preflight timeout"
             ) from None
         answers = [
-            json.loads(line[len(resolver_probe.MARKER):])
+            json.loads(line[len(resolver_probe.MARKER) :])
             for line in proc.stdout.splitlines()
             if line.startswith(resolver_probe.MARKER)
         ]
@@ -273,14 +293,18 @@ def _to_verdict(answer: dict[str, Any] | None, argv: Sequence[str]) -> Verdict:
         backend_given = any(k in _named_fields(argv) for k in ("attention_backend", "decode_attention_backend"))
         hardware = bool(assumed) and not backend_given
         reason = f"{where_note}: the default attention backend is the GPU host's to choose" if hardware else ""
-        return Verdict(status="ok", reason=reason, source="preflight", rule=None, resolved=resolved,
-                       hardware_dependent=hardware)
+        return Verdict(status="ok", reason=reason, source="preflight", rule=None, resolved=resolved, hardware_dependent=hardware)
     message = str(answer.get("error") or "").strip()
     if not message:
         message = f"{answer.get('error_type', 'Error')} at {answer.get('where') or 'an unknown place'}"
     hardware = _is_hardware(message)
     if hardware:
         message = f"hardware-dependent ({where_note or 'resolved on this host'}): {message}"
-    return Verdict(status="rejected", reason=message, source="preflight",
-                   rule=_STAGE_RULE.get(str(answer.get("stage")), "sglang_resolver"), resolved={},
-                   hardware_dependent=hardware)
+    return Verdict(
+        status="rejected",
+        reason=message,
+        source="preflight",
+        rule=_STAGE_RULE.get(str(answer.get("stage")), "sglang_resolver"),
+        resolved={},
+        hardware_dependent=hardware,
+    )

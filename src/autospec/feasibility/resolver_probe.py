@@ -149,14 +149,25 @@ def _resolve(argv: list[str], accelerator: str, version: str) -> dict:
             resolved = dataclasses.asdict(server_args)
         return {**base, "ok": True, "resolved": resolved}
     except _ArgvRejected as exc:
-        return {**base, "ok": False, "stage": "parse", "error_type": "ArgumentError",
-                "error": str(exc), "where": ""}
+        return {**base, "ok": False, "stage": "parse", "error_type": "ArgumentError", "error": str(exc), "where": ""}
     except SystemExit as exc:
-        return {**base, "ok": False, "stage": stage, "error_type": "SystemExit",
-                "error": f"exit status {exc.code}", "where": _where(exc)}
+        return {
+            **base,
+            "ok": False,
+            "stage": stage,
+            "error_type": "SystemExit",
+            "error": f"exit status {exc.code}",
+            "where": _where(exc),
+        }
     except Exception as exc:
-        return {**base, "ok": False, "stage": stage, "error_type": type(exc).__name__,
-                "error": str(exc).strip(), "where": _where(exc)}
+        return {
+            **base,
+            "ok": False,
+            "stage": stage,
+            "error_type": type(exc).__name__,
+            "error": str(exc).strip(),
+            "where": _where(exc),
+        }
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
@@ -177,8 +188,14 @@ def main(args: list[str]) -> int:
     if args[0] in ("version", "version-batch"):
         from sglang.srt.server_args import ServerArgs
 
-        _emit({"ok": True, "sglang_version": version, "accelerator": accelerator,
-               "has_resolve_once": hasattr(ServerArgs, "resolve_once")})
+        _emit(
+            {
+                "ok": True,
+                "sglang_version": version,
+                "accelerator": accelerator,
+                "has_resolve_once": hasattr(ServerArgs, "resolve_once"),
+            }
+        )
     if args[0] == "version":
         return 0
     if args[0] == "resolve":

@@ -188,207 +188,281 @@ _UNKNOWN_BACKEND_HINT = (
 RULES: tuple[Rule, ...] = (
     # --- rewrites that run before the speculative checks --------------------------------
     Rule(
-        "nextn_is_eagle", ">=0", "", lambda f: _algo(f) == "NEXTN",
-        effect="rewrite", rewrite=_set(speculative_algorithm="EAGLE"),
+        "nextn_is_eagle",
+        ">=0",
+        "",
+        lambda f: _algo(f) == "NEXTN",
+        effect="rewrite",
+        rewrite=_set(speculative_algorithm="EAGLE"),
         where="_handle_speculative_decoding / _resolve_speculative_algorithm_alias",
-        checked=_ALL, hint="NEXTN is EAGLE",
+        checked=_ALL,
+        hint="NEXTN is EAGLE",
     ),
     Rule(
-        "page_size_default", ">=0", "", lambda f: f.get(PAGE) is None,
-        effect="rewrite", rewrite=_set(page_size=1),
+        "page_size_default",
+        ">=0",
+        "",
+        lambda f: f.get(PAGE) is None,
+        effect="rewrite",
+        rewrite=_set(page_size=1),
         where="_handle_page_size (0.5.4) / overrides._page_size_default (0.5.23); CUDA",
         checked=_ALL,
     ),
     Rule(
-        "flashmla_page_size", ">=0",
+        "flashmla_page_size",
+        ">=0",
         "FlashMLA only supports a page_size of 64, change page_size to 64.",
         lambda f: "flashmla" in _backends(f) and _int(f, PAGE) != 64,
-        effect="rewrite", rewrite=_set(page_size=64),
+        effect="rewrite",
+        rewrite=_set(page_size=64),
         where="_handle_attention_backend_compatibility / overrides._mla_backend_page_constraints",
         checked=("0.5.4", "0.5.23"),
     ),
     Rule(
-        "trtllm_mla_page_size", ">=0",
+        "trtllm_mla_page_size",
+        ">=0",
         "TensorRT-LLM MLA only supports page_size of 32 or 64, changing page_size from {page_size} to 64.",
         lambda f: "trtllm_mla" in _backends(f) and _int(f, PAGE) not in (32, 64),
-        effect="rewrite", rewrite=_set(page_size=64),
+        effect="rewrite",
+        rewrite=_set(page_size=64),
         where="_handle_attention_backend_compatibility / overrides._mla_backend_page_constraints",
         checked=("0.5.4", "0.5.23"),
     ),
     Rule(
-        "trtllm_mha_page_size", "<0.5.20",
+        "trtllm_mha_page_size",
+        "<0.5.20",
         "TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size from {page_size} to 64.",
         lambda f: "trtllm_mha" in _backends(f) and _int(f, PAGE) not in (16, 32, 64),
-        effect="rewrite", rewrite=_set(page_size=64),
-        where="_handle_attention_backend_compatibility", checked=("0.5.4", "0.5.10", "0.5.16"),
+        effect="rewrite",
+        rewrite=_set(page_size=64),
+        where="_handle_attention_backend_compatibility",
+        checked=("0.5.4", "0.5.10", "0.5.16"),
     ),
     Rule(
-        "trtllm_mha_page_size", ">=0.5.20",
+        "trtllm_mha_page_size",
+        ">=0.5.20",
         "TensorRT-LLM MHA only supports page_size of 16, 32, 64 or 128, changing page_size from {page_size} to 64.",
         lambda f: "trtllm_mha" in _backends(f) and _int(f, PAGE) not in (16, 32, 64, 128),
-        effect="rewrite", rewrite=_set(page_size=64),
-        where="overrides._mla_backend_page_constraints", checked=("0.5.20", "0.5.22", "0.5.23"),
+        effect="rewrite",
+        rewrite=_set(page_size=64),
+        where="overrides._mla_backend_page_constraints",
+        checked=("0.5.20", "0.5.22", "0.5.23"),
     ),
     # --- hardware: decided by the GPU, not by the arguments ------------------------------
     Rule(
-        "trtllm_mha_needs_gpu", "<0.5.10",
+        "trtllm_mha_needs_gpu",
+        "<0.5.10",
         "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.",
         lambda f: "trtllm_mha" in _backends(f),
-        effect="note", where="_handle_attention_backend_compatibility",
-        checked=("0.5.4", "0.5.5", "0.5.6", "0.5.7"), hardware_dependent=True,
+        effect="note",
+        where="_handle_attention_backend_compatibility",
+        checked=("0.5.4", "0.5.5", "0.5.6", "0.5.7"),
+        hardware_dependent=True,
     ),
     Rule(
-        "trtllm_mha_needs_gpu", ">=0.5.10,<0.5.20",
-        "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
-        "Please use a different prefill backend.",
+        "trtllm_mha_needs_gpu",
+        ">=0.5.10,<0.5.20",
+        "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). Please use a different prefill backend.",
         lambda f: "trtllm_mha" in _backends(f),
-        effect="note", where="_handle_attention_backend_compatibility",
-        checked=("0.5.10", "0.5.13", "0.5.16"), hardware_dependent=True,
+        effect="note",
+        where="_handle_attention_backend_compatibility",
+        checked=("0.5.10", "0.5.13", "0.5.16"),
+        hardware_dependent=True,
     ),
     Rule(
-        "trtllm_mha_needs_gpu", ">=0.5.20",
+        "trtllm_mha_needs_gpu",
+        ">=0.5.20",
         "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs. "
         "Please use a different prefill backend.",
         lambda f: "trtllm_mha" in _backends(f),
-        effect="note", where="arg_groups/attention_hook.py", checked=("0.5.20", "0.5.22", "0.5.23"),
+        effect="note",
+        where="arg_groups/attention_hook.py",
+        checked=("0.5.20", "0.5.22", "0.5.23"),
         hardware_dependent=True,
     ),
     # --- EAGLE / EAGLE3 / STANDALONE (SGLang's _handle_eagle_family) ----------------------
     Rule(
-        "standalone_dp_attention", ">=0",
+        "standalone_dp_attention",
+        ">=0",
         "Currently standalone speculative decoding does not support dp attention.",
         lambda f: _algo(f) == "STANDALONE" and dp_attention_enabled(f),
-        where=f"{_SPEC_HOOK} _handle_eagle_family", checked=_ALL,
+        where=f"{_SPEC_HOOK} _handle_eagle_family",
+        checked=_ALL,
     ),
     Rule(
-        "spec_max_running_requests", "<0.5.5",
+        "spec_max_running_requests",
+        "<0.5.5",
         "Max running requests is reset to 48 for speculative decoding.",
         lambda f: _algo(f) in SPECULATIVE and f.get("max_running_requests") is None,
-        effect="rewrite", rewrite=_set(max_running_requests=48),
-        where="_handle_speculative_decoding", checked=("0.5.4",),
+        effect="rewrite",
+        rewrite=_set(max_running_requests=48),
+        where="_handle_speculative_decoding",
+        checked=("0.5.4",),
     ),
     Rule(
-        "spec_max_running_requests", ">=0.5.5",
+        "spec_max_running_requests",
+        ">=0.5.5",
         "Max running requests is reset to 48 for speculative decoding. "
         "You can override this by explicitly setting --max-running-requests.",
         lambda f: _algo(f) in SPECULATIVE and f.get("max_running_requests") is None,
-        effect="rewrite", rewrite=_set(max_running_requests=48),
+        effect="rewrite",
+        rewrite=_set(max_running_requests=48),
         where=f"{_SPEC_HOOK} _handle_eagle_family / _handle_ngram",
         checked=("0.5.5", "0.5.10", "0.5.16", "0.5.23"),
     ),
     Rule(
-        "partial_spec_params", ">=0", "",
+        "partial_spec_params",
+        ">=0",
+        "",
         lambda f: _eagle(f) and f.get(STEPS) is None and (f.get(TOPK) is not None or f.get(DRAFT) is not None),
-        error_type="AssertionError", where=f"{_SPEC_HOOK} _handle_eagle_family (a bare assert)",
+        error_type="AssertionError",
+        where=f"{_SPEC_HOOK} _handle_eagle_family (a bare assert)",
         checked=_ALL,
         hint="SGLang asserts that speculative_eagle_topk and speculative_num_draft_tokens are unset "
         "when speculative_num_steps is unset; set all three or none",
     ),
     Rule(
-        "trtllm_mha_topk", ">=0",
+        "trtllm_mha_topk",
+        ">=0",
         "trtllm_mha backend only supports topk = 1 for speculative decoding.",
         lambda f: _eagle(f) and "trtllm_mha" in _backends(f) and (_int(f, TOPK) or 0) > 1,
-        where=f"{_SPEC_HOOK} _handle_eagle_family", checked=_ALL,
+        where=f"{_SPEC_HOOK} _handle_eagle_family",
+        checked=_ALL,
     ),
     Rule(
-        "topk_unset", ">=0",
+        "topk_unset",
+        ">=0",
         "'>' not supported between instances of 'NoneType' and 'int'",
         lambda f: _eagle(f) and f.get(STEPS) is not None and f.get(TOPK) is None,
-        error_type="TypeError", origin="python", where=f"{_SPEC_HOOK} _handle_eagle_family",
+        error_type="TypeError",
+        origin="python",
+        where=f"{_SPEC_HOOK} _handle_eagle_family",
         checked=_ALL,
-        hint="speculative_num_steps is set but speculative_eagle_topk is not; SGLang compares "
-        "the unset top-k with 1 and crashes",
+        hint="speculative_num_steps is set but speculative_eagle_topk is not; SGLang compares the unset top-k with 1 and crashes",
     ),
     Rule(
-        "topk1_draft_tokens", ">=0",
+        "topk1_draft_tokens",
+        ">=0",
         "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1",
-        lambda f: _eagle(f) and _int(f, TOPK) == 1 and f.get(STEPS) is not None
-        and _int(f, DRAFT) != _given(f, STEPS) + 1,
-        effect="rewrite", rewrite=_with(lambda f: {DRAFT: _given(f, STEPS) + 1}),
-        where=f"{_SPEC_HOOK} _handle_eagle_family", checked=_ALL,
+        lambda f: _eagle(f) and _int(f, TOPK) == 1 and f.get(STEPS) is not None and _int(f, DRAFT) != _given(f, STEPS) + 1,
+        effect="rewrite",
+        rewrite=_with(lambda f: {DRAFT: _given(f, STEPS) + 1}),
+        where=f"{_SPEC_HOOK} _handle_eagle_family",
+        checked=_ALL,
     ),
     Rule(
-        "topk_gt1_page_size_backend", "<0.5.6",
+        "topk_gt1_page_size_backend",
+        "<0.5.6",
         "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results "
         "for paged attention backends. This combination is only supported for the 'flashinfer' backend.",
-        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None
-        and f[BACKEND] != "flashinfer",
-        where="_handle_speculative_decoding", checked=("0.5.4", "0.5.5"),
+        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None and f[BACKEND] != "flashinfer",
+        where="_handle_speculative_decoding",
+        checked=("0.5.4", "0.5.5"),
     ),
     Rule(
-        "topk_gt1_page_size_backend", ">=0.5.6,<0.5.13",
+        "topk_gt1_page_size_backend",
+        ">=0.5.6,<0.5.13",
         "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results "
         "for paged attention backends. This combination is only supported for the 'flashinfer' backend.",
-        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None
-        and f[BACKEND] not in ("flashinfer", "fa3"),
-        where="_handle_speculative_decoding", checked=("0.5.6", "0.5.7", "0.5.10", "0.5.11", "0.5.12"),
+        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None and f[BACKEND] not in ("flashinfer", "fa3"),
+        where="_handle_speculative_decoding",
+        checked=("0.5.6", "0.5.7", "0.5.10", "0.5.11", "0.5.12"),
         hint="this version also allows fa3",
     ),
     Rule(
-        "topk_gt1_page_size_backend", ">=0.5.13",
+        "topk_gt1_page_size_backend",
+        ">=0.5.13",
         "speculative_eagle_topk > 1 with page_size > 1 is only supported on {allowed}; "
         "got attention_backend={attention_backend!r}. Use page_size == 1 or one of those backends.",
-        lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None
-        and f[BACKEND] not in ("flashinfer", "fa3", "triton"),
+        lambda f: (
+            _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None and f[BACKEND] not in ("flashinfer", "fa3", "triton")
+        ),
         where=f"{_SPEC_HOOK} _handle_eagle_family (_PAGE_TREE_SPEC_BACKENDS)",
         checked=("0.5.13", "0.5.16", "0.5.20", "0.5.22", "0.5.23"),
     ),
     Rule(
-        "topk_gt1_page_size_default_backend", ">=0", _UNKNOWN_BACKEND_HINT,
+        "topk_gt1_page_size_default_backend",
+        ">=0",
+        _UNKNOWN_BACKEND_HINT,
         lambda f: _eagle(f) and _topk_gt1_paged(f) and f.get(BACKEND) is None,
-        effect="note", origin="autospec", checked=_ALL, hardware_dependent=True,
+        effect="note",
+        origin="autospec",
+        checked=_ALL,
+        hardware_dependent=True,
     ),
     # --- NGRAM (SGLang's _handle_ngram) -------------------------------------------------
     Rule(
-        "ngram_topk", ">=0", "",
+        "ngram_topk",
+        ">=0",
+        "",
         lambda f: _ngram(f) and _int(f, TOPK) != int(f.get("speculative_ngram_max_bfs_breadth") or 10),
         effect="rewrite",
         rewrite=_with(lambda f: {TOPK: int(f.get("speculative_ngram_max_bfs_breadth") or 10)}),
-        where=f"{_SPEC_HOOK} _handle_ngram", checked=_ALL,
+        where=f"{_SPEC_HOOK} _handle_ngram",
+        checked=_ALL,
         hint="NGRAM's top-k is speculative_ngram_max_bfs_breadth (default 10)",
     ),
     Rule(
-        "ngram_draft_default", "<0.5.10", "",
+        "ngram_draft_default",
+        "<0.5.10",
+        "",
         lambda f: _ngram(f) and f.get(DRAFT) is None,
         effect="rewrite",
         rewrite=_with(lambda f: {DRAFT: int(f.get("speculative_ngram_max_match_window_size") or 12)}),
-        where="_handle_speculative_decoding", checked=("0.5.4",),
+        where="_handle_speculative_decoding",
+        checked=("0.5.4",),
     ),
     Rule(
-        "ngram_draft_default", ">=0.5.10",
+        "ngram_draft_default",
+        ">=0.5.10",
         "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
         "You can override this by explicitly setting --speculative-num-draft-tokens.",
         lambda f: _ngram(f) and f.get(DRAFT) is None,
-        effect="rewrite", rewrite=_set(speculative_num_draft_tokens=12),
-        where=f"{_SPEC_HOOK} _handle_ngram", checked=("0.5.10", "0.5.16", "0.5.23"),
+        effect="rewrite",
+        rewrite=_set(speculative_num_draft_tokens=12),
+        where=f"{_SPEC_HOOK} _handle_ngram",
+        checked=("0.5.10", "0.5.16", "0.5.23"),
     ),
     Rule(
-        "ngram_steps_default", ">=0.5.16", "",
+        "ngram_steps_default",
+        ">=0.5.16",
+        "",
         lambda f: _ngram(f) and f.get(STEPS) is None,
-        effect="rewrite", rewrite=_with(lambda f: {STEPS: _given(f, DRAFT) // _given(f, TOPK)}),
-        where=f"{_SPEC_HOOK} _handle_ngram", checked=("0.5.16", "0.5.20", "0.5.23"),
+        effect="rewrite",
+        rewrite=_with(lambda f: {STEPS: _given(f, DRAFT) // _given(f, TOPK)}),
+        where=f"{_SPEC_HOOK} _handle_ngram",
+        checked=("0.5.16", "0.5.20", "0.5.23"),
         hint="0.5.13 leaves it unset",
     ),
     Rule(
-        "ngram_page_size_backend", ">=0",
+        "ngram_page_size_backend",
+        ">=0",
         "speculative_eagle_topk({speculative_eagle_topk}) > 1 with page_size({page_size}) > 1 is unstable "
         "and produces incorrect results for paged attention backends. "
         "This combination is only supported for the 'flashinfer' backend.",
-        lambda f: _ngram(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None
-        and f[BACKEND] != "flashinfer",
-        where=f"{_SPEC_HOOK} _handle_ngram", checked=_ALL,
+        lambda f: _ngram(f) and _topk_gt1_paged(f) and f.get(BACKEND) is not None and f[BACKEND] != "flashinfer",
+        where=f"{_SPEC_HOOK} _handle_ngram",
+        checked=_ALL,
     ),
     Rule(
-        "ngram_page_size_default_backend", ">=0", _UNKNOWN_BACKEND_HINT.replace(
-            "topk > 1 with page_size > 1 is allowed", "NGRAM with page_size > 1 is allowed (flashinfer only)"),
+        "ngram_page_size_default_backend",
+        ">=0",
+        _UNKNOWN_BACKEND_HINT.replace(
+            "topk > 1 with page_size > 1 is allowed", "NGRAM with page_size > 1 is allowed (flashinfer only)"
+        ),
         lambda f: _ngram(f) and _topk_gt1_paged(f) and f.get(BACKEND) is None,
-        effect="note", origin="autospec", checked=_ALL, hardware_dependent=True,
+        effect="note",
+        origin="autospec",
+        checked=_ALL,
+        hardware_dependent=True,
     ),
     Rule(
-        "ngram_dp_attention", ">=0",
+        "ngram_dp_attention",
+        ">=0",
         "Currently ngram speculative decoding does not support dp attention.",
         lambda f: _ngram(f) and dp_attention_enabled(f),
-        where=f"{_SPEC_HOOK} _handle_ngram", checked=_ALL,
+        where=f"{_SPEC_HOOK} _handle_ngram",
+        checked=_ALL,
     ),
     # --- pipeline parallelism (check_server_args, after resolution) ---------------------
     # 0.5.23: entrypoints/engine.py:1165 calls check_server_args() after resolve_once()
@@ -399,34 +473,40 @@ RULES: tuple[Rule, ...] = (
     # node (lines 160-164). Confirmed by running the installed 0.5.23: EAGLE/NEXTN with
     # --pp-size 2 fail with the prefill-node message, EAGLE3 with the EAGLE-only one.
     Rule(
-        "pp_speculative", "<0.5.11",
-        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, "
-        "mixed chunked prefill.",
+        "pp_speculative",
+        "<0.5.11",
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill.",
         lambda f: _pp(f) and _algo(f) is not None,
-        error_type="AssertionError", where="ServerArgs.check_server_args",
+        error_type="AssertionError",
+        where="ServerArgs.check_server_args",
         checked=("0.5.4", "0.5.6", "0.5.7", "0.5.10"),
     ),
     Rule(
-        "pp_speculative", ">=0.5.11,<0.5.21",
+        "pp_speculative",
+        ">=0.5.11,<0.5.21",
         "Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
         lambda f: _pp(f) and _algo(f) is not None,
-        error_type="AssertionError", where="check_server_args",
+        error_type="AssertionError",
+        where="check_server_args",
         checked=("0.5.11", "0.5.12", "0.5.13", "0.5.16", "0.5.20"),
     ),
     Rule(
-        "pp_speculative", ">=0.5.21",
+        "pp_speculative",
+        ">=0.5.21",
         "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding",
-        lambda f: _pp(f) and (_algo(f) not in (None, "EAGLE", "DSPARK")
-                              or (_algo(f) == "EAGLE" and bool(f.get("enable_multi_layer_eagle")))),
+        lambda f: (
+            _pp(f)
+            and (_algo(f) not in (None, "EAGLE", "DSPARK") or (_algo(f) == "EAGLE" and bool(f.get("enable_multi_layer_eagle"))))
+        ),
         error_type="AssertionError",
         where="arg_groups/validation_hook.py:132-138 check_pipeline_parallel_compat (0.5.23)",
         checked=("0.5.21", "0.5.22", "0.5.23"),
     ),
     Rule(
-        "pp_speculative_prefill_only", ">=0.5.21",
+        "pp_speculative_prefill_only",
+        ">=0.5.21",
         "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)",
-        lambda f: _pp(f) and _algo(f) == "EAGLE"
-        and f.get("disaggregation_mode", "null") != "prefill",
+        lambda f: _pp(f) and _algo(f) == "EAGLE" and f.get("disaggregation_mode", "null") != "prefill",
         error_type="AssertionError",
         where="arg_groups/validation_hook.py:160-164 check_pipeline_parallel_compat (0.5.23)",
         checked=("0.5.21", "0.5.22", "0.5.23"),
@@ -434,14 +514,20 @@ RULES: tuple[Rule, ...] = (
     ),
     # --- accepted by SGLang's argument code, fails at runtime ---------------------------
     Rule(
-        "draft_tokens_exceed_tree", ">=0",
+        "draft_tokens_exceed_tree",
+        ">=0",
         "speculative_num_draft_tokens={speculative_num_draft_tokens} is more than the {max_draft} "
         "tokens a draft tree of speculative_num_steps={speculative_num_steps} and "
         "speculative_eagle_topk={speculative_eagle_topk} holds (1 + topk + (steps - 1) * topk^2); "
         "SGLang accepts these arguments but the server fails at its first decode",
-        lambda f: _eagle(f) and None not in (f.get(STEPS), f.get(TOPK), f.get(DRAFT))
-        and _given(f, TOPK) >= 1 and _given(f, DRAFT) > max_draft_tokens(_given(f, STEPS), _given(f, TOPK)),
-        error_type="RuntimeError", origin="autospec",
+        lambda f: (
+            _eagle(f)
+            and None not in (f.get(STEPS), f.get(TOPK), f.get(DRAFT))
+            and _given(f, TOPK) >= 1
+            and _given(f, DRAFT) > max_draft_tokens(_given(f, STEPS), _given(f, TOPK))
+        ),
+        error_type="RuntimeError",
+        origin="autospec",
         where="speculative/eagle_utils.py organize_draft_results (torch.topk of draft - 1 candidates)",
         checked=("0.5.23",),
     ),
@@ -471,8 +557,9 @@ def _applicable(version: Version) -> tuple[Rule, ...]:
     return tuple(rule for rule in RULES if rule.applies_to(version))
 
 
-def _walk(flags: Mapping[str, Any], rules: Iterable[Rule],
-          stop_at_reject: bool) -> tuple[dict[str, Any], Rule | None, list[Rule]]:
+def _walk(
+    flags: Mapping[str, Any], rules: Iterable[Rule], stop_at_reject: bool
+) -> tuple[dict[str, Any], Rule | None, list[Rule]]:
     resolved = dict(flags)
     notes: list[Rule] = []
     for rule in rules:
@@ -502,10 +589,18 @@ def check_static(flags: Mapping[str, Any], sglang_version: str | Version = DEFAU
     resolved, rejected, notes = _walk(flags, rules_for(sglang_version), stop_at_reject=True)
     if rejected is not None:
         return Verdict(
-            status="rejected", reason=rejected.reason(resolved), source="static", rule=rejected.id,
-            resolved=resolved, hardware_dependent=rejected.hardware_dependent or bool(notes),
+            status="rejected",
+            reason=rejected.reason(resolved),
+            source="static",
+            rule=rejected.id,
+            resolved=resolved,
+            hardware_dependent=rejected.hardware_dependent or bool(notes),
         )
     return Verdict(
-        status="ok", reason="; ".join(n.reason(resolved) for n in notes), source="static",
-        rule=notes[0].id if notes else None, resolved=resolved, hardware_dependent=bool(notes),
+        status="ok",
+        reason="; ".join(n.reason(resolved) for n in notes),
+        source="static",
+        rule=notes[0].id if notes else None,
+        resolved=resolved,
+        hardware_dependent=bool(notes),
     )

@@ -81,37 +81,61 @@ class LogPattern:
 FAILURE_PATTERNS: tuple[LogPattern, ...] = (
     # --- port in use -------------------------------------------------------------------
     LogPattern(
-        "port_in_use", "address already in use", "os", _BOTH, ignore_case=True,
+        "port_in_use",
+        "address already in use",
+        "os",
+        _BOTH,
+        ignore_case=True,
         note="strerror(EADDRINUSE): uvicorn's '[Errno 98] error while attempting to bind on "
         "address (...): address already in use' (0.5.16) and SGLang's logger.error(OSError) "
         "'[Errno 98] Address already in use' in _reserve_reuseport_socket (0.5.23); printed "
         "after the model load, when the HTTP server binds",
     ),
     LogPattern(
-        "port_in_use", "Port is already in use.", "sglang", _BOTH,
+        "port_in_use",
+        "Port is already in use.",
+        "sglang",
+        _BOTH,
         note="server_args.PortArgs.init_new: ZMQ/NCCL ports derived from --port (DP attention)",
     ),
     # --- arguments rejected --------------------------------------------------------------
     LogPattern(
-        "rejected_args", ": error: unrecognized arguments", "python", _BOTH,
+        "rejected_args",
+        ": error: unrecognized arguments",
+        "python",
+        _BOTH,
         note="argparse: 'launch_server.py: error: unrecognized arguments: --x' (exit 2)",
     ),
     LogPattern(
-        "rejected_args", ": error: argument ", "python", _BOTH,
+        "rejected_args",
+        ": error: argument ",
+        "python",
+        _BOTH,
         note="argparse: 'launch_server.py: error: argument --x: invalid choice ...' (exit 2)",
     ),
     LogPattern(
-        "rejected_args", "prepare_server_args", "sglang", _BOTH, role="frame",
+        "rejected_args",
+        "prepare_server_args",
+        "sglang",
+        _BOTH,
+        role="frame",
         note="0.5.16 validates in ServerArgs.__post_init__ (speculative_hook and others) "
         "under prepare_server_args; real example: ngram.log (ValueError, exit 1)",
     ),
     LogPattern(
-        "rejected_args", "resolve_once", "sglang", ("0.5.23",), role="frame",
+        "rejected_args",
+        "resolve_once",
+        "sglang",
+        ("0.5.23",),
+        role="frame",
         note="0.5.23 validates in ServerArgs.resolve_once -> run_resolution_pipeline, called "
         "by launch_server.run_server before any subprocess starts",
     ),
     LogPattern(
-        "rejected_args", "CUDA error: invalid device ordinal", "torch", _BOTH,
+        "rejected_args",
+        "CUDA error: invalid device ordinal",
+        "torch",
+        _BOTH,
         note="more GPUs asked for (tp_size x pp_size) than the host has: a scheduler rank's "
         "ModelRunner.__init__ calls set_device(gpu_id) with gpu_id >= the device count (0.5.23 "
         "model_executor/model_runner.py:455) before anything loads; torch raises "
@@ -120,55 +144,80 @@ FAILURE_PATTERNS: tuple[LogPattern, ...] = (
         "this host cannot run, so no memory setting helps",
     ),
     LogPattern(
-        "rejected_args", "Load weight begin", "sglang", _BOTH, role="guard",
-        note="model_runner: printed before loading weights; a ValueError after it is not "
-        "an argument rejection",
+        "rejected_args",
+        "Load weight begin",
+        "sglang",
+        _BOTH,
+        role="guard",
+        note="model_runner: printed before loading weights; a ValueError after it is not an argument rejection",
     ),
     # --- GPU memory held by someone else ------------------------------------------------
     LogPattern(
         "foreign_gpu_memory",
         "The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
-        "sglang", _BOTH,
+        "sglang",
+        _BOTH,
         note="distributed/bootstrap._check_tp_memory_balance: RuntimeError while "
         "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK is on (its default), a warning otherwise",
     ),
     # --- KV pool too small ---------------------------------------------------------------
     LogPattern(
-        "kv_pool_too_small", "Loaded weights leave no GPU memory for the KV cache", "sglang", _BOTH,
+        "kv_pool_too_small",
+        "Loaded weights leave no GPU memory for the KV cache",
+        "sglang",
+        _BOTH,
         note="mem_cache/kv_cache_configurator._profile_available_bytes (ValueError); the "
         "wording seen on the H200 with 0.5.16 (kvsmall.log)",
     ),
     LogPattern(
-        "kv_pool_too_small", "Not enough memory. Please try to increase --mem-fraction-static.",
-        "sglang", _BOTH,
+        "kv_pool_too_small",
+        "Not enough memory. Please try to increase --mem-fraction-static.",
+        "sglang",
+        _BOTH,
         note="model_executor/pool_configurator.MemoryPoolConfig.__post_init__ (RuntimeError, "
         "0.5.x) and model_runner.init_memory_pool in older versions (0.4.x)",
     ),
     # --- CUDA-graph capture --------------------------------------------------------------
     LogPattern(
-        "cuda_graph_oom", "Capture cuda graph failed", "sglang", _BOTH,
+        "cuda_graph_oom",
+        "Capture cuda graph failed",
+        "sglang",
+        _BOTH,
         note="decode_cuda_graph_runner and eagle_draft(_extend)_cuda_graph_runner: "
         "'Exception: Capture cuda graph failed: <error>' + advice to lower "
         "--mem-fraction-static / --cuda-graph-max-bs-decode; the <error> is usually a CUDA OOM",
     ),
     # --- out of memory outside graph capture (weights) ----------------------------------
     LogPattern(
-        "weights_oom", "torch.OutOfMemoryError", "torch", _BOTH,
+        "weights_oom",
+        "torch.OutOfMemoryError",
+        "torch",
+        _BOTH,
         note="the exception class name in the traceback (torch >= 2.5)",
     ),
     LogPattern(
-        "weights_oom", "CUDA out of memory", "torch", _BOTH,
+        "weights_oom",
+        "CUDA out of memory",
+        "torch",
+        _BOTH,
         note="the caching allocator's message: 'CUDA out of memory. Tried to allocate ...'",
     ),
     LogPattern(
-        "weights_oom", "CUDA error: out of memory", "torch", _BOTH,
+        "weights_oom",
+        "CUDA error: out of memory",
+        "torch",
+        _BOTH,
         note="a raw cudaMalloc failure surfaced as RuntimeError",
     ),
 )
 
 RUNTIME_EVENT_PATTERNS: tuple[LogPattern, ...] = (
     LogPattern(
-        "retractions", "KV cache pool is full. Retract requests.", "sglang", _BOTH, role="event",
+        "retractions",
+        "KV cache pool is full. Retract requests.",
+        "sglang",
+        _BOTH,
+        role="event",
         note="managers/scheduler: decode found no free KV slots and retracted requests",
     ),
 )
@@ -311,6 +360,7 @@ def classify_failure(
       its failure and then hung); then ``timed_out`` gives :class:`StartupTimeout`;
       else :class:`UnknownLaunchFailure` with the log tail.
     """
+
     def error(cls: type[LaunchError], detail: str, excerpt: str) -> LaunchError:
         return cls(detail, log_excerpt=excerpt, log_path=log_path, seconds=seconds, returncode=returncode)
 

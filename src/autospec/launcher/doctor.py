@@ -115,8 +115,7 @@ def gpu_holders(probe: GpuProbe, exclude_pids: Iterable[int] = ()) -> list[GpuHo
         entry["mem"] += proc.mem_mb
         entry["gpus"].add(proc.gpu)
     holders = [
-        GpuHolder(pid, entry["cmd"] or read_cmdline(pid) or _NOT_VISIBLE, round(entry["mem"], 1),
-                  tuple(sorted(entry["gpus"])))
+        GpuHolder(pid, entry["cmd"] or read_cmdline(pid) or _NOT_VISIBLE, round(entry["mem"], 1), tuple(sorted(entry["gpus"])))
         for pid, entry in per_pid.items()
     ]
     return sorted(holders, key=lambda h: (-h.mem_mb, h.pid))
@@ -135,8 +134,9 @@ def foreign_gpu_holders(probe: GpuProbe, exclude_pids: Iterable[int] = ()) -> li
 def check_sglang(python: str, timeout_s: float = 180.0) -> SglangStatus:
     """Whether ``import sglang`` works in ``python`` (run as a subprocess), and its version."""
     try:
-        done = subprocess.run([python, "-c", _SGLANG_CHECK], capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [python, "-c", _SGLANG_CHECK], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+        )
     except FileNotFoundError:
         return SglangStatus(python, False, error=f"{python} was not found")
     except subprocess.TimeoutExpired:
@@ -159,8 +159,13 @@ def resolve_model_path(model_path: str, hf_cache_dirs: Sequence[Path] = ()) -> M
     if path.is_dir():
         if (path / "config.json").is_file():
             return ModelStatus(model_path, True, "local directory", str(path))
-        return ModelStatus(model_path, False, "local directory", str(path),
-                           problem=f"{path} has no config.json; point --model-path at the model's folder")
+        return ModelStatus(
+            model_path,
+            False,
+            "local directory",
+            str(path),
+            problem=f"{path} has no config.json; point --model-path at the model's folder",
+        )
     if path.is_file():
         return ModelStatus(model_path, True, "local file", str(path))
     parts = model_path.strip("/").split("/")
@@ -170,9 +175,14 @@ def resolve_model_path(model_path: str, hf_cache_dirs: Sequence[Path] = ()) -> M
             for config in sorted((Path(cache) / entry / "snapshots").glob("*/config.json")):
                 return ModelStatus(model_path, True, "Hugging Face cache", str(config.parent))
         searched = ", ".join(str(c) for c in hf_cache_dirs) or "no cache folder"
-        return ModelStatus(model_path, False, problem=(
-            f"{model_path} is not in the Hugging Face cache ({searched}); download it first "
-            f"(huggingface-cli download {model_path}) or give a local folder"))
+        return ModelStatus(
+            model_path,
+            False,
+            problem=(
+                f"{model_path} is not in the Hugging Face cache ({searched}); download it first "
+                f"(huggingface-cli download {model_path}) or give a local folder"
+            ),
+        )
     return ModelStatus(model_path, False, problem=f"{model_path} does not exist; give a local folder or an org/name model id")
 
 
@@ -193,8 +203,9 @@ def run_doctor(
     if probe is not None and unavailable is None:
         try:
             snap = probe.snapshot()
-            gpus = [GpuStatus(i, snap.names.get(i), round(used, 1), snap.total_mb.get(i))
-                    for i, used in sorted(snap.used_mb.items())]
+            gpus = [
+                GpuStatus(i, snap.names.get(i), round(used, 1), snap.total_mb.get(i)) for i, used in sorted(snap.used_mb.items())
+            ]
             holders = gpu_holders(probe)
         except ProbeUnavailable as exc:
             unavailable = str(exc)
@@ -231,8 +242,10 @@ def render_text(report: DoctorReport) -> str:
             lines.append("Processes holding GPU memory: none")
     if report.sglang is not None:
         s = report.sglang
-        lines.append(f"sglang in {s.python}: " + (f"{s.version or 'unknown version'}, import works"
-                                                 if s.importable else f"not importable ({s.error})"))
+        lines.append(
+            f"sglang in {s.python}: "
+            + (f"{s.version or 'unknown version'}, import works" if s.importable else f"not importable ({s.error})")
+        )
     if report.model is not None:
         m = report.model
         lines.append(f"model {m.model_path}: " + (f"found ({m.where}: {m.location})" if m.resolves else m.problem or "not found"))

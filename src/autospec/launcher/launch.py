@@ -82,8 +82,9 @@ class Launcher:
         except ProbeUnavailable:
             return None
 
-    def _stop(self, popen: subprocess.Popen, tracker: ProcessTracker, host: str, port: int,
-              baseline: GpuSnapshot | None) -> TeardownReport:
+    def _stop(
+        self, popen: subprocess.Popen, tracker: ProcessTracker, host: str, port: int, baseline: GpuSnapshot | None
+    ) -> TeardownReport:
         return stop_process_group(
             popen.pid,
             probe=self.probe,
@@ -145,7 +146,11 @@ class Launcher:
             report = stopper(popen, tracker, port)
             drain.join(_DRAIN_AFTER_EXIT_S)
             error = classify_failure(
-                drain.text(), returncode, timed_out=timed_out, log_path=req.log_path, seconds=seconds,
+                drain.text(),
+                returncode,
+                timed_out=timed_out,
+                log_path=req.log_path,
+                seconds=seconds,
             )
             error.teardown = report
             return error
@@ -178,8 +183,9 @@ class Launcher:
             ready_path=ready_path,
         )
 
-    def _wait_ready(self, req: LaunchRequest, popen: subprocess.Popen, tracker: ProcessTracker,
-                    port: int, started: float) -> str | None:
+    def _wait_ready(
+        self, req: LaunchRequest, popen: subprocess.Popen, tracker: ProcessTracker, port: int, started: float
+    ) -> str | None:
         readiness = ReadinessChecker(req.host, port)
         deadline = started + req.ready_timeout_s
         while True:

@@ -186,4 +186,3 @@ def _read_record(path: Path) -> dict | None:
     if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
         return None
     return record
-

@@ -50,8 +50,9 @@ def spawn(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen:
 class LogDrain:
     """Copies a binary stream into ``log_path`` (redacted) and counts runtime events."""
 
-    def __init__(self, stream: IO[bytes], log_path: Path, redactor: Redactor,
-                 events: tuple[LogPattern, ...] = RUNTIME_EVENT_PATTERNS) -> None:
+    def __init__(
+        self, stream: IO[bytes], log_path: Path, redactor: Redactor, events: tuple[LogPattern, ...] = RUNTIME_EVENT_PATTERNS
+    ) -> None:
         self._stream = stream
         self.log_path = Path(log_path)
         self._redactor = redactor
@@ -187,7 +188,10 @@ class RunningServer:
             return
         report = self.stop()
         error = classify_failure(
-            self._drain.text(), returncode, after_ready=True, log_path=self.log_path,
+            self._drain.text(),
+            returncode,
+            after_ready=True,
+            log_path=self.log_path,
             seconds=round(time.monotonic() - self._started_at, 3),
         )
         error.teardown = report

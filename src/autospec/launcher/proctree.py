@@ -26,7 +26,13 @@ from dataclasses import dataclass
 import psutil
 
 __all__ = [
-    "ProcInfo", "read_proc", "scan_procs", "is_alive", "read_cmdline", "same_start", "boot_id",
+    "ProcInfo",
+    "read_proc",
+    "scan_procs",
+    "is_alive",
+    "read_cmdline",
+    "same_start",
+    "boot_id",
     "ProcessTracker",
 ]
 
@@ -86,8 +92,12 @@ def _info(proc: psutil.Process) -> ProcInfo | None:
     try:
         with proc.oneshot():
             return ProcInfo(
-                pid=proc.pid, ppid=proc.ppid(), pgid=os.getpgid(proc.pid), sid=os.getsid(proc.pid),
-                status=proc.status(), starttime=_start_of(proc),
+                pid=proc.pid,
+                ppid=proc.ppid(),
+                pgid=os.getpgid(proc.pid),
+                sid=os.getsid(proc.pid),
+                status=proc.status(),
+                starttime=_start_of(proc),
             )
     except (psutil.Error, OSError):
         return None
@@ -152,8 +162,13 @@ class ProcessTracker:
     remembered processes that still run (a recycled PID does not count).
     """
 
-    def __init__(self, root_pid: int, pgid: int | None = None, sid: int | None = None,
-                 extra_pids: Iterable[int] | Mapping[int, float | None] = ()) -> None:
+    def __init__(
+        self,
+        root_pid: int,
+        pgid: int | None = None,
+        sid: int | None = None,
+        extra_pids: Iterable[int] | Mapping[int, float | None] = (),
+    ) -> None:
         """``extra_pids``: more processes of the server, as PIDs or PID -> creation time.
 
         A root whose process group is no longer ``pgid`` is not the server any more (its

@@ -48,8 +48,7 @@ class ReadinessChecker:
     ``ready_path`` is the path that answered 200.
     """
 
-    def __init__(self, host: str, port: int, paths: tuple[str, ...] = READINESS_PATHS,
-                 request_timeout_s: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, paths: tuple[str, ...] = READINESS_PATHS, request_timeout_s: float = 30.0) -> None:
         self.host = host
         self.port = port
         self._paths = list(paths)

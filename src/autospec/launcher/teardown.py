@@ -104,8 +104,9 @@ def _wait_gone(tracker: ProcessTracker, timeout_s: float, reap: Callable[[], obj
         time.sleep(_POLL_S)
 
 
-def _wait_gpu(probe: GpuProbe, pids: set[int], baseline: GpuSnapshot | None,
-              tolerance_mb: float, timeout_s: float) -> bool | None:
+def _wait_gpu(
+    probe: GpuProbe, pids: set[int], baseline: GpuSnapshot | None, tolerance_mb: float, timeout_s: float
+) -> bool | None:
     deadline = time.monotonic() + max(timeout_s, 0.0)
     while True:
         try:

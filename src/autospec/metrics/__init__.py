@@ -1,12 +1,12 @@
 """Records -> per-level summaries and objective values (pure; never imports Optuna).
 
-    summarize(result)            one level run -> LevelSummary
-    summarize_repeats(results)   several runs of one level -> LevelSummary with
-                                 intervals across runs
-    metric_value(summary, name)  objective by name (METRICS lists the names)
-    metric_uncertainty(...)      half-width of its 95% interval, where known
-    steady_window(records, C)    the full-concurrency window behind agg_output_tok_s
-    with_accept_length(...)      accept length from the server where responses had none
+summarize(result)            one level run -> LevelSummary
+summarize_repeats(results)   several runs of one level -> LevelSummary with
+                             intervals across runs
+metric_value(summary, name)  objective by name (METRICS lists the names)
+metric_uncertainty(...)      half-width of its 95% interval, where known
+steady_window(records, C)    the full-concurrency window behind agg_output_tok_s
+with_accept_length(...)      accept length from the server where responses had none
 """
 
 from __future__ import annotations

@@ -83,8 +83,7 @@ def decode_tokens(records: Iterable[RequestRecord]) -> tuple[float, int]:
     return tokens, requests
 
 
-def accept_from_server_info(before: float | None, decode_before: float, after: float | None,
-                            decode_level: float) -> float | None:
+def accept_from_server_info(before: float | None, decode_before: float, after: float | None, decode_level: float) -> float | None:
     """The level's decode tokens per verify pass from the cumulative averages before
     and after it (module docstring); None when it cannot be formed (no answer after
     the level, or none before it although tokens had been served)."""

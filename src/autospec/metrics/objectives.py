@@ -36,7 +36,7 @@ def metric_uncertainty(summary: LevelSummary, name: str) -> float | None:
 
 
 def metric_direction(name: str) -> str:
-    """"maximize" or "minimize" (KeyError for unknown names)."""
+    """ "maximize" or "minimize" (KeyError for unknown names)."""
     if name not in METRICS:
         raise KeyError(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
     return METRIC_DIRECTIONS[name]

@@ -85,8 +85,8 @@ def between_launch_spread(groups: Sequence[Sequence[LaunchFigure]]) -> Spread | 
         if mean == 0:
             continue
         sample = statistics.variance(values)
-        measuring = statistics.fmean(f.se ** 2 for f in launches if math.isfinite(f.value))
-        excess = max(sample - measuring, 0.0) / mean ** 2
+        measuring = statistics.fmean(f.se**2 for f in launches if math.isfinite(f.value))
+        excess = max(sample - measuring, 0.0) / mean**2
         weighted += (len(values) - 1) * excess
         df += len(values) - 1
         used += 1
@@ -103,7 +103,7 @@ def pool_launches(launches: Sequence[LaunchFigure], spread: Spread | None) -> Po
     n = len(finite)
     mean = statistics.fmean(f.value for f in finite)
     known = all(f.half is not None for f in finite)
-    within_var = statistics.fmean(f.se ** 2 for f in finite) / n
+    within_var = statistics.fmean(f.se**2 for f in finite) / n
     within = _Z95 * math.sqrt(within_var) if known else None
     if spread is None:
         return Pooled(mean, within, n, within, None)

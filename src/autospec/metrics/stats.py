@@ -111,8 +111,13 @@ def bootstrap_ci(
 
     with np.errstate(divide="ignore", invalid="ignore"):
         result = bootstrap(
-            arrays, statistic, paired=True, vectorized=True, method="percentile",
-            n_resamples=_resamples(n), confidence_level=CONFIDENCE,
+            arrays,
+            statistic,
+            paired=True,
+            vectorized=True,
+            method="percentile",
+            n_resamples=_resamples(n),
+            confidence_level=CONFIDENCE,
             random_state=np.random.default_rng(BOOTSTRAP_SEED),
         )
     lo, hi = float(result.confidence_interval.low), float(result.confidence_interval.high)

@@ -228,8 +228,11 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> SteadyW
     last_sent = max(r.t_sent for r in records)
     drain = min((_end(r) for r in records if _end(r) > last_sent), default=run_end)
     firsts = [(r.t_first, _end(r)) for r in records if r.t_first is not None and _end(r) >= r.t_first]
-    streaming = [(t, step, level) for t, step, level in
-                 _sweep([(first, 1) for first, _ in firsts] + [(done, -1) for _, done in firsts]) if t <= drain]
+    streaming = [
+        (t, step, level)
+        for t, step, level in _sweep([(first, 1) for first, _ in firsts] + [(done, -1) for _, done in firsts])
+        if t <= drain
+    ]
     peak = max((level for t, _, level in streaming if t >= full), default=0)
     rises = [t for t, step, level in streaming if step > 0 and level == peak and t >= full]
     if not rises:
@@ -247,10 +250,12 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> SteadyW
     streamed = np.clip(np.minimum(ends, end) - np.maximum(first, start), 0.0, None)
     inside = streamed > 0
     rate = float(tokens.sum()) / (end - start)
-    interval = _wider(_relative_interval(tokens[inside], streamed[inside], rate),
-                      _batch_means_interval(curves, start, end, cycle))
-    return SteadyWindow(start, end, run_start, run_end, float(tokens.sum()), interval, int(inside.sum()),
-                        transient_s=start - formed)
+    interval = _wider(
+        _relative_interval(tokens[inside], streamed[inside], rate), _batch_means_interval(curves, start, end, cycle)
+    )
+    return SteadyWindow(
+        start, end, run_start, run_end, float(tokens.sum()), interval, int(inside.sum()), transient_s=start - formed
+    )
 
 
 def _after_one_off_stall(curves: _TokenCurves, start: float, end: float, cycle: float) -> float:

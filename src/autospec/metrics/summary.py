@@ -218,9 +218,7 @@ def _failed_reason(n_ok: int, n_total: int, errors: Counter, max_error_rate: flo
         return f"no request succeeded ({kinds})"
     rate = (n_total - n_ok) / n_total
     if rate > max_error_rate:
-        return (
-            f"{n_total - n_ok} of {n_total} requests failed ({rate:.1%} > {max_error_rate:.1%} allowed): {kinds}"
-        )
+        return f"{n_total - n_ok} of {n_total} requests failed ({rate:.1%} > {max_error_rate:.1%} allowed): {kinds}"
     return None
 
 
@@ -228,9 +226,7 @@ def _speed_columns(req: _Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         per_request = np.where(req.latency > 0, req.tokens / req.latency, np.nan)
         decode_tokens = req.tokens - req.first_tokens
-        decode = np.where(
-            (decode_tokens > 0) & (req.decode_time > 0), decode_tokens / req.decode_time, np.nan
-        )
+        decode = np.where((decode_tokens > 0) & (req.decode_time > 0), decode_tokens / req.decode_time, np.nan)
         tpot = np.where(req.tokens > 1, req.decode_time / (req.tokens - 1), np.nan)
     return per_request, decode, tpot
 
@@ -322,9 +318,15 @@ def _summarize_records(
     )
 
 
-def _per_request_intervals(req: _Requests, per_request: np.ndarray, decode: np.ndarray, ttft: np.ndarray,
-                           tpot: np.ndarray, latency: np.ndarray,
-                           intervals: Collection[str] | None) -> dict[str, tuple[float, float]]:
+def _per_request_intervals(
+    req: _Requests,
+    per_request: np.ndarray,
+    decode: np.ndarray,
+    ttft: np.ndarray,
+    tpot: np.ndarray,
+    latency: np.ndarray,
+    intervals: Collection[str] | None,
+) -> dict[str, tuple[float, float]]:
     """95% intervals of the per-request figures (`intervals`: the names wanted; None: all)."""
     cis: dict[str, tuple[float, float]] = {}
     for name, values in (("output_tok_s", per_request), ("decode_tok_s", decode)):
@@ -341,8 +343,13 @@ def _per_request_intervals(req: _Requests, per_request: np.ndarray, decode: np.n
     return cis
 
 
-def _aggregate(steady: Sequence[SteadyWindow], any_ok: bool, whole: float, cis: dict[str, tuple[float, float]],
-               intervals: Collection[str] | None) -> float:
+def _aggregate(
+    steady: Sequence[SteadyWindow],
+    any_ok: bool,
+    whole: float,
+    cis: dict[str, tuple[float, float]],
+    intervals: Collection[str] | None,
+) -> float:
     """The level's aggregate: tokens per second of the steady windows (the whole run's
     figure when there is none); its interval is put in `cis`."""
     steady_s = float(sum(w.seconds for w in steady))
@@ -384,8 +391,9 @@ def summarize(
     intervals computed to the named figures (None: all)."""
     measured = _measured(result)
     window = steady_window(measured, result.concurrency)
-    summary = _summarize_records(result.concurrency, measured, [_window(measured)], [window] if window else [],
-                                 max_error_rate, 1, intervals)
+    summary = _summarize_records(
+        result.concurrency, measured, [_window(measured)], [window] if window else [], max_error_rate, 1, intervals
+    )
     return replace(summary, gc_frozen=result.metadata.get("gc_frozen"))
 
 

@@ -28,8 +28,20 @@ from autospec.model.shape import Shape, shape_of
 from autospec.model.spec import Prediction, SpecModel
 
 __all__ = [
-    "Observation", "LevelObservation", "observation_from", "observation_from_record", "flags_from_argv",
-    "Shape", "shape_of", "Target", "SUPPORTED_METRICS",
-    "SpecModel", "Prediction",
-    "rank", "explain", "Choice", "hypervolume_improvement", "reference_point",
+    "Observation",
+    "LevelObservation",
+    "observation_from",
+    "observation_from_record",
+    "flags_from_argv",
+    "Shape",
+    "shape_of",
+    "Target",
+    "SUPPORTED_METRICS",
+    "SpecModel",
+    "Prediction",
+    "rank",
+    "explain",
+    "Choice",
+    "hypervolume_improvement",
+    "reference_point",
 ]

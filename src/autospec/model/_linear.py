@@ -33,8 +33,9 @@ class LinearFit:
         return rng.multivariate_normal(self.mean, self.cov, size=m, method="eigh")
 
 
-def fit_linear(X: np.ndarray, y: np.ndarray, sd: np.ndarray, prior_mean: np.ndarray, prior_sd: np.ndarray,
-               *, prior_dof: float = 2.0) -> LinearFit:
+def fit_linear(
+    X: np.ndarray, y: np.ndarray, sd: np.ndarray, prior_mean: np.ndarray, prior_sd: np.ndarray, *, prior_dof: float = 2.0
+) -> LinearFit:
     """The posterior of a linear model (module docstring). `sd`: per-row noise standard
     deviations; `prior_dof`: pseudo-observations behind the prior that s = 1."""
     X = np.atleast_2d(np.asarray(X, dtype=float))

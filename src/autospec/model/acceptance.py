@@ -58,8 +58,18 @@ import numpy as np
 
 from autospec.model.shape import Shape
 
-__all__ = ["AcceptancePrior", "position_acceptance", "tree_accept", "accept_length", "N_ACCEPT_PARAMS", "ACCEPT_PRIOR_MEAN",
-           "ACCEPT_PRIOR_SD", "NGRAM_PRIOR_MEAN", "NGRAM_PRIOR_SD", "TREE_PARAMS"]
+__all__ = [
+    "AcceptancePrior",
+    "position_acceptance",
+    "tree_accept",
+    "accept_length",
+    "N_ACCEPT_PARAMS",
+    "ACCEPT_PRIOR_MEAN",
+    "ACCEPT_PRIOR_SD",
+    "NGRAM_PRIOR_MEAN",
+    "NGRAM_PRIOR_SD",
+    "TREE_PARAMS",
+]
 
 #: u0, log u1, log u2, log gamma, log beta, logit lambda, logit w
 N_ACCEPT_PARAMS = 7

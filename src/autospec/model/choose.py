@@ -32,8 +32,7 @@ import numpy as np
 
 from autospec.model.spec import Prediction, SpecModel
 
-__all__ = ["rank", "explain", "Choice", "hypervolume_improvement", "reference_point",
-           "MIN_P_START", "FLOOR_P_START", "MIN_GAIN"]
+__all__ = ["rank", "explain", "Choice", "hypervolume_improvement", "reference_point", "MIN_P_START", "FLOOR_P_START", "MIN_GAIN"]
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +100,9 @@ def hypervolume_improvement(points: np.ndarray, front: np.ndarray, reference: np
     return (width * height).sum(axis=-1)
 
 
-def reference_point(prediction: Prediction, observed: np.ndarray, maximize: Sequence[bool],
-                    min_p_start: float = 0.5) -> np.ndarray:
+def reference_point(
+    prediction: Prediction, observed: np.ndarray, maximize: Sequence[bool], min_p_start: float = 0.5
+) -> np.ndarray:
     """A reference point for the hypervolume: per objective the worst of what was measured
     and of the predicted means of candidates likely to start (the worst configuration that
     starts, as far as the model knows)."""
@@ -116,15 +116,25 @@ def reference_point(prediction: Prediction, observed: np.ndarray, maximize: Sequ
 def _scales(front_min: np.ndarray, ref_min: np.ndarray, samples_min: np.ndarray) -> np.ndarray:
     """Per objective, the span between the reference and the best value seen or drawn
     (to express improvements as shares of a normalised box)."""
-    best = np.minimum(np.min(samples_min.reshape(-1, samples_min.shape[-1]), axis=0),
-                      np.min(front_min, axis=0) if len(front_min) else np.inf)
+    best = np.minimum(
+        np.min(samples_min.reshape(-1, samples_min.shape[-1]), axis=0), np.min(front_min, axis=0) if len(front_min) else np.inf
+    )
     span = ref_min - best
     return np.where(span > 0, span, 1.0)
 
 
-def rank(model: SpecModel | Prediction, candidates: Sequence[Mapping[str, Any]], observed_front: Sequence[Sequence[float]],
-         reference: Sequence[float] | None, maximize: Sequence[bool], *, front_labels: Sequence[str] | None = None,
-         min_p_start: float = MIN_P_START, floor_p_start: float = FLOOR_P_START, min_gain: float = MIN_GAIN) -> Choice:
+def rank(
+    model: SpecModel | Prediction,
+    candidates: Sequence[Mapping[str, Any]],
+    observed_front: Sequence[Sequence[float]],
+    reference: Sequence[float] | None,
+    maximize: Sequence[bool],
+    *,
+    front_labels: Sequence[str] | None = None,
+    min_p_start: float = MIN_P_START,
+    floor_p_start: float = FLOOR_P_START,
+    min_gain: float = MIN_GAIN,
+) -> Choice:
     """Score every candidate and pick one (module docstring). `model` is a fitted
     `SpecModel` (or its `Prediction` for these candidates); `observed_front`: the objective
     values of the measured launches (any set: dominated ones add nothing); `reference`:
@@ -151,12 +161,18 @@ def rank(model: SpecModel | Prediction, candidates: Sequence[Mapping[str, Any]],
     measured = isinstance(model, Prediction) or bool(model.measured)
     if not measured:
         # nothing started yet: take the likeliest to start, smallest draft shape first
-        order = sorted(range(n), key=lambda j: (-round(float(p[j]), 3), pred.shapes[j].draft,
-                                                pred.shapes[j].draft_passes * pred.shapes[j].width))
+        order = sorted(
+            range(n),
+            key=lambda j: (-round(float(p[j]), 3), pred.shapes[j].draft, pred.shapes[j].draft_passes * pred.shapes[j].width),
+        )
         j = order[0]
         if p[j] < floor_p_start:
-            return done(None, f"no launch has started yet and every candidate is predicted to fail at init "
-                              f"(best p_start {p[j]:.2f})", empty, empty)
+            return done(
+                None,
+                f"no launch has started yet and every candidate is predicted to fail at init (best p_start {p[j]:.2f})",
+                empty,
+                empty,
+            )
         return done(j, f"no launch has started yet: the candidate likeliest to start (p_start {p[j]:.2f})", empty, p)
     samples = pred.samples  # (m, n, t)
     s_min = _to_min(samples, maximize)
@@ -175,14 +191,22 @@ def rank(model: SpecModel | Prediction, candidates: Sequence[Mapping[str, Any]],
         eligible = p >= floor_p_start
         if not eligible.any():
             j = int(np.argmax(p))
-            return done(None, f"every candidate is predicted to fail at init (best p_start {p[j]:.2f}: "
-                              f"{pred.shapes[j].describe()})", ehvi, score)
+            return done(
+                None,
+                f"every candidate is predicted to fail at init (best p_start {p[j]:.2f}: {pred.shapes[j].describe()})",
+                ehvi,
+                score,
+            )
     masked = np.where(eligible, score, -np.inf)
     j = int(np.argmax(masked))
     if not np.isfinite(masked[j]) or masked[j] < min_gain:
-        return done(None, f"no candidate is expected to improve the front by more than {min_gain:g} of the "
-                          f"objective box (best {max(float(masked[j]), 0.0):.2g}: {pred.shapes[j].describe()})",
-                    ehvi, score)
+        return done(
+            None,
+            f"no candidate is expected to improve the front by more than {min_gain:g} of the "
+            f"objective box (best {max(float(masked[j]), 0.0):.2g}: {pred.shapes[j].describe()})",
+            ehvi,
+            score,
+        )
     return done(j, f"highest expected hypervolume improvement x p_start ({ehvi[j]:.3g} x {p[j]:.2f})", ehvi, score)
 
 
@@ -195,12 +219,11 @@ def explain(choice: Choice, j: int) -> str:
     if mem.p_start[j] < 0.5:
         if mem.p_kv[j] <= mem.p_graph[j] and mem.p_kv[j] < 0.5:
             pool = mem.pool_mean[j]
-            what = (f"pool {pool:,.0f} +- {mem.pool_sd[j]:,.0f} tokens" if np.isfinite(pool) else "like a failed launch")
+            what = f"pool {pool:,.0f} +- {mem.pool_sd[j]:,.0f} tokens" if np.isfinite(pool) else "like a failed launch"
             return f"predicted to fail at init: KV pool ({what}; p_start {mem.p_start[j]:.2f})"
         if mem.p_graph[j] < 0.5:
             h = mem.headroom_mean[j]
-            what = (f"headroom {h:.1f} +- {mem.headroom_sd[j]:.1f} GB after init" if np.isfinite(h)
-                    else "like a failed launch")
+            what = f"headroom {h:.1f} +- {mem.headroom_sd[j]:.1f} GB after init" if np.isfinite(h) else "like a failed launch"
             return f"predicted to fail at init: CUDA graphs ({what}; p_start {mem.p_start[j]:.2f})"
         return f"predicted to fail at init: like an earlier launch that failed (p_start {mem.p_start[j]:.2f})"
     mean = pred.mean[j]
@@ -211,6 +234,9 @@ def explain(choice: Choice, j: int) -> str:
             theirs = ", ".join(f"{v:.4g}" for v in values)
             return f"predicted dominated by {label} ({shown} vs {theirs})"
         del k
-    return (f"expected improvement {choice.ehvi[j]:.3g} x p_start {choice.p_start[j]:.2f} = {choice.score[j]:.3g}, "
-            f"below the chosen candidate's {choice.score[choice.index]:.3g}" if choice.index is not None
-            else f"expected improvement {choice.ehvi[j]:.3g} x p_start {choice.p_start[j]:.2f}: {choice.reason}")
+    return (
+        f"expected improvement {choice.ehvi[j]:.3g} x p_start {choice.p_start[j]:.2f} = {choice.score[j]:.3g}, "
+        f"below the chosen candidate's {choice.score[choice.index]:.3g}"
+        if choice.index is not None
+        else f"expected improvement {choice.ehvi[j]:.3g} x p_start {choice.p_start[j]:.2f}: {choice.reason}"
+    )

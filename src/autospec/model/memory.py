@@ -81,8 +81,7 @@ def pool_features(shape: Shape) -> list[float]:
 
 def headroom_features(shape: Shape) -> list[float]:
     tree = 1.0 if shape.tree else 0.0
-    return [1.0, _mem(shape), float(shape.draft), float(shape.draft_passes * shape.width), tree,
-            tree * shape.graph_tokens]
+    return [1.0, _mem(shape), float(shape.draft), float(shape.draft_passes * shape.width), tree, tree * shape.graph_tokens]
 
 
 def _dominates_kv_fail(c: Shape, g: Shape) -> bool:
@@ -97,8 +96,13 @@ def _kv_safe_by(c: Shape, s: Shape) -> bool:
 
 def _graph_ge(c: Shape, g: Shape) -> bool:
     """c leaves no more headroom than g: no smaller fraction, graphs no smaller."""
-    return (_mem(c) >= _mem(g) - 1e-9 and c.draft >= g.draft and c.draft_passes * c.width >= g.draft_passes * g.width
-            and (c.tree or not g.tree) and (c.slots or 0) >= (g.slots or 0))
+    return (
+        _mem(c) >= _mem(g) - 1e-9
+        and c.draft >= g.draft
+        and c.draft_passes * c.width >= g.draft_passes * g.width
+        and (c.tree or not g.tree)
+        and (c.slots or 0) >= (g.slots or 0)
+    )
 
 
 def _uniform_threshold_prob(mu: np.ndarray, sd: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -203,8 +207,9 @@ class MemoryModel:
         # (measured about 0.1-0.2% for the bundled profiles' scales)
         per_token = 0.003 * pre if pre else 0.25 * scale
         prior_mean = np.array([pre if pre else 0.0, -pre if pre else 0.0, 0.0, 0.0, 0.0, 0.0])
-        prior_sd = np.array([10.0 * scale + (pre or 0.0), 0.05 * pre if pre else 10.0 * scale,
-                             per_token, per_token, 10.0 * per_token, per_token])
+        prior_sd = np.array(
+            [10.0 * scale + (pre or 0.0), 0.05 * pre if pre else 10.0 * scale, per_token, per_token, 10.0 * per_token, per_token]
+        )
         sd = HEADROOM_NOISE_GB + 0.002 * np.abs(y)
         return fit_linear(X, y, sd, prior_mean, prior_sd)
 

@@ -16,8 +16,16 @@ if TYPE_CHECKING:
     from autospec.records import StoredTrial, TrialRecord
 
 __all__ = [
-    "Observation", "LevelObservation", "observation_from", "observation_from_record", "flags_from_argv",
-    "STARTED", "KV_FAILURE", "GRAPH_FAILURE", "WEIGHTS_FAILURE", "MEMORY_FAILURES",
+    "Observation",
+    "LevelObservation",
+    "observation_from",
+    "observation_from_record",
+    "flags_from_argv",
+    "STARTED",
+    "KV_FAILURE",
+    "GRAPH_FAILURE",
+    "WEIGHTS_FAILURE",
+    "MEMORY_FAILURES",
 ]
 
 #: Outcomes of a launch that reached readiness (the server started; figures may be missing).
@@ -59,8 +67,7 @@ class LevelObservation:
     intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # metric -> 95% interval
 
     @classmethod
-    def from_summary(cls, concurrency: int, summary: Mapping[str, Any], output_len: float | None = None
-                     ) -> LevelObservation:
+    def from_summary(cls, concurrency: int, summary: Mapping[str, Any], output_len: float | None = None) -> LevelObservation:
         """From a level summary as a trial record stores it (`LevelSummary.as_dict()` or
         the simulated chain's dict). Output tokens per request: completion_tokens / n_ok
         where stored, else `output_len`, else from the level's own medians
@@ -105,9 +112,13 @@ class LevelObservation:
         tpot_ms_mean, ttft_ms_mean, decode_tok_s), None when not measured."""
         if metric == "decode_tok_s":
             return 1000.0 / self.tpot_ms if self.tpot_ms else None
-        return {"output_tok_s": self.output_tok_s, "agg_output_tok_s": self.agg_output_tok_s,
-                "accept_length": self.accept_length, "tpot_ms_mean": self.tpot_ms,
-                "ttft_ms_mean": self.ttft_ms}.get(metric)
+        return {
+            "output_tok_s": self.output_tok_s,
+            "agg_output_tok_s": self.agg_output_tok_s,
+            "accept_length": self.accept_length,
+            "tpot_ms_mean": self.tpot_ms,
+            "ttft_ms_mean": self.ttft_ms,
+        }.get(metric)
 
 
 @dataclass(frozen=True)
@@ -186,9 +197,14 @@ def _parse_value(word: str) -> Any:
     return word
 
 
-def observation_from_record(record: TrialRecord, *, base_flags: Mapping[str, Any] | None = None,
-                            number: int | None = None, output_len: float | None = None,
-                            imported: bool = False) -> Observation | None:
+def observation_from_record(
+    record: TrialRecord,
+    *,
+    base_flags: Mapping[str, Any] | None = None,
+    number: int | None = None,
+    output_len: float | None = None,
+    imported: bool = False,
+) -> Observation | None:
     """The observation of one trial record; None when no server was launched for it
     (rejected, skipped, duplicate; `imported`: measured elsewhere, `autospec import`) or
     its launch says nothing about the configuration (interrupted, a host failure).
@@ -206,10 +222,14 @@ def observation_from_record(record: TrialRecord, *, base_flags: Mapping[str, Any
     flags.update(record.candidate)
     flags.update({k: v for k, v in record.resolved.items() if v is not None})
     startup = dict(record.startup or {})
-    levels = {int(c): LevelObservation.from_summary(int(c), s, output_len) for c, s in (record.bench or {}).items()
-              if isinstance(s, Mapping)}
+    levels = {
+        int(c): LevelObservation.from_summary(int(c), s, output_len)
+        for c, s in (record.bench or {}).items()
+        if isinstance(s, Mapping)
+    }
     return Observation(
-        flags=flags, outcome=outcome,
+        flags=flags,
+        outcome=outcome,
         max_total_num_tokens=_num(startup.get("max_total_num_tokens")),
         max_running_requests=_num(startup.get("max_running_requests")),
         available_gpu_mem_gb=_num(startup.get("available_gpu_mem_gb")),
@@ -220,8 +240,9 @@ def observation_from_record(record: TrialRecord, *, base_flags: Mapping[str, Any
     )
 
 
-def observation_from(stored: StoredTrial, *, base_flags: Mapping[str, Any] | None = None,
-                     output_len: float | None = None) -> Observation | None:
+def observation_from(
+    stored: StoredTrial, *, base_flags: Mapping[str, Any] | None = None, output_len: float | None = None
+) -> Observation | None:
     """The observation of a stored trial (`autospec.records.read_trials`), or None when
     it was not launched, is still running, or ended for a reason that says nothing about
     the configuration. `base_flags`: the space's fixed server flags (``space.server.flags``),
@@ -230,5 +251,6 @@ def observation_from(stored: StoredTrial, *, base_flags: Mapping[str, Any] | Non
     record = stored.record
     if record is None or stored.state.name != "COMPLETE":
         return None
-    return observation_from_record(record, base_flags=base_flags, number=stored.number, output_len=output_len,
-                                   imported=stored.markers.imported is not None)
+    return observation_from_record(
+        record, base_flags=base_flags, number=stored.number, output_len=output_len, imported=stored.markers.imported is not None
+    )

@@ -69,8 +69,7 @@ from autospec.model.shape import SPEC_DEFAULT_SLOTS, Shape
 __all__ = ["PerformanceModel", "Target", "step_time", "SUPPORTED_METRICS"]
 
 #: Metrics the model predicts (autospec names).
-SUPPORTED_METRICS = ("output_tok_s", "agg_output_tok_s", "decode_tok_s", "tpot_ms_mean", "accept_length",
-                     "ttft_ms_mean")
+SUPPORTED_METRICS = ("output_tok_s", "agg_output_tok_s", "decode_tok_s", "tpot_ms_mean", "accept_length", "ttft_ms_mean")
 #: c0..c7 and h (all on a log scale)
 N_COST = 9
 _A = N_ACCEPT_PARAMS
@@ -109,18 +108,29 @@ class ShapeArrays:
 
     @classmethod
     def of(cls, shapes: Sequence[Shape]) -> ShapeArrays:
-        return cls(np.array([float(s.draft) for s in shapes]), np.array([float(s.draft_passes) for s in shapes]),
-                   np.array([float(s.width) for s in shapes]), np.array([1.0 if s.tree else 0.0 for s in shapes]))
+        return cls(
+            np.array([float(s.draft) for s in shapes]),
+            np.array([float(s.draft_passes) for s in shapes]),
+            np.array([float(s.width) for s in shapes]),
+            np.array([1.0 if s.tree else 0.0 for s in shapes]),
+        )
 
 
 def step_time(cost: np.ndarray, batch: np.ndarray, shapes: ShapeArrays) -> np.ndarray:
     """Decode-step milliseconds (m, n) for cost draws (m, 9) (c0..c7 in ms, h in tokens)
     and batch sizes (m, n) or (n,)."""
-    c = [cost[:, i:i + 1] for i in range(N_COST)]
+    c = [cost[:, i : i + 1] for i in range(N_COST)]
     b = np.asarray(batch, dtype=float)
     bd = b * shapes.draft
-    return (c[0] + c[1] * bd + c[2] * b + c[3] * shapes.passes + c[4] * shapes.passes * b * shapes.width
-            + shapes.tree * (c[5] * bd + c[6]) + c[7] * (1.0 - np.exp2(-bd / c[8])))
+    return (
+        c[0]
+        + c[1] * bd
+        + c[2] * b
+        + c[3] * shapes.passes
+        + c[4] * shapes.passes * b * shapes.width
+        + shapes.tree * (c[5] * bd + c[6])
+        + c[7] * (1.0 - np.exp2(-bd / c[8]))
+    )
 
 
 def _waves(n: float, c: float, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -152,9 +162,14 @@ class _Row:
 class PerformanceModel:
     """Fitted from launches that started and measured something (module docstring)."""
 
-    def __init__(self, observations: Sequence[Observation], *, default_length: float | None = None,
-                 accept_prior: AcceptancePrior | None = None,
-                 cap_of: Callable[[Observation], float | None] | None = None) -> None:
+    def __init__(
+        self,
+        observations: Sequence[Observation],
+        *,
+        default_length: float | None = None,
+        accept_prior: AcceptancePrior | None = None,
+        cap_of: Callable[[Observation], float | None] | None = None,
+    ) -> None:
         """`cap_of`: the running-request cap of a launch that did not report one (the
         memory model's prediction); without it, the requested slots."""
         self.accept_prior = accept_prior or AcceptancePrior()
@@ -241,8 +256,7 @@ class PerformanceModel:
                     t1.append(1000.0 / lv.figures["out"] * (r.accept or 1.5))
         t = float(np.median(t1)) if t1 else 20.0
         self.t1 = t
-        cost_mean = np.log(np.array([0.8 * t, 0.005 * t, 0.005 * t, 0.03 * t, 0.002 * t, 0.002 * t, 0.02 * t,
-                                     0.05 * t, 16.0]))
+        cost_mean = np.log(np.array([0.8 * t, 0.005 * t, 0.005 * t, 0.03 * t, 0.002 * t, 0.002 * t, 0.02 * t, 0.05 * t, 16.0]))
         cost_sd = np.array([1.0, 2.0, 2.0, 1.5, 2.0, 2.0, 2.0, 2.0, 1.5])
         over_mean = np.concatenate([np.log(np.array([1.0, 0.05]) * t), [0.0]])
         over_sd = np.array([2.0, 2.5, 1.5])
@@ -258,7 +272,7 @@ class PerformanceModel:
         """(acceptance params (m, 7), cost (m, 9): c0..c7 in ms and h in tokens, batch
         figures (m, 3): prefill o0, o1 in ms and the wave share phi) of parameter rows (m, p)."""
         theta = np.atleast_2d(theta)
-        over = np.concatenate([np.exp(theta[:, _C:_C + 2]), 1.0 / (1.0 + np.exp(-theta[:, _C + 2:_C + 3]))], axis=1)
+        over = np.concatenate([np.exp(theta[:, _C : _C + 2]), 1.0 / (1.0 + np.exp(-theta[:, _C + 2 : _C + 3]))], axis=1)
         return theta[:, :_A], np.exp(theta[:, _A:_C]), over
 
     def _accepts(self, acc: np.ndarray, shapes: Sequence[Shape]) -> np.ndarray:
@@ -338,8 +352,7 @@ class PerformanceModel:
         s2 = (2.0 + float(data @ data)) / (2.0 + len(data))
         return theta, cov, math.sqrt(max(s2, 1.0)), rms
 
-    def _fit_block(self, theta0: np.ndarray, free: np.ndarray, only_accept: bool
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _fit_block(self, theta0: np.ndarray, free: np.ndarray, only_accept: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         prior_mean, prior_sd = self.prior_mean, self.prior_sd
 
         def full(x: np.ndarray) -> np.ndarray:
@@ -348,9 +361,11 @@ class PerformanceModel:
             return theta
 
         if only_accept:
+
             def data_of(theta: np.ndarray) -> np.ndarray:
                 return self._accept_residuals(theta[None, :])[0]
         else:
+
             def data_of(theta: np.ndarray) -> np.ndarray:
                 return self._residuals(theta)
 
@@ -359,6 +374,7 @@ class PerformanceModel:
 
         jac: Any = "2-point"
         if only_accept:
+
             def jac(x: np.ndarray) -> np.ndarray:  # all finite differences in one vectorised pass
                 h = 1e-6 * np.maximum(1.0, np.abs(x))
                 rows = np.repeat(full(x)[None, :], len(x) + 1, axis=0)
@@ -375,7 +391,7 @@ class PerformanceModel:
         # A fit worse than the stated noise weakens what the data say (their precision over
         # s2), never the prior's: the covariance stays within the prior's.
         J = np.asarray(res.jac)
-        J_data, J_prior = J[: len(data)], J[len(data):]
+        J_data, J_prior = J[: len(data)], J[len(data) :]
         precision = J_data.T @ J_data / max(s2, 1.0) + J_prior.T @ J_prior
         try:
             cov_free = np.linalg.inv(precision)
@@ -411,8 +427,7 @@ class PerformanceModel:
             out[:, j] = cache[s.key]
         return out
 
-    def figures(self, thetas: np.ndarray, shapes: Sequence[Shape], caps: np.ndarray, targets: Sequence[Target]
-                ) -> np.ndarray:
+    def figures(self, thetas: np.ndarray, shapes: Sequence[Shape], caps: np.ndarray, targets: Sequence[Target]) -> np.ndarray:
         """(m, n, len(targets)) predicted figures for parameter draws `thetas` (m, p) and
         running-request caps `caps` (m, n) (module docstring)."""
         thetas = np.atleast_2d(thetas)

@@ -24,8 +24,16 @@ from typing import Any
 
 from autospec.sglang_facts import DRAFT_TOKENS, MEM_FRACTION, STEPS, TOPK
 
-__all__ = ["Shape", "shape_of", "context_keys", "context_of", "MAX_RUNNING", "SPEC_DEFAULT_SLOTS", "NGRAM_DEFAULT_DRAFT",
-           "PERF_KNOBS"]
+__all__ = [
+    "Shape",
+    "shape_of",
+    "context_keys",
+    "context_of",
+    "MAX_RUNNING",
+    "SPEC_DEFAULT_SLOTS",
+    "NGRAM_DEFAULT_DRAFT",
+    "PERF_KNOBS",
+]
 
 MAX_RUNNING = "max_running_requests"
 #: SGLang resets max_running_requests to 48 under speculation when it is unset (0.5.x).
@@ -38,11 +46,24 @@ NGRAM_BREADTH = "speculative_ngram_max_bfs_breadth"
 #: in context are different servers the model does not relate to each other).
 PERF_KNOBS = (STEPS, TOPK, DRAFT_TOKENS, MEM_FRACTION, MAX_RUNNING, NGRAM_BREADTH)
 #: Flags that never change memory or speed (names, addresses, logging).
-_IRRELEVANT = frozenset({
-    "host", "port", "served_model_name", "log_level", "log_requests", "enable_metrics", "api_key",
-    "trust_remote_code", "random_seed", "model_path", "tokenizer_path", "speculative_draft_model_path",
-    "skip_server_warmup", "sim_seed",
-})
+_IRRELEVANT = frozenset(
+    {
+        "host",
+        "port",
+        "served_model_name",
+        "log_level",
+        "log_requests",
+        "enable_metrics",
+        "api_key",
+        "trust_remote_code",
+        "random_seed",
+        "model_path",
+        "tokenizer_path",
+        "speculative_draft_model_path",
+        "skip_server_warmup",
+        "sim_seed",
+    }
+)
 
 
 def _int(value: Any) -> int | None:
@@ -127,8 +148,7 @@ def shape_of(flags: Mapping[str, Any]) -> Shape:
     slots = mrr if mrr is not None else SPEC_DEFAULT_SLOTS
     if algorithm == "NGRAM":
         draft = _int(flags.get(DRAFT_TOKENS)) or NGRAM_DEFAULT_DRAFT
-        breadth = (_int(flags.get(NGRAM_BREADTH)) or _int(flags.get(TOPK))
-                   or NGRAM_DEFAULT_BREADTH)
+        breadth = _int(flags.get(NGRAM_BREADTH)) or _int(flags.get(TOPK)) or NGRAM_DEFAULT_BREADTH
         return Shape("ngram", max(draft - 1, 0), 0, max(breadth, 1), max(draft, 1), mem, slots, mrr)
     steps = _int(flags.get(STEPS)) or 1
     topk = _int(flags.get(TOPK)) or 1

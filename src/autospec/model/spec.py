@@ -103,8 +103,7 @@ def _gp_features(shapes: Sequence[Shape], caps: np.ndarray, concurrency: int) ->
     return np.stack(cols, axis=1)
 
 
-def _kernel(a: np.ndarray, b: np.ndarray, tau: float, scales: np.ndarray,
-            same: np.ndarray | None = None) -> np.ndarray:
+def _kernel(a: np.ndarray, b: np.ndarray, tau: float, scales: np.ndarray, same: np.ndarray | None = None) -> np.ndarray:
     """Squared-exponential over the shape features, plus a constant per context where
     contexts differ: `same` (len(a), len(b)) says whether two configurations share theirs
     (None: one context, no such term)."""
@@ -118,8 +117,9 @@ def _same(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     return np.array([[x == y for y in b] for x in a], dtype=float).reshape(len(a), len(b))
 
 
-def _choose_hyper(z: np.ndarray, r: np.ndarray, tau: float, same: np.ndarray | None,
-                  sds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _choose_hyper(
+    z: np.ndarray, r: np.ndarray, tau: float, same: np.ndarray | None, sds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Length scales and per-measurement noise (log sd) of the residual process, by marginal
     likelihood: the base scales times a factor per input from {0.5, 1, 2, 4} (log-normal
     prior around 1), and a noise floor from `NOISE_FLOORS` under each measurement's own
@@ -156,10 +156,17 @@ def _choose_hyper(z: np.ndarray, r: np.ndarray, tau: float, same: np.ndarray | N
 class SpecModel:
     """See the module docstring. Build with `fit`."""
 
-    def __init__(self, observations: Sequence[Observation], targets: Sequence[Target], *,
-                 base_flags: Mapping[str, Any] | None = None, draws: int = DRAWS, seed: int = 0,
-                 accept_prior: AcceptancePrior | None = None,
-                 candidates: Sequence[Mapping[str, Any]] = ()) -> None:
+    def __init__(
+        self,
+        observations: Sequence[Observation],
+        targets: Sequence[Target],
+        *,
+        base_flags: Mapping[str, Any] | None = None,
+        draws: int = DRAWS,
+        seed: int = 0,
+        accept_prior: AcceptancePrior | None = None,
+        candidates: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
         self.observations = list(observations)
         self.targets = tuple(targets)
         self.base_flags = dict(base_flags or {})
@@ -179,17 +186,26 @@ class SpecModel:
         self._gp = self._fit_residuals()
 
     @classmethod
-    def fit(cls, observations: Sequence[Observation], targets: Sequence[Target], *,
-            base_flags: Mapping[str, Any] | None = None, draws: int = DRAWS, seed: int = 0,
-            accept_prior: AcceptancePrior | None = None, candidates: Sequence[Mapping[str, Any]] = ()) -> SpecModel:
+    def fit(
+        cls,
+        observations: Sequence[Observation],
+        targets: Sequence[Target],
+        *,
+        base_flags: Mapping[str, Any] | None = None,
+        draws: int = DRAWS,
+        seed: int = 0,
+        accept_prior: AcceptancePrior | None = None,
+        candidates: Sequence[Mapping[str, Any]] = (),
+    ) -> SpecModel:
         """Fit every part from `observations` (launches: started or failed at init).
         `base_flags`: the space's fixed flags (candidates are merged over them); `draws`,
         `seed`: the Monte Carlo draws of every prediction; `accept_prior`: what is known
         about acceptance before measuring it (default: nothing about the workload);
         `candidates`: what will be predicted, so that other tuned flags none of the launches
         varied yet are still told apart (`shape.context_keys`)."""
-        return cls(observations, targets, base_flags=base_flags, draws=draws, seed=seed, accept_prior=accept_prior,
-                   candidates=candidates)
+        return cls(
+            observations, targets, base_flags=base_flags, draws=draws, seed=seed, accept_prior=accept_prior, candidates=candidates
+        )
 
     def _predicted_cap(self, o: Observation) -> float | None:
         """The running-request cap the memory model expects for a launch that did not report one."""
@@ -275,5 +291,13 @@ class SpecModel:
             var = np.maximum(prior - np.einsum("ij,ij->i", W, Ks) - NUGGET**2, 0.0)
             logs[:, :, i] += np.sqrt(var)[None, :] * noise[:, :, i]
         samples = np.exp(logs)
-        return Prediction(self.targets, tuple(shapes), samples, samples.mean(axis=0), samples.std(axis=0),
-                          np.median(samples, axis=0), memory, cap_mean)
+        return Prediction(
+            self.targets,
+            tuple(shapes),
+            samples,
+            samples.mean(axis=0),
+            samples.std(axis=0),
+            np.median(samples, axis=0),
+            memory,
+            cap_mean,
+        )

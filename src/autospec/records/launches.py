@@ -72,8 +72,9 @@ class PooledStudy:
 def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> PooledStudy:
     """Pool every measured configuration of `trials` (see the module docstring)."""
     groups = launch_groups(trials)
-    figures = {n: [[f for f in (launch_figure(t, ref) for t in group) if f is not None] for ref in refs]
-               for n, group in groups.items()}
+    figures = {
+        n: [[f for f in (launch_figure(t, ref) for t in group) if f is not None] for ref in refs] for n, group in groups.items()
+    }
     spread: dict[int, Spread] = {}
     for ref in refs:
         found = between_launch_spread([per[ref.index] for n, per in figures.items() if len(groups[n]) > 1])

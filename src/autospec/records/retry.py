@@ -75,8 +75,9 @@ class StorageRetry:
                         f"({_first_line(exc)}); check that it runs, then run the same command again"
                     ) from exc
                 if not told and self.on_wait is not None:
-                    self.on_wait(f"{self.description} is not answering ({_first_line(exc)}); "
-                                 f"retrying to {what} for up to {budget:.0f} s")
+                    self.on_wait(
+                        f"{self.description} is not answering ({_first_line(exc)}); retrying to {what} for up to {budget:.0f} s"
+                    )
                     told = True
                 self.sleep(wait)
                 wait = min(wait * 2, self.max_wait_s)

@@ -42,9 +42,20 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
-    "SCHEMA_VERSION", "TrialRecord", "Markers",
-    "OK", "REJECTED", "SKIPPED", "DUPLICATE", "BENCH_FAILED", "CONSTRAINT_VIOLATED",
-    "INTERRUPTED", "STALE", "ORPHANED", "NOT_LAUNCHED_OUTCOMES", "MEASURED_OUTCOMES",
+    "SCHEMA_VERSION",
+    "TrialRecord",
+    "Markers",
+    "OK",
+    "REJECTED",
+    "SKIPPED",
+    "DUPLICATE",
+    "BENCH_FAILED",
+    "CONSTRAINT_VIOLATED",
+    "INTERRUPTED",
+    "STALE",
+    "ORPHANED",
+    "NOT_LAUNCHED_OUTCOMES",
+    "MEASURED_OUTCOMES",
 ]
 
 SCHEMA_VERSION = 2
@@ -132,8 +143,9 @@ class TrialRecord:
         return attrs
 
     @classmethod
-    def from_attrs(cls, attrs: Mapping[str, Any], values: list[float] | None = None,
-                   constraints: Mapping[str, float] | None = None) -> TrialRecord | None:
+    def from_attrs(
+        cls, attrs: Mapping[str, Any], values: list[float] | None = None, constraints: Mapping[str, float] | None = None
+    ) -> TrialRecord | None:
         """The record stored in `attrs`, or None when no record was written (a trial that
         is queued, running, or was ended before its chain finished). `values` and
         `constraints` are what the trial was told, kept only for outcomes that measured; the

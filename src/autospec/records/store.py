@@ -54,8 +54,9 @@ class TrialStore:
     `maximize` gives each objective's direction, `constraint_names` the SLO constraints
     of the search space (in order), `retry` the patience with an absent storage."""
 
-    def __init__(self, study: optuna.Study, maximize: Sequence[bool], constraint_names: Sequence[str],
-                 retry: StorageRetry | None = None) -> None:
+    def __init__(
+        self, study: optuna.Study, maximize: Sequence[bool], constraint_names: Sequence[str], retry: StorageRetry | None = None
+    ) -> None:
         self.study = study
         self.maximize = list(maximize)
         self.constraint_names = list(constraint_names)
@@ -97,8 +98,14 @@ class TrialStore:
         returns the trial as stored, like `tell`."""
         return self._finish(trial, record, None, None, _State.FAIL)
 
-    def _finish(self, trial: optuna.Trial | int, record: TrialRecord, constraints: Mapping[str, float] | None,
-                values: list[float] | None, state: _State) -> StoredTrial:
+    def _finish(
+        self,
+        trial: optuna.Trial | int,
+        record: TrialRecord,
+        constraints: Mapping[str, float] | None,
+        values: list[float] | None,
+        state: _State,
+    ) -> StoredTrial:
         """Attributes, constraints, then the tell; a trial already finished (a repeat after a
         tell that landed, or ended by another process meanwhile) is left as it is."""
 
@@ -131,16 +138,22 @@ class TrialStore:
         """`trial` was taken from the queue (enqueued parameters), not sampled by the study's
         own sampler (Optuna 5.0 keeps enqueued parameters in the system attribute
         ``fixed_params``)."""
-        return self.retry("read the trial", lambda: bool(
-            self.storage.get_trial(trial._trial_id).system_attrs.get("fixed_params")))
+        return self.retry(
+            "read the trial", lambda: bool(self.storage.get_trial(trial._trial_id).system_attrs.get("fixed_params"))
+        )
 
     def record_worker(self, trial: optuna.Trial, worker: Mapping[str, Any]) -> None:
-        self.retry("record this tuner on the trial",
-                   lambda: self.storage.set_trial_system_attr(trial._trial_id, WORKER_KEY, dict(worker)))
+        self.retry(
+            "record this tuner on the trial",
+            lambda: self.storage.set_trial_system_attr(trial._trial_id, WORKER_KEY, dict(worker)),
+        )
 
     def record_server(self, trial: optuna.Trial, server: Mapping[str, Any], patience_s: float | None = None) -> None:
-        self.retry("record the trial's server",
-                   lambda: self.storage.set_trial_system_attr(trial._trial_id, SERVER_KEY, dict(server)), patience_s)
+        self.retry(
+            "record the trial's server",
+            lambda: self.storage.set_trial_system_attr(trial._trial_id, SERVER_KEY, dict(server)),
+            patience_s,
+        )
 
     def is_finished(self, trial: optuna.Trial | int) -> bool:
         return self.retry("read the trial", lambda: self.storage.get_trial(self._live(trial)._trial_id).state.is_finished())
@@ -180,15 +193,19 @@ class TrialStore:
         trials = self.retry("read the study's trials", lambda: read_trials(self.study))
         return {str(key) for t in trials if (key := (t.markers.imported or {}).get("key")) is not None}
 
-    def add_measured(self, params: Mapping[str, Any], distributions: Mapping[str, Any], record: TrialRecord,
-                     markers: Markers) -> int:
+    def add_measured(
+        self, params: Mapping[str, Any], distributions: Mapping[str, Any], record: TrialRecord, markers: Markers
+    ) -> int:
         """Add a finished trial measured elsewhere (`autospec import`); its number."""
         constraints = self.constraints_of(record)
         values = list(record.values) if record.may_be_on_a_front and record.values else worst_values(self.maximize)
         trial = optuna.trial.create_trial(
-            params=dict(params), distributions=dict(distributions), values=values,
+            params=dict(params),
+            distributions=dict(distributions),
+            values=values,
             user_attrs={**record.to_attrs(), **markers.to_attrs()},
-            constraints=constraints, system_attrs={DASHBOARD_CONSTRAINTS_KEY: list(constraints.values())},
+            constraints=constraints,
+            system_attrs={DASHBOARD_CONSTRAINTS_KEY: list(constraints.values())},
             state=_State.COMPLETE,
         )
         self.study.add_trial(trial)

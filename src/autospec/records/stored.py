@@ -47,8 +47,9 @@ class TrialClass(str, enum.Enum):
     RUNNING = "running"
 
 
-def classify(state: _State, record: TrialRecord | None, constraints: Mapping[str, float], imported: bool,
-             relaunch: bool = False) -> TrialClass:
+def classify(
+    state: _State, record: TrialRecord | None, constraints: Mapping[str, float], imported: bool, relaunch: bool = False
+) -> TrialClass:
     """The one decision of what a stored trial is (see the module docstring)."""
     if state in (_State.RUNNING, _State.WAITING):
         return TrialClass.RUNNING
@@ -95,16 +96,20 @@ class StoredTrial:
     def counts_as_launch(self) -> bool:
         """Counts towards ``--trials``: COMPLETE, a server was started, and not a
         confirmation relaunch (those are counted by ``--confirm``)."""
-        return (self.state == _State.COMPLETE and self.record is not None and self.record.launched
-                and self.markers.confirm_of is None)
+        return (
+            self.state == _State.COMPLETE and self.record is not None and self.record.launched and self.markers.confirm_of is None
+        )
 
     @property
     def has_measurement(self) -> bool:
         """The record holds real measurements of this configuration (`record.values`; for a
         trial that violated an SLO, Optuna's `values` are worst-case stand-ins)."""
         return (
-            self.state == _State.COMPLETE and self.record is not None and self.record.values is not None
-            and self.record.outcome in MEASURED_OUTCOMES and (self.record.launched or self.markers.imported is not None)
+            self.state == _State.COMPLETE
+            and self.record is not None
+            and self.record.values is not None
+            and self.record.outcome in MEASURED_OUTCOMES
+            and (self.record.launched or self.markers.imported is not None)
         )
 
     @property
@@ -126,8 +131,11 @@ def read_trial(t: optuna.trial.FrozenTrial) -> StoredTrial:
     attrs = t.user_attrs
     constraints = {k: float(v) for k, v in t.constraints.items()}
     values = tuple(t.values) if t.values is not None else None
-    record = TrialRecord.from_attrs(attrs, list(values) if values is not None else None,
-                                    {k: v for k, v in constraints.items() if not k.isdigit() and k != "feasible"})
+    record = TrialRecord.from_attrs(
+        attrs,
+        list(values) if values is not None else None,
+        {k: v for k, v in constraints.items() if not k.isdigit() and k != "feasible"},
+    )
     markers = Markers.from_attrs(attrs)
     worker = t.system_attrs.get(WORKER_KEY)
     server = t.system_attrs.get(SERVER_KEY)
@@ -136,8 +144,7 @@ def read_trial(t: optuna.trial.FrozenTrial) -> StoredTrial:
         number=t.number,
         trial_id=t._trial_id,  # Optuna 5.0 exposes the storage id only privately
         state=t.state,
-        trial_class=classify(t.state, record, constraints, markers.imported is not None,
-                             markers.confirm_of is not None),
+        trial_class=classify(t.state, record, constraints, markers.imported is not None, markers.confirm_of is not None),
         params=dict(t.params),
         values=values,
         constraints=constraints,

@@ -102,9 +102,9 @@ def build_ladder(data: StudyData, metric: str = "agg_output_tok_s") -> Ladder:
     if not by_steps:
         raise UsageError(
             f"study {data.name!r} has no measured EAGLE/EAGLE3/MTP configuration with speculative_eagle_topk=1; "
-            "SGLang's adaptive ladder supports only those (use --format cmd, yaml or systemd)")
-    levels = sorted({c for ts in by_steps.values() for t in ts for c, lvl in t.bench.items()
-                     if not lvl.get("failed_reason")})
+            "SGLang's adaptive ladder supports only those (use --format cmd, yaml or systemd)"
+        )
+    levels = sorted({c for ts in by_steps.values() for t in ts for c, lvl in t.bench.items() if not lvl.get("failed_reason")})
     slots = []
     for c in levels:
         best_of: dict[int, tuple[Measure, int]] = {}
@@ -119,13 +119,16 @@ def build_ladder(data: StudyData, metric: str = "agg_output_tok_s") -> Ladder:
             continue
         best_steps = max(best_of, key=lambda s: (best_of[s][0].value, -s))
         best = best_of[best_steps][0]
-        tied = sorted(s for s, (m, _) in best_of.items()
-                      if m.value + math.hypot(m.half_width or 0.0, best.half_width or 0.0) >= best.value)
-        slots.append(LadderSlot(c, tied, best_steps, best_of[best_steps][1], best,
-                                {s: n for s, (_, n) in sorted(best_of.items())}))
+        tied = sorted(
+            s for s, (m, _) in best_of.items() if m.value + math.hypot(m.half_width or 0.0, best.half_width or 0.0) >= best.value
+        )
+        slots.append(
+            LadderSlot(c, tied, best_steps, best_of[best_steps][1], best, {s: n for s, (_, n) in sorted(best_of.items())})
+        )
     if not slots:
-        raise UsageError(f"study {data.name!r} has no successful {metric} measurement to build a ladder from; "
-                         "run autospec optimize first")
+        raise UsageError(
+            f"study {data.name!r} has no successful {metric} measurement to build a ladder from; run autospec optimize first"
+        )
     return Ladder(metric, slots)
 
 
@@ -136,9 +139,10 @@ def ladder_json(ladder: Ladder, study: str) -> dict[str, Any]:
             "study": study,
             "metric": ladder.metric,
             "rule": "per batch-size slot: step counts whose measured throughput is within the 95% noise of the best",
-            "measured": {str(s.batch_size): {"best_steps": s.best_steps, "best_trial": s.best_trial,
-                                             "value": round(s.best.value, 1)}
-                         for s in ladder.slots},
+            "measured": {
+                str(s.batch_size): {"best_steps": s.best_steps, "best_trial": s.best_trial, "value": round(s.best.value, 1)}
+                for s in ladder.slots
+            },
         }
     }
     for slot in ladder.slots:
@@ -149,8 +153,9 @@ def ladder_json(ladder: Ladder, study: str) -> dict[str, Any]:
 def dumps(ladder: Ladder, study: str) -> str:
     """`ladder_json` as indented JSON text with each list on one line."""
     text = json.dumps(ladder_json(ladder, study), indent=2)
-    return re.sub(r"\[([-0-9,\s]*)\]",
-                  lambda m: "[" + ", ".join(x.strip() for x in m[1].split(",") if x.strip()) + "]", text) + "\n"
+    return (
+        re.sub(r"\[([-0-9,\s]*)\]", lambda m: "[" + ", ".join(x.strip() for x in m[1].split(",") if x.strip()) + "]", text) + "\n"
+    )
 
 
 def adaptive_flags(ladder: Ladder, config_path: str) -> dict[str, Any]:

@@ -30,13 +30,21 @@ MAX_RELATIVE_HALF_WIDTH = 0.05
 
 # kind -> (code, legend sentence)
 WARNING_KINDS: dict[str, tuple[str, str]] = {
-    "few-samples": ("S", f"fewer than {MIN_SAMPLES} successful requests behind an objective; "
-                         "its interval is rough (raise [bench] min_requests)"),
-    "high-variance": ("V", f"an objective's 95% interval is wider than +-{MAX_RELATIVE_HALF_WIDTH:.0%} of its value; "
-                           "differences smaller than that are noise"),
-    "short-steady": ("W", "an aggregate objective's steady window (C requests in flight, ramp-up and drain left out) "
-                          "was under half of its level's run; the figure is rough (raise [bench] min_requests or "
-                          "max_share_of_launch)"),
+    "few-samples": (
+        "S",
+        f"fewer than {MIN_SAMPLES} successful requests behind an objective; its interval is rough (raise [bench] min_requests)",
+    ),
+    "high-variance": (
+        "V",
+        f"an objective's 95% interval is wider than +-{MAX_RELATIVE_HALF_WIDTH:.0%} of its value; "
+        "differences smaller than that are noise",
+    ),
+    "short-steady": (
+        "W",
+        "an aggregate objective's steady window (C requests in flight, ramp-up and drain left out) "
+        "was under half of its level's run; the figure is rough (raise [bench] min_requests or "
+        "max_share_of_launch)",
+    ),
     "errors": ("E", "some requests failed while measuring (below the failure threshold); the figures exclude them"),
     "kv-retraction": ("R", "the KV cache filled up and SGLang retracted requests during the benchmark"),
     "imported": ("I", "imported from earlier measurements (autospec import); not measured by this study"),
@@ -79,11 +87,14 @@ def trial_warnings(data: StudyData, trial: TrialView) -> list[TrialWarning]:
         out.append(TrialWarning("high-variance", "; ".join(wide)))
     if short:
         out.append(TrialWarning("short-steady", "; ".join(short)))
-    errors = [f"C={c}: {lvl.get('n_errors')} of {lvl.get('n_requests')}" for c, lvl in sorted(trial.bench.items())
-              if (lvl.get("n_errors") or 0) > 0]
+    errors = [
+        f"C={c}: {lvl.get('n_errors')} of {lvl.get('n_requests')}"
+        for c, lvl in sorted(trial.bench.items())
+        if (lvl.get("n_errors") or 0) > 0
+    ]
     if errors:
         out.append(TrialWarning("errors", "; ".join(errors)))
-    retractions = ((trial.startup.get("runtime_events") or {}).get("retractions") or 0)
+    retractions = (trial.startup.get("runtime_events") or {}).get("retractions") or 0
     if retractions:
         out.append(TrialWarning("kv-retraction", f"{retractions} retraction(s)"))
     return out
@@ -97,15 +108,19 @@ def study_warnings(data: StudyData, baseline: TrialView | None) -> list[str]:
     elif len(data.measured) < 5:
         notes.append(f"only {len(data.measured)} configuration(s) measured; the front may change with more trials")
     if baseline is None:
-        notes.append("no baseline trial: measure your current configuration with autospec optimize --baseline, "
-                     "or name one with --baseline N, to get ratios")
+        notes.append(
+            "no baseline trial: measure your current configuration with autospec optimize --baseline, "
+            "or name one with --baseline N, to get ratios"
+        )
     failed = [t for t in data.of_kind("failed") if t.outcome != WITHDRAWN]
     if failed:
         notes.append(f"{len(failed)} trial(s) failed or were interrupted; autospec optimize retries them")
     withdrawn = [t for t in data.of_kind("failed") if t.outcome == WITHDRAWN]
     if withdrawn:
-        notes.append(f"{len(withdrawn)} trial(s) withdrawn before launch: another worker had claimed the last launches "
-                     "or the same configuration (docs/distributed.md); not failures, not retried")
+        notes.append(
+            f"{len(withdrawn)} trial(s) withdrawn before launch: another worker had claimed the last launches "
+            "or the same configuration (docs/distributed.md); not failures, not retried"
+        )
     running = data.of_kind("running")
     if running:
         notes.append(f"{len(running)} trial(s) still running or queued; the front can still change")
@@ -125,8 +140,10 @@ def stall_notes(data: StudyData) -> list[str]:
                 left_out.append(f"trial {trial.number} {objective.name} ({seconds:.1f} s)")
     if not left_out:
         return []
-    return ["one-off stalls left out of steady windows (a pause that did not come back, as when a server meets a "
-            f"batch shape for the first time; docs/benchmarking.md): {', '.join(left_out)}"]
+    return [
+        "one-off stalls left out of steady windows (a pause that did not come back, as when a server meets a "
+        f"batch shape for the first time; docs/benchmarking.md): {', '.join(left_out)}"
+    ]
 
 
 def launch_notes(data: StudyData) -> list[str]:
@@ -134,17 +151,23 @@ def launch_notes(data: StudyData) -> list[str]:
     if not data.front:
         return []
     if not data.spread:
-        return ["intervals are those of one launch; the same flags also vary from launch to launch (graph "
-                "capture, memory layout, clocks): autospec optimize --confirm K relaunches front configurations "
-                "to measure that and include it"]
+        return [
+            "intervals are those of one launch; the same flags also vary from launch to launch (graph "
+            "capture, memory layout, clocks): autospec optimize --confirm K relaunches front configurations "
+            "to measure that and include it"
+        ]
     parts = [f"+-{s.cv:.1%} (1 sd) on {name}" for name, s in data.spread.items()]
     relaunched = max(s.configurations for s in data.spread.values())
-    notes = [f"between-launch spread, from relaunches of {relaunched} configuration(s): {', '.join(parts)}; "
-             "included in every interval shown"]
+    notes = [
+        f"between-launch spread, from relaunches of {relaunched} configuration(s): {', '.join(parts)}; "
+        "included in every interval shown"
+    ]
     dominated = [t for t in data.front if t.between_dominates]
     if dominated:
         names = sorted({name for t in dominated for name in t.between_dominates})
-        notes.append(f"on {len(dominated)} front configuration(s) the launch-to-launch spread exceeds the measuring "
-                     f"error ({', '.join(names)}): relaunching them (--confirm K), not measuring longer, narrows "
-                     "their intervals")
+        notes.append(
+            f"on {len(dominated)} front configuration(s) the launch-to-launch spread exceeds the measuring "
+            f"error ({', '.join(names)}): relaunching them (--confirm K), not measuring longer, narrows "
+            "their intervals"
+        )
     return notes

@@ -28,8 +28,18 @@ from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_fron
 from autospec.records import dominates as _dominates
 from autospec.records.launches import ObjectiveRef, level_interval, pool_study
 
-__all__ = ["Objective", "Measure", "TrialView", "TrialCounts", "StudyData", "snapshot", "parse_objective", "unit_of", "dominates",
-           "front_json"]
+__all__ = [
+    "Objective",
+    "Measure",
+    "TrialView",
+    "TrialCounts",
+    "StudyData",
+    "snapshot",
+    "parse_objective",
+    "unit_of",
+    "dominates",
+    "front_json",
+]
 
 _OBJECTIVE_RE = re.compile(r"^(?P<metric>[a-z0-9_]+)@c(?P<c>\d+)$")
 
@@ -210,8 +220,11 @@ class StudyData:
         """Trials per class (front and dominated together are "measured")."""
         kinds = [t.kind for t in self.trials]
         return TrialCounts(
-            measured=kinds.count("front") + kinds.count("dominated"), infeasible=kinds.count("infeasible"),
-            duplicate=kinds.count("duplicate"), relaunch=kinds.count("relaunch"), failed=kinds.count("failed"),
+            measured=kinds.count("front") + kinds.count("dominated"),
+            infeasible=kinds.count("infeasible"),
+            duplicate=kinds.count("duplicate"),
+            relaunch=kinds.count("relaunch"),
+            failed=kinds.count("failed"),
             interrupted=kinds.count("interrupted"),
             running=kinds.count("running"),
             launched=sum(1 for t in self.trials if t.state == "complete" and t.launched and t.confirm_of is None),
@@ -271,13 +284,26 @@ def _view(t: StoredTrial, on_front: set[int]) -> TrialView:
     kind = t.trial_class.value
     if t.trial_class == TrialClass.MEASURED:
         kind = "front" if t.number in on_front else "dominated"
-    return TrialView(confirm_of=t.markers.confirm_of,
-        number=t.number, state=t.state.name.lower(), kind=kind, flags=t.candidate,
-        values=_values_of(t), measured=t.has_measurement, outcome=t.outcome,
-        reason=r.reason if r else "", launched=t.launched, imported=t.markers.imported, baseline=t.markers.baseline,
-        bench=dict(r.bench) if r else {}, startup=dict(r.startup or {}) if r else {},
-        server_args=r.server_args if r else None, resolved=dict(r.resolved) if r else {},
-        duplicate_of=r.duplicate_of if r else None, predicted=t.markers.predicted, worker=t.worker,
+    return TrialView(
+        confirm_of=t.markers.confirm_of,
+        number=t.number,
+        state=t.state.name.lower(),
+        kind=kind,
+        flags=t.candidate,
+        values=_values_of(t),
+        measured=t.has_measurement,
+        outcome=t.outcome,
+        reason=r.reason if r else "",
+        launched=t.launched,
+        imported=t.markers.imported,
+        baseline=t.markers.baseline,
+        bench=dict(r.bench) if r else {},
+        startup=dict(r.startup or {}) if r else {},
+        server_args=r.server_args if r else None,
+        resolved=dict(r.resolved) if r else {},
+        duplicate_of=r.duplicate_of if r else None,
+        predicted=t.markers.predicted,
+        worker=t.worker,
     )
 
 
@@ -291,14 +317,20 @@ def snapshot(study: Any) -> StudyData:
     refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
     pooled = pool_study(trials, refs)
     for number, group in launch_groups(trials).items():
-        views[number] = _pooled(views[number], [views[t.number] for t in group], objectives,
-                                pooled.configurations[number], pooled_values(group))
+        views[number] = _pooled(
+            views[number], [views[t.number] for t in group], objectives, pooled.configurations[number], pooled_values(group)
+        )
     spread = {objectives[i].name: s for i, s in pooled.spread.items()}
     return StudyData(study.study_name, objectives, list(views.values()), dict(study.user_attrs), spread)
 
 
-def _pooled(root: TrialView, group: Sequence[TrialView], objectives: Sequence[Objective],
-            pooled: Sequence[Pooled | None], values: Sequence[float]) -> TrialView:
+def _pooled(
+    root: TrialView,
+    group: Sequence[TrialView],
+    objectives: Sequence[Objective],
+    pooled: Sequence[Pooled | None],
+    values: Sequence[float],
+) -> TrialView:
     """`root` with its launches pooled: mean values, and per objective the pooled interval
     with the successful requests of every launch behind it."""
     measures: list[Measure | None] = []
@@ -306,8 +338,13 @@ def _pooled(root: TrialView, group: Sequence[TrialView], objectives: Sequence[Ob
         counts = [m.n for m in (v.objective_measure(o, i) for v in group) if m is not None and m.n is not None]
         measures.append(None if p is None else Measure(p.value, p.half, sum(counts) if counts else None))
     between = tuple(o.name for o, p in zip(objectives, pooled) if p is not None and p.between_dominates)
-    return replace(root, values=list(values) if len(group) > 1 else root.values, launches=len(group),
-                   pooled=tuple(measures), between_dominates=between)
+    return replace(
+        root,
+        values=list(values) if len(group) > 1 else root.values,
+        launches=len(group),
+        pooled=tuple(measures),
+        between_dominates=between,
+    )
 
 
 def front_json(data: StudyData) -> dict[str, Any]:

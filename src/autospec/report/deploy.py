@@ -31,8 +31,16 @@ from typing import Any
 from autospec.errors import UsageError
 from autospec.report.data import StudyData, TrialView
 
-__all__ = ["Deployment", "DEFAULT_SERVER_COMMAND", "deployment_for", "split_argv", "render_cmd", "render_yaml",
-           "render_systemd", "argv_of"]
+__all__ = [
+    "Deployment",
+    "DEFAULT_SERVER_COMMAND",
+    "deployment_for",
+    "split_argv",
+    "render_cmd",
+    "render_yaml",
+    "render_systemd",
+    "argv_of",
+]
 
 DEFAULT_SERVER_COMMAND = ("python3", "-m", "sglang.launch_server")
 _SIM_MODULE = "autospec.sim"
@@ -119,7 +127,8 @@ def deployment_for(
         if base is None and not overrides:
             raise UsageError(
                 f"trial {trial.number} has no recorded launch command and no trial of study {data.name!r} was launched; "
-                "pass the fixed flags with --flag NAME=VALUE (at least --flag model_path=...)")
+                "pass the fixed flags with --flag NAME=VALUE (at least --flag model_path=...)"
+            )
         words, flags = base if base is not None else ([], {})
         flags = {**flags, **trial.flags}
     simulated = any(w == _SIM_MODULE or w.endswith("/autospec/sim") for w in words)
@@ -195,7 +204,17 @@ def _yaml_scalar(value: Any) -> str:
     text = str(value)
     # Plain YAML scalars only when they cannot be read as anything but this string.
     if re.fullmatch(r"[A-Za-z_/][A-Za-z0-9_./-]*", text) and text.lower() not in (
-            "true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"):
+        "true",
+        "false",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "null",
+        "y",
+        "n",
+        "~",
+    ):
         return text
     return json.dumps(text)  # a JSON string is a valid YAML double-quoted scalar
 

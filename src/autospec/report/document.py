@@ -56,18 +56,28 @@ def pick_summary(data: StudyData, t: TrialView) -> list[str]:
 
 def _counts_line(data: StudyData) -> str:
     n = data.counts
-    return (f"{len(data.trials)} trials: {n.launched} launched, {n.measured} measured "
-            f"configurations ({len(data.front)} on the Pareto front), {n.infeasible} infeasible, "
-            f"{n.duplicate} duplicates, {n.relaunch} relaunches, {n.failed + n.interrupted} failed or interrupted.")
+    return (
+        f"{len(data.trials)} trials: {n.launched} launched, {n.measured} measured "
+        f"configurations ({len(data.front)} on the Pareto front), {n.infeasible} infeasible, "
+        f"{n.duplicate} duplicates, {n.relaunch} relaunches, {n.failed + n.interrupted} failed or interrupted."
+    )
 
 
-def _blocks(data: StudyData, table: ParetoTable, picks: dict[str, Pick], baseline: TrialView | None,
-            study_args: str, host: str, port: int, ladder_text: str | None, svgs: dict[str, str]) -> list[Block]:
+def _blocks(
+    data: StudyData,
+    table: ParetoTable,
+    picks: dict[str, Pick],
+    baseline: TrialView | None,
+    study_args: str,
+    host: str,
+    port: int,
+    ladder_text: str | None,
+    svgs: dict[str, str],
+) -> list[Block]:
     objectives = ", ".join(f"{o.label} ({o.direction})" for o in data.objectives)
     blocks: list[Block] = [("p", _counts_line(data)), ("p", f"Objectives: {objectives}.")]
     if baseline is not None:
-        blocks.append(("p", f"Baseline: trial {baseline.number} ({compact(baseline.flags)}); "
-                            "ratios in the table are to it."))
+        blocks.append(("p", f"Baseline: trial {baseline.number} ({compact(baseline.flags)}); ratios in the table are to it."))
     notes = study_warnings(data, baseline)
     if notes:
         blocks += [("h2", "Notes"), ("list", notes)]
@@ -81,32 +91,48 @@ def _blocks(data: StudyData, table: ParetoTable, picks: dict[str, Pick], baselin
             blocks.append(("p", f"Same configuration as the {shown[pick.trial.number]} pick."))
             continue
         shown[pick.trial.number] = name
-        d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port,
-                           summary=pick_summary(data, pick.trial))
+        d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port, summary=pick_summary(data, pick.trial))
         blocks.append(("pre", render_cmd(d)))
     explained = model_lines(data, picks)
     if explained:
         blocks += [("h2", "What the model expected"), ("pre", "\n".join(explained) + "\n")]
     blocks += [("h2", "Pareto front"), ("table", table)]
-    blocks += [("h2", "Plots"),
-               ("figure", "pareto", "Pareto front: each point is one measured configuration.", svgs.get("pareto", "")),
-               ("figure", "concurrency", "Tok/s against concurrency for the front's configurations.",
-                svgs.get("concurrency", ""))]
+    blocks += [
+        ("h2", "Plots"),
+        ("figure", "pareto", "Pareto front: each point is one measured configuration.", svgs.get("pareto", "")),
+        ("figure", "concurrency", "Tok/s against concurrency for the front's configurations.", svgs.get("concurrency", "")),
+    ]
     if ladder_text is not None:
-        blocks += [("h2", "Adaptive speculation ladder"),
-                   ("p", "SGLang can switch the number of speculative steps by batch size "
-                         "(--speculative-adaptive-config). From this study's per-concurrency measurements, "
-                         "written to adaptive.json:"),
-                   ("pre", ladder_text)]
+        blocks += [
+            ("h2", "Adaptive speculation ladder"),
+            (
+                "p",
+                "SGLang can switch the number of speculative steps by batch size "
+                "(--speculative-adaptive-config). From this study's per-concurrency measurements, "
+                "written to adaptive.json:",
+            ),
+            ("pre", ladder_text),
+        ]
     export = f"autospec export {study_args}".rstrip()
-    blocks += [("h2", "Commands"), ("pre", "\n".join([
-        f"autospec pareto {study_args}".rstrip(),
-        *(f"{export} --pick {name} --format cmd --host {host} --port {port}" for name in picks),
-        f"{export} --pick knee --format yaml -o sglang.yaml" if picks else "",
-        f"{export} --pick knee --format systemd -o sglang.service" if picks else "",
-        f"{export} --format adaptive -o adaptive.json" if ladder_text is not None else "",
-        f"autospec dashboard {study_args}".rstrip(),
-    ]).replace("\n\n", "\n").strip() + "\n")]
+    blocks += [
+        ("h2", "Commands"),
+        (
+            "pre",
+            "\n".join(
+                [
+                    f"autospec pareto {study_args}".rstrip(),
+                    *(f"{export} --pick {name} --format cmd --host {host} --port {port}" for name in picks),
+                    f"{export} --pick knee --format yaml -o sglang.yaml" if picks else "",
+                    f"{export} --pick knee --format systemd -o sglang.service" if picks else "",
+                    f"{export} --format adaptive -o adaptive.json" if ladder_text is not None else "",
+                    f"autospec dashboard {study_args}".rstrip(),
+                ]
+            )
+            .replace("\n\n", "\n")
+            .strip()
+            + "\n",
+        ),
+    ]
     return blocks
 
 
@@ -125,8 +151,7 @@ def _markdown(title: str, blocks: Sequence[Block]) -> str:
         elif kind == "table":
             out += [format_markdown(block[1]), ""]
         elif kind == "figure":
-            out += [f"![{block[2]}]({block[1]}.png)", "", f"*{block[2]}* Vector version: "
-                    f"[{block[1]}.html]({block[1]}.html).", ""]
+            out += [f"![{block[2]}]({block[1]}.png)", "", f"*{block[2]}* Vector version: [{block[1]}.html]({block[1]}.html).", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -145,11 +170,14 @@ def _html_table(table: ParetoTable) -> str:
     header = [c.strip() for c in rows[0].strip("|").split(" | ")]
     align = [c.strip() for c in rows[1].strip("|").split("|")]
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    out = [f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>"]
+    out = [f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>']
     for line in rows[2:]:
         cells = [c.strip().replace("\\|", "|") for c in line.strip().strip("|").split(" | ")]
-        out.append("<tr>" + "".join(
-            f"<td class=\"{'n' if a.endswith(':') else ''}\">{html.escape(c)}</td>" for c, a in zip(cells, align)) + "</tr>")
+        out.append(
+            "<tr>"
+            + "".join(f'<td class="{"n" if a.endswith(":") else ""}">{html.escape(c)}</td>' for c, a in zip(cells, align))
+            + "</tr>"
+        )
     out.append("</tbody></table></div>")
     out.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in legend) + "</ul>")
     return "\n".join(out)
@@ -162,8 +190,12 @@ def _inline(text: str) -> str:
 
 
 def _html(title: str, blocks: Sequence[Block]) -> str:
-    out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-           f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
     for block in blocks:
         kind = block[0]
         if kind == "h2":
@@ -186,8 +218,15 @@ def _figure_page(title: str, caption: str, svg: str) -> str:
     return _html(title, [("figure", "", caption, svg)])
 
 
-def write_report(data: StudyData, folder: Path, *, baseline: TrialView | None = None, study_args: str = "",
-                 host: str = "127.0.0.1", port: int = 30000) -> ReportFiles:
+def write_report(
+    data: StudyData,
+    folder: Path,
+    *,
+    baseline: TrialView | None = None,
+    study_args: str = "",
+    host: str = "127.0.0.1",
+    port: int = 30000,
+) -> ReportFiles:
     """Write the report folder for `data`; `study_args` (e.g. ``--study NAME``) goes into
     the commands it lists."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -219,12 +258,10 @@ def write_report(data: StudyData, folder: Path, *, baseline: TrialView | None = 
         (folder / "adaptive.json").write_text(ladder_text)
         files.files.append(folder / "adaptive.json")
         flags = adaptive_flags(ladder, "adaptive.json")
-        ladder_text += "\n# launch flags that use it:\n" + " ".join(
-            shlex.quote(w) for w in argv_of(flags)) + "\n"
+        ladder_text += "\n# launch flags that use it:\n" + " ".join(shlex.quote(w) for w in argv_of(flags)) + "\n"
 
     for name, pick in picks.items():
-        d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port,
-                           summary=pick_summary(data, pick.trial))
+        d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port, summary=pick_summary(data, pick.trial))
         path = folder / f"launch-{name}.sh"
         path.write_text("#!/bin/sh\n" + render_cmd(d))
         path.chmod(0o755)  # a launch script is meant to be run
@@ -236,4 +273,3 @@ def write_report(data: StudyData, folder: Path, *, baseline: TrialView | None = 
     (folder / "report.html").write_text(_html(title, blocks))
     files.files[:0] = [folder / "report.md", folder / "report.html"]
     return files
-

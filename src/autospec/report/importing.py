@@ -45,8 +45,16 @@ from autospec.report.table import compact
 from autospec.sglang_facts import DRAFT_TOKENS, STEPS, TOPK
 from autospec.space import suggest, to_distribution_params
 
-__all__ = ["ImportedTrial", "ImportPlan", "ReadyTrial", "read_bench_speculative", "plan_from_bench_speculative",
-           "plan_from_study", "trials_to_add", "BENCH_SPECULATIVE_FIELDS"]
+__all__ = [
+    "ImportedTrial",
+    "ImportPlan",
+    "ReadyTrial",
+    "read_bench_speculative",
+    "plan_from_bench_speculative",
+    "plan_from_study",
+    "trials_to_add",
+    "BENCH_SPECULATIVE_FIELDS",
+]
 
 BENCH_SPECULATIVE_FIELDS = ("batch_size", "steps", "topk", "num_draft_tokens", "acc_length", "step_time", "speed")
 
@@ -123,8 +131,9 @@ def _level_summary(r: Mapping[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def plan_from_bench_speculative(records: Sequence[Mapping[str, Any]], space: SearchSpace, source: str,
-                                fixed: Mapping[str, Any] | None = None) -> ImportPlan:
+def plan_from_bench_speculative(
+    records: Sequence[Mapping[str, Any]], space: SearchSpace, source: str, fixed: Mapping[str, Any] | None = None
+) -> ImportPlan:
     """One trial per (steps, topk, draft) configuration of the records; `fixed` supplies
     values of search-space parameters the file does not record (e.g. mem_fraction_static)."""
     plan = ImportPlan()
@@ -137,8 +146,7 @@ def plan_from_bench_speculative(records: Sequence[Mapping[str, Any]], space: Sea
         if steps == 0:
             plan.skipped.append(f"{label}: no speculation (steps=0) is outside an autospec search space")
             continue
-        found = {spec.name: _metric_at(levels, spec.metric, spec.concurrency)
-                 for spec in space.measured_specs}
+        found = {spec.name: _metric_at(levels, spec.metric, spec.concurrency) for spec in space.measured_specs}
         missing = [name for name, value in found.items() if value is None]
         values = [v for o in space.objectives if (v := found[o.name]) is not None]
         constraint_values = {c.name: c.violation(v) for c in space.constraints if (v := found[c.name]) is not None}
@@ -157,8 +165,9 @@ def plan_from_bench_speculative(records: Sequence[Mapping[str, Any]], space: Sea
             constraints=constraint_values,
         )
         key = f"bench_speculative:{source}:{steps}/{topk}/{draft}"
-        plan.trials.append(ImportedTrial(record, Markers(imported={"source": "bench_speculative.py", "file": source,
-                                                                   "key": key})))
+        plan.trials.append(
+            ImportedTrial(record, Markers(imported={"source": "bench_speculative.py", "file": source, "key": key}))
+        )
     return plan
 
 
@@ -170,7 +179,8 @@ def plan_from_study(source: Any, space: SearchSpace, description: str) -> Import
     if list(source.metric_names or []) != names:
         raise UsageError(
             f"study {source.study_name!r} measures {source.metric_names or 'unnamed objectives'}, not {names}; "
-            "only a study with the same objectives can be imported")
+            "only a study with the same objectives can be imported"
+        )
     plan = ImportPlan()
     for t in read_trials(source, states=(optuna.trial.TrialState.COMPLETE,)):
         if t.markers.imported is not None:

@@ -19,8 +19,7 @@ from autospec.report.recommend import Pick
 
 __all__ = ["model_lines", "model_json"]
 
-_GROUPS = (("fail", "predicted to fail at init"), ("dominated", "predicted dominated"),
-           ("open", "could still improve the front"))
+_GROUPS = (("fail", "predicted to fail at init"), ("dominated", "predicted dominated"), ("open", "could still improve the front"))
 
 
 def _prediction_text(t: TrialView, data: StudyData) -> str | None:
@@ -30,8 +29,10 @@ def _prediction_text(t: TrialView, data: StudyData) -> str | None:
     means, lows, highs = (p.get(k) or [] for k in ("values", "low", "high"))
     if not len(means) == len(lows) == len(highs) == len(data.objectives):
         return None
-    parts = [f"{o.label} predicted {mean:,.4g} ({low:,.4g}-{high:,.4g}), measured {t.value(i):,.4g}"
-             for i, (o, mean, low, high) in enumerate(zip(data.objectives, means, lows, highs))]
+    parts = [
+        f"{o.label} predicted {mean:,.4g} ({low:,.4g}-{high:,.4g}), measured {t.value(i):,.4g}"
+        for i, (o, mean, low, high) in enumerate(zip(data.objectives, means, lows, highs))
+    ]
     return f"trial {t.number}: " + "; ".join(parts) + f" (fitted on {p.get('launches', '?')} launches)"
 
 
@@ -54,8 +55,10 @@ def model_lines(data: StudyData, picks: Mapping[str, Pick], examples: int = 3) -
     summary = _unlaunched(data)
     if summary:
         counts = ", ".join(f"{summary[g]['count']} {what}" for g, what in _GROUPS if summary.get(g, {}).get("count"))
-        lines.append(f"never launched: {summary.get('candidates', 0)} configurations the model valued after "
-                     f"{summary.get('launches', 0)} launches: {counts}")
+        lines.append(
+            f"never launched: {summary.get('candidates', 0)} configurations the model valued after "
+            f"{summary.get('launches', 0)} launches: {counts}"
+        )
         for g, what in _GROUPS:
             shown = summary.get(g, {}).get("examples", [])[:examples]
             if shown:
@@ -68,9 +71,11 @@ def model_lines(data: StudyData, picks: Mapping[str, Pick], examples: int = 3) -
 
 def model_json(data: StudyData, picks: Mapping[str, Pick]) -> dict[str, Any] | None:
     """The same as data: the picks' predictions and the stored summary."""
-    predicted = {name: {"trial": p.trial.number, "predicted": dict(p.trial.predicted),
-                        "measured": p.trial.values}
-                 for name, p in picks.items() if p.trial.predicted}
+    predicted = {
+        name: {"trial": p.trial.number, "predicted": dict(p.trial.predicted), "measured": p.trial.values}
+        for name, p in picks.items()
+        if p.trial.predicted
+    }
     summary = _unlaunched(data)
     if not predicted and not summary:
         return None

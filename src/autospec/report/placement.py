@@ -16,8 +16,7 @@ __all__ = ["placement_json", "placement_lines"]
 def placement_json(data: StudyData) -> list[dict[str, Any]]:
     """One entry per hardware class of the launched trials: launches, hosts, slots, front
     trial numbers. Empty when no trial records its worker."""
-    classes: dict[str, dict[str, Any]] = defaultdict(lambda: {"launches": 0, "hosts": set(), "slots": set(),
-                                                              "front": []})
+    classes: dict[str, dict[str, Any]] = defaultdict(lambda: {"launches": 0, "hosts": set(), "slots": set(), "front": []})
     front = {t.number for t in data.front}
     for t in data.trials:
         if not t.launched or not t.worker:
@@ -30,8 +29,16 @@ def placement_json(data: StudyData) -> list[dict[str, Any]]:
             entry["slots"].add(f"{t.worker.get('host', '?')}/{slot['index']}")
         if t.number in front:
             entry["front"].append(t.number)
-    return [{"hardware": name, "launches": e["launches"], "hosts": sorted(e["hosts"]), "slots": sorted(e["slots"]),
-             "front": sorted(e["front"])} for name, e in sorted(classes.items())]
+    return [
+        {
+            "hardware": name,
+            "launches": e["launches"],
+            "hosts": sorted(e["hosts"]),
+            "slots": sorted(e["slots"]),
+            "front": sorted(e["front"]),
+        }
+        for name, e in sorted(classes.items())
+    ]
 
 
 def placement_lines(data: StudyData) -> list[str]:
@@ -45,8 +52,11 @@ def placement_lines(data: StudyData) -> list[str]:
     lines = []
     for r in rows:
         front = ", ".join(str(n) for n in r["front"]) or "none"
-        lines.append(f"{r['hardware']}: {r['launches']} launches on {', '.join(r['hosts'])}"
-                     + (f" ({len(r['slots'])} slots)" if r["slots"] else "") + f"; front trials: {front}")
+        lines.append(
+            f"{r['hardware']}: {r['launches']} launches on {', '.join(r['hosts'])}"
+            + (f" ({len(r['slots'])} slots)" if r["slots"] else "")
+            + f"; front trials: {front}"
+        )
     if len(rows) > 1:
         lines.append("measurements from different hardware classes are not comparable one to one: read the front per class")
     return lines

@@ -99,30 +99,56 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     dominated = data.of_kind("dominated")
     if dominated:
         pts = [point(t) for t in dominated]
-        ax.scatter([p[0][0] for p in pts], [p[1][0] for p in pts], s=40, facecolors="none",
-                   edgecolors=_DOMINATED, linewidths=1.2, label=f"dominated ({len(dominated)})", zorder=2)
+        ax.scatter(
+            [p[0][0] for p in pts],
+            [p[1][0] for p in pts],
+            s=40,
+            facecolors="none",
+            edgecolors=_DOMINATED,
+            linewidths=1.2,
+            label=f"dominated ({len(dominated)})",
+            zorder=2,
+        )
     infeasible = data.of_kind("infeasible")
     measured_bad = [t for t in infeasible if t.measured]
     if measured_bad:
         pts = [point(t) for t in measured_bad]
-        ax.scatter([p[0][0] for p in pts], [p[1][0] for p in pts], marker="x", s=50, color=_INFEASIBLE,
-                   label=f"infeasible, measured ({len(measured_bad)}): violated an SLO", zorder=3)
+        ax.scatter(
+            [p[0][0] for p in pts],
+            [p[1][0] for p in pts],
+            marker="x",
+            s=50,
+            color=_INFEASIBLE,
+            label=f"infeasible, measured ({len(measured_bad)}): violated an SLO",
+            zorder=3,
+        )
     front = sorted(data.front, key=lambda t: point(t)[0][0])
     if front:
         pts = [point(t) for t in front]
         xs, ys = [p[0][0] for p in pts], [p[1][0] for p in pts]
-        ax.errorbar(xs, ys, xerr=[p[0][1] or 0 for p in pts], yerr=[p[1][1] or 0 for p in pts], fmt="o",
-                    color=_FRONT, ecolor=_FRONT, elinewidth=1, capsize=3, markersize=7,
-                    label=f"Pareto front ({len(front)}), 95% intervals", zorder=4)
+        ax.errorbar(
+            xs,
+            ys,
+            xerr=[p[0][1] or 0 for p in pts],
+            yerr=[p[1][1] or 0 for p in pts],
+            fmt="o",
+            color=_FRONT,
+            ecolor=_FRONT,
+            elinewidth=1,
+            capsize=3,
+            markersize=7,
+            label=f"Pareto front ({len(front)}), 95% intervals",
+            zorder=4,
+        )
         if not single and len(front) > 1:
             ax.plot(xs, ys, color=_FRONT, alpha=0.35, linewidth=1.5, zorder=1)
         for t, x, y, dy in zip(front, xs, ys, _label_offsets(xs, ys)):
-            ax.annotate(_name(t, keys), (x, y), textcoords="offset points", xytext=(7, dy),
-                        fontsize=8, color="#1a1a1a", va="center")
+            ax.annotate(
+                _name(t, keys), (x, y), textcoords="offset points", xytext=(7, dy), fontsize=8, color="#1a1a1a", va="center"
+            )
     if baseline is not None and baseline.measured:
         (bx, _), (by, _) = point(baseline)
-        ax.scatter([bx], [by], marker="*", s=260, color=_BASELINE, zorder=5,
-                   label=f"baseline {_name(baseline, keys)}")
+        ax.scatter([bx], [by], marker="*", s=260, color=_BASELINE, zorder=5, label=f"baseline {_name(baseline, keys)}")
     by_trial: dict[int, list[str]] = {}
     for name, pick in picks.items():
         by_trial.setdefault(pick.trial.number, []).append(name)
@@ -131,14 +157,29 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
         if picked is None:
             continue
         (px, _), (py, _) = point(picked)
-        ax.scatter([px], [py], s=330, facecolors="none", edgecolors=_PICK, linewidths=2.2, zorder=6,
-                   label=f"{' + '.join(names)} pick: #{number}")
+        ax.scatter(
+            [px],
+            [py],
+            s=330,
+            facecolors="none",
+            edgecolors=_PICK,
+            linewidths=2.2,
+            zorder=6,
+            label=f"{' + '.join(names)} pick: #{number}",
+        )
     unmeasured = [t for t in infeasible if not t.measured]
     if unmeasured:
         why = Counter(t.outcome for t in unmeasured).most_common()
         text = ", ".join(f"{k} {v}" for k, v in why)
-        ax.plot([], [], linestyle="none", marker="x", color=_INFEASIBLE, alpha=0.5,
-                label=f"infeasible, no numbers ({len(unmeasured)}): {text}")
+        ax.plot(
+            [],
+            [],
+            linestyle="none",
+            marker="x",
+            color=_INFEASIBLE,
+            alpha=0.5,
+            label=f"infeasible, no numbers ({len(unmeasured)}): {text}",
+        )
     if single:
         o = data.objectives[ix]
         ax.set_xlabel("trial number")
@@ -150,8 +191,7 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     ax.set_title(f"Study {data.name}: {n_launched} launched trials, {len(data.measured)} measured configurations")
     ax.grid(True, alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    kinds = ("Pareto", "latency", "throughput", "knee", "dominated", "baseline", "infeasible, measured",
-             "infeasible, no")
+    kinds = ("Pareto", "latency", "throughput", "knee", "dominated", "baseline", "infeasible, measured", "infeasible, no")
     order = sorted(range(len(labels)), key=lambda i: next(k for k, p in enumerate(kinds) if labels[i].startswith(p)))
     handles, labels = [handles[i] for i in order], [labels[i] for i in order]
     if not handles:
@@ -188,8 +228,10 @@ def concurrency_figure(data: StudyData, baseline: TrialView | None = None) -> Fi
     colors = matplotlib.colormaps["tab10"]
     keys = _varying(data)
     levels = sorted({c for t in shown for c in t.levels})
-    panels = (("output_tok_s", "per-request output speed (tok/s)", "What one user sees"),
-              ("agg_output_tok_s", "aggregate output throughput (tok/s)", "What the server delivers"))
+    panels = (
+        ("output_tok_s", "per-request output speed (tok/s)", "What one user sees"),
+        ("agg_output_tok_s", "aggregate output throughput (tok/s)", "What the server delivers"),
+    )
     for ax, (metric, ylabel, title) in zip(axes, panels):
         for k, t in enumerate(shown):
             cs, vs, hs = _series(t, metric)
@@ -198,9 +240,18 @@ def concurrency_figure(data: StudyData, baseline: TrialView | None = None) -> Fi
             is_base = baseline is not None and t.number == baseline.number
             mrr = t.startup.get("max_running_requests")
             label = _name(t, keys) + (f", max_req {mrr}" if mrr else "") + (" (baseline)" if is_base else "")
-            ax.errorbar(cs, vs, yerr=hs, marker="*" if is_base else "o", markersize=9 if is_base else 5,
-                        linestyle="--" if is_base else "-", color=_BASELINE if is_base else colors(k % 10),
-                        capsize=3, linewidth=1.4, label=label)
+            ax.errorbar(
+                cs,
+                vs,
+                yerr=hs,
+                marker="*" if is_base else "o",
+                markersize=9 if is_base else 5,
+                linestyle="--" if is_base else "-",
+                color=_BASELINE if is_base else colors(k % 10),
+                capsize=3,
+                linewidth=1.4,
+                label=label,
+            )
         ax.set_xscale("log", base=2)
         if levels:
             ax.set_xticks(levels)
@@ -227,4 +278,4 @@ def render(fig: Figure, stem: Path) -> str:
     with matplotlib.rc_context({"svg.hashsalt": "autospec"}):  # stable ids: same study, same SVG
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg[svg.index("<svg") :]

@@ -92,8 +92,10 @@ def _tie_note(tied: list[TrialView], chosen: TrialView, data: StudyData, i: int,
     if len(tied) < 2:
         return ""
     others = ", ".join(str(t.number) for t in sorted(tied, key=lambda t: t.number) if t is not chosen)
-    return (f"; tied at {_where(data.objectives[i])} with trial(s) {others} (differences within their 95% "
-            f"intervals or {TIE_MARGIN:.0%}), it is the best of them at {_where(data.objectives[j])}")
+    return (
+        f"; tied at {_where(data.objectives[i])} with trial(s) {others} (differences within their 95% "
+        f"intervals or {TIE_MARGIN:.0%}), it is the best of them at {_where(data.objectives[j])}"
+    )
 
 
 def share_of_best(data: StudyData, t: TrialView, front: list[TrialView]) -> list[float]:
@@ -140,18 +142,22 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
         t, tied = _best(eligible, data, lat, thr)
         a_l, a_t = _value(t, data, lat), _value(t, data, thr)
         b_l = _value(baseline, data, lat)
-        why = (f"{_lead(tied, data, lat, 'fastest')} ({_fmt(a_l, ol)}, {_ratio_text(a_l, b_l)}) among "
-               f"configurations not worse than the baseline at {_where(ot)} ({_fmt(a_t, ot)} vs {_fmt(base_t, ot)})"
-               f"{_tie_note(tied, t, data, lat, thr)}.")
+        why = (
+            f"{_lead(tied, data, lat, 'fastest')} ({_fmt(a_l, ol)}, {_ratio_text(a_l, b_l)}) among "
+            f"configurations not worse than the baseline at {_where(ot)} ({_fmt(a_t, ot)} vs {_fmt(base_t, ot)})"
+            f"{_tie_note(tied, t, data, lat, thr)}."
+        )
     else:
         t, tied = _best(front, data, lat, thr)
         a_l = _value(t, data, lat)
         if baseline is None or lat == thr:
             why = f"{_lead(tied, data, lat, 'fastest')}: {_fmt(a_l, ol)}{_tie_note(tied, t, data, lat, thr)}."
         else:
-            why = (f"{_lead(tied, data, lat, 'fastest')} ({_fmt(a_l, ol)}); no front configuration matches the baseline at "
-                   f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
-                   f"{_fmt(_value(baseline, data, thr), ot)}).")
+            why = (
+                f"{_lead(tied, data, lat, 'fastest')} ({_fmt(a_l, ol)}); no front configuration matches the baseline at "
+                f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
+                f"{_fmt(_value(baseline, data, thr), ot)})."
+            )
     picks["latency"] = Pick("latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}")
 
     # throughput
@@ -162,8 +168,7 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     extra += f"; at {_where(ol)} it gives {_fmt(a_l, ol)}" if lat != thr else ""
     if baseline is not None:
         extra += f"; at {_where(ot)} {_ratio_text(a_t, _value(baseline, data, thr))}"
-    picks["throughput"] = Pick(
-        "throughput", t, f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.")
+    picks["throughput"] = Pick("throughput", t, f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.")
 
     # knee
     scored = [(min(share_of_best(data, t, front)), t) for t in front]
@@ -172,6 +177,9 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     shares = share_of_best(data, t, front)
     parts = ", ".join(f"{s:.0%} at {_where(o)}" for s, o in zip(shares, data.objectives))
     picks["knee"] = Pick(
-        "knee", t, f"trial {t.number} ({compact(t.flags)}) is the balanced choice: it keeps at least "
-                   f"{min(shares):.0%} of the best value on every objective ({parts}).")
+        "knee",
+        t,
+        f"trial {t.number} ({compact(t.flags)}) is the balanced choice: it keeps at least "
+        f"{min(shares):.0%} of the best value on every objective ({parts}).",
+    )
     return picks

@@ -17,8 +17,19 @@ from typing import Any
 from autospec.report.checks import WARNING_KINDS, TrialWarning, trial_warnings
 from autospec.report.data import Measure, StudyData, TrialView
 
-__all__ = ["Ratio", "TableRow", "ParetoTable", "ratio", "build_table", "compact", "format_text", "format_markdown",
-           "fmt_measure", "fmt_ratio", "table_json"]
+__all__ = [
+    "Ratio",
+    "TableRow",
+    "ParetoTable",
+    "ratio",
+    "build_table",
+    "compact",
+    "format_text",
+    "format_markdown",
+    "fmt_measure",
+    "fmt_ratio",
+    "table_json",
+]
 
 _SHORT = {
     "speculative_num_steps": "steps",
@@ -96,12 +107,12 @@ def _row(data: StudyData, t: TrialView, baseline: TrialView | None, level: int |
     tpot = t.measure("tpot_ms_mean", level) if level is not None else None
     accept = t.measure("accept_length", level) if level is not None else None
     mrr = t.startup.get("max_running_requests")
-    return TableRow(t, objectives, tpot, accept, int(mrr) if isinstance(mrr, (int, float)) else None,
-                    ratios, trial_warnings(data, t), marks)
+    return TableRow(
+        t, objectives, tpot, accept, int(mrr) if isinstance(mrr, (int, float)) else None, ratios, trial_warnings(data, t), marks
+    )
 
 
-def build_table(data: StudyData, baseline: TrialView | None = None,
-                marks: dict[int, list[str]] | None = None) -> ParetoTable:
+def build_table(data: StudyData, baseline: TrialView | None = None, marks: dict[int, list[str]] | None = None) -> ParetoTable:
     """The table for `data`'s front; `marks` adds labels by trial number."""
     marks = {k: list(v) for k, v in (marks or {}).items()}
     for t in data.front:
@@ -114,7 +125,8 @@ def build_table(data: StudyData, baseline: TrialView | None = None,
     base_row = None
     if baseline is not None:
         base_row = next((r for r in rows if r.number == baseline.number), None) or _row(
-            data, baseline, baseline, level, marks.get(baseline.number, []))
+            data, baseline, baseline, level, marks.get(baseline.number, [])
+        )
     return ParetoTable(
         study=data.name,
         objective_names=[o.name for o in data.objectives],
@@ -133,12 +145,16 @@ def _legend(data: StudyData, baseline: TrialView | None, level: int | None, rows
     for o in data.objectives:
         lines.append(f"{o.name}: {o.label}, {'higher' if o.maximize else 'lower'} is better")
     if level is not None:
-        lines.append(f"TPOT@c{level}: time per output token after the first at C={level}, ms; "
-                     f"accept: tokens accepted per verify step at C={level}")
+        lines.append(
+            f"TPOT@c{level}: time per output token after the first at C={level}, ms; "
+            f"accept: tokens accepted per verify step at C={level}"
+        )
     lines.append("max_req: max_running_requests SGLang chose at startup (requests beyond it queue)")
     if baseline is not None:
-        lines.append(f"xR +-h: ratio to the baseline, trial {baseline.number} ({compact(baseline.flags)}); "
-                     ">1 means larger than the baseline")
+        lines.append(
+            f"xR +-h: ratio to the baseline, trial {baseline.number} ({compact(baseline.flags)}); "
+            ">1 means larger than the baseline"
+        )
     used = {w.kind for r in rows for w in r.warnings}
     for kind, (code, sentence) in WARNING_KINDS.items():
         if kind in used:
@@ -165,8 +181,11 @@ def fmt_ratio(r: Ratio | None) -> str:
 def _cells(table: ParetoTable, row: TableRow, with_ratios: bool) -> list[str]:
     cells = [str(row.number), compact(row.trial.flags)]
     cells += [fmt_measure(m) for m in row.objectives]
-    cells += [fmt_measure(row.tpot, 2), fmt_measure(row.accept_length, 2),
-              "-" if row.max_running_requests is None else str(row.max_running_requests)]
+    cells += [
+        fmt_measure(row.tpot, 2),
+        fmt_measure(row.accept_length, 2),
+        "-" if row.max_running_requests is None else str(row.max_running_requests),
+    ]
     if with_ratios:
         cells += [fmt_ratio(r) for r in row.ratios]
     cells.append("".join(w.code for w in row.warnings))
@@ -176,9 +195,14 @@ def _cells(table: ParetoTable, row: TableRow, with_ratios: bool) -> list[str]:
 
 def _headers(table: ParetoTable, with_ratios: bool) -> list[str]:
     level = table.tpot_concurrency
-    headers = ["trial", "configuration", *table.objective_names,
-               f"TPOT@c{level} ms" if level is not None else "TPOT ms",
-               f"accept@c{level}" if level is not None else "accept", "max_req"]
+    headers = [
+        "trial",
+        "configuration",
+        *table.objective_names,
+        f"TPOT@c{level} ms" if level is not None else "TPOT ms",
+        f"accept@c{level}" if level is not None else "accept",
+        "max_req",
+    ]
     if with_ratios:
         headers += [f"vs base {n}" for n in table.objective_names]
     return headers + ["warn", "note"]
@@ -213,9 +237,10 @@ def format_markdown(table: ParetoTable) -> str:
     """GitHub-flavoured Markdown table followed by the legend as a list."""
     with_ratios = table.baseline is not None
     headers = _headers(table, with_ratios)
-    out = ["| " + " | ".join(headers) + " |",
-           "|" + "|".join("---:" if i not in (1, len(headers) - 2, len(headers) - 1) else "---"
-                          for i in range(len(headers))) + "|"]
+    out = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---:" if i not in (1, len(headers) - 2, len(headers) - 1) else "---" for i in range(len(headers))) + "|",
+    ]
     for row in _all_rows(table):
         cells = [c.replace("+-", "±").replace("|", "\\|") for c in _cells(table, row, with_ratios)]
         out.append("| " + " | ".join(cells) + " |")
@@ -232,17 +257,23 @@ def table_json(table: ParetoTable) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts (front first, then the baseline when off the front)."""
     out = []
     for row in _all_rows(table):
-        out.append({
-            "number": row.number,
-            "params": row.trial.flags,
-            "objectives": {n: _measure_json(m) for n, m in zip(table.objective_names, row.objectives)},
-            "tpot_ms": _measure_json(row.tpot),
-            "accept_length": _measure_json(row.accept_length),
-            "max_running_requests": row.max_running_requests,
-            "ratio_to_baseline": {n: (None if r is None else {"value": r.value, "half_width": r.half_width})
-                                  for n, r in zip(table.objective_names, row.ratios)} if table.baseline else None,
-            "warnings": [{"kind": w.kind, "code": w.code, "detail": w.detail} for w in row.warnings],
-            "marks": row.marks,
-            "on_front": row.trial.kind == "front",
-        })
+        out.append(
+            {
+                "number": row.number,
+                "params": row.trial.flags,
+                "objectives": {n: _measure_json(m) for n, m in zip(table.objective_names, row.objectives)},
+                "tpot_ms": _measure_json(row.tpot),
+                "accept_length": _measure_json(row.accept_length),
+                "max_running_requests": row.max_running_requests,
+                "ratio_to_baseline": {
+                    n: (None if r is None else {"value": r.value, "half_width": r.half_width})
+                    for n, r in zip(table.objective_names, row.ratios)
+                }
+                if table.baseline
+                else None,
+                "warnings": [{"kind": w.kind, "code": w.code, "detail": w.detail} for w in row.warnings],
+                "marks": row.marks,
+                "on_front": row.trial.kind == "front",
+            }
+        )
     return out

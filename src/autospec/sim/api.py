@@ -101,14 +101,20 @@ class Api:
 
     def _warn_if_alias(self, path: str) -> None:
         if path.startswith("/get_"):
-            self.log.info(logs.deprecated_endpoint(path, "/" + path[len("/get_"):]))
+            self.log.info(logs.deprecated_endpoint(path, "/" + path[len("/get_") :]))
 
     def model_info(self) -> JSON:
-        return {"model_path": self.setup.model_path, "tokenizer_path": self.setup.model_path,
-                "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
-                "has_image_understanding": False, "has_audio_understanding": False,
-                "model_type": str(self.setup.extra("model_type", "llama")),
-                "architectures": [self.setup.architecture]}
+        return {
+            "model_path": self.setup.model_path,
+            "tokenizer_path": self.setup.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": str(self.setup.extra("model_type", "llama")),
+            "architectures": [self.setup.architecture],
+        }
 
     def _model_info(self, conn: HttpConnection, request: HttpRequest) -> None:
         self._warn_if_alias(request.path)
@@ -116,22 +122,38 @@ class Api:
 
     def server_info(self) -> JSON:
         stats = self.engine.stats
-        state: JSON = {"last_gen_throughput": stats.last_gen_throughput,
-                       "memory_usage": {"weight": self.outcome.weights_gb, "kvcache": self.outcome.kv_cache_gb,
-                                        "token_capacity": self.outcome.max_total_num_tokens,
-                                        "graph": self.outcome.cuda_graph_gb}}
+        state: JSON = {
+            "last_gen_throughput": stats.last_gen_throughput,
+            "memory_usage": {
+                "weight": self.outcome.weights_gb,
+                "kvcache": self.outcome.kv_cache_gb,
+                "token_capacity": self.outcome.max_total_num_tokens,
+                "graph": self.outcome.cuda_graph_gb,
+            },
+        }
         # Simulator-only counters (SGLang has no such keys): schedule keeping, for benchmarks.
         busy_now = time.monotonic() - self.engine.busy_since if self.engine.busy else 0.0
-        state.update({"sim_emitted_tokens": stats.emitted_tokens, "sim_scheduled_seconds": stats.scheduled_seconds,
-                      "sim_busy_seconds": stats.busy_seconds + busy_now,
-                      "sim_max_lag_seconds": stats.max_lag_seconds, "sim_retracted_requests": stats.retracted})
+        state.update(
+            {
+                "sim_emitted_tokens": stats.emitted_tokens,
+                "sim_scheduled_seconds": stats.scheduled_seconds,
+                "sim_busy_seconds": stats.busy_seconds + busy_now,
+                "sim_max_lag_seconds": stats.max_lag_seconds,
+                "sim_retracted_requests": stats.retracted,
+            }
+        )
         if self.cfg.speculative_algorithm is not None:
             state["avg_spec_accept_length"] = stats.decode_tokens / stats.verify_steps if stats.verify_steps else 0.0
         info = dict(self.setup.server_args)
-        info.update({"status": "ready" if self.ready else "starting",
-                     "max_total_num_tokens": self.outcome.max_total_num_tokens,
-                     "max_req_input_len": max(self.outcome.context_len - 1, 1),
-                     "internal_states": [state], "version": self.profile.sglang_version})
+        info.update(
+            {
+                "status": "ready" if self.ready else "starting",
+                "max_total_num_tokens": self.outcome.max_total_num_tokens,
+                "max_req_input_len": max(self.outcome.context_len - 1, 1),
+                "internal_states": [state],
+                "version": self.profile.sglang_version,
+            }
+        )
         return info
 
     def _server_info(self, conn: HttpConnection, request: HttpRequest) -> None:
@@ -139,9 +161,15 @@ class Api:
         conn.send_json(200, self.server_info(), request.method, request.path)
 
     def _models(self, conn: HttpConnection, request: HttpRequest) -> None:
-        card = {"id": self.setup.served_model_name, "object": "model", "created": int(time.time()),
-                "owned_by": "sglang", "root": self.setup.model_path, "parent": None,
-                "max_model_len": self.outcome.context_len}
+        card = {
+            "id": self.setup.served_model_name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "sglang",
+            "root": self.setup.model_path,
+            "parent": None,
+            "max_model_len": self.outcome.context_len,
+        }
         conn.send_json(200, {"object": "list", "data": [card]}, request.method, request.path)
 
     def _flush_cache(self, conn: HttpConnection, request: HttpRequest) -> None:
@@ -185,11 +213,15 @@ class Api:
         total = parsed.prompt_tokens + parsed.max_new_tokens
         limit = self.outcome.context_len
         if total > limit:
-            raise ApiError(400, (
-                f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
-                f"You requested a total of {total} tokens: {parsed.prompt_tokens} tokens from the input "
-                f"messages and {parsed.max_new_tokens} tokens for the completion. Please reduce the number "
-                f"of tokens in the input messages or the completion to fit within the limit."))
+            raise ApiError(
+                400,
+                (
+                    f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
+                    f"You requested a total of {total} tokens: {parsed.prompt_tokens} tokens from the input "
+                    f"messages and {parsed.max_new_tokens} tokens for the completion. Please reduce the number "
+                    f"of tokens in the input messages or the completion to fit within the limit."
+                ),
+            )
 
     def _accept(self, workload: str, temperature: float) -> tuple[float, list[float] | None]:
         """(mean accept length, its CDF when noise is on) for a workload and temperature."""
@@ -230,12 +262,19 @@ class Api:
         self._request_counter += 1
         mean, cdf = self._accept(self._workload(parsed.prompt_text), parsed.temperature)
         stop_at, at_eos = self._stop_at(parsed)
-        responder = Responder(conn, parsed, request.method, request.path,
-                              draft_tokens=self.engine.draft_tokens, truncate_after=truncate_after)
+        responder = Responder(
+            conn, parsed, request.method, request.path, draft_tokens=self.engine.draft_tokens, truncate_after=truncate_after
+        )
         gen = Generation(
-            rid=uuid.uuid4().hex, prompt_tokens=parsed.prompt_tokens, max_new_tokens=parsed.max_new_tokens,
-            stop_at=stop_at, accept_mean=mean, accept_cdf=cdf, on_step=responder.on_step,
-            token_state=self._request_counter * 7919 + 17, stopped_at_eos=at_eos,
+            rid=uuid.uuid4().hex,
+            prompt_tokens=parsed.prompt_tokens,
+            max_new_tokens=parsed.max_new_tokens,
+            stop_at=stop_at,
+            accept_mean=mean,
+            accept_cdf=cdf,
+            on_step=responder.on_step,
+            token_state=self._request_counter * 7919 + 17,
+            stopped_at_eos=at_eos,
             histogram=[0] * self.engine.draft_tokens if self.cfg.speculative_algorithm is not None else None,
         )
         if stop_at == 0:  # max_new_tokens=0: answered at once, no engine step

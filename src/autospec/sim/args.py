@@ -34,14 +34,37 @@ ENV_FAULTS = "AUTOSPEC_SIM_FAULTS"
 
 # Choices as in sglang 0.5.23 server_args.py (subset that matters on CUDA hosts).
 ATTENTION_BACKENDS = [
-    "triton", "torch_native", "flex_attention", "nsa", "cutlass_mla", "fa3", "fa4",
-    "flashinfer", "flashmla", "trtllm_mla", "trtllm_mha", "dual_chunk_flash_attn",
-    "aiter", "wave", "intel_amx", "ascend", "intel_xpu",
+    "triton",
+    "torch_native",
+    "flex_attention",
+    "nsa",
+    "cutlass_mla",
+    "fa3",
+    "fa4",
+    "flashinfer",
+    "flashmla",
+    "trtllm_mla",
+    "trtllm_mha",
+    "dual_chunk_flash_attn",
+    "aiter",
+    "wave",
+    "intel_amx",
+    "ascend",
+    "intel_xpu",
 ]
 SPECULATIVE_ALGORITHMS = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH"]
 LOAD_FORMATS = [
-    "auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "gguf",
-    "bitsandbytes", "layered", "remote", "remote_instance",
+    "auto",
+    "pt",
+    "safetensors",
+    "npcache",
+    "dummy",
+    "sharded_state",
+    "gguf",
+    "bitsandbytes",
+    "layered",
+    "remote",
+    "remote_instance",
 ]
 DTYPES = ["auto", "half", "float16", "bfloat16", "float", "float32"]
 KV_CACHE_DTYPES = ["auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1"]
@@ -154,26 +177,72 @@ def build_parser() -> argparse.ArgumentParser:
     add("--api-key", type=str)
     add("--enable-metrics", action="store_true", default=None)
     # The simulator's own flags.
-    add("--sim-profile", dest="sim_profile", type=str, metavar="FILE",
-        help="simulator profile (TOML); default: the bundled default profile")
+    add(
+        "--sim-profile",
+        dest="sim_profile",
+        type=str,
+        metavar="FILE",
+        help="simulator profile (TOML); default: the bundled default profile",
+    )
     add("--sim-seed", dest="sim_seed", type=int, metavar="N", help="noise seed (default: the profile's)")
-    add("--sim-noise", dest="sim_noise", type=_on_off, default=True, metavar="on|off",
-        help="per-run and per-step speed noise and sampled acceptance (default on)")
-    add("--sim-load-seconds", dest="sim_load_seconds", type=_non_negative_float, metavar="S",
-        help="model load time before the KV lines (overrides the profile)")
-    add("--sim-warmup-seconds", dest="sim_warmup_seconds", type=_non_negative_float, metavar="S",
-        help="warmup time between the uvicorn lines and readiness (overrides the profile)")
-    add("--sim-time-scale", dest="sim_time_scale", type=_positive_float, default=1.0, metavar="F",
-        help="multiply every simulated duration (load, warmup, prefill, decode steps)")
-    add("--sim-gpu-state-dir", dest="sim_gpu_state_dir", type=str, metavar="DIR",
-        help=f"where to record simulated GPU memory (else ${ENV_GPU_STATE_DIR}; else nowhere)")
-    add("--sim-fault", dest="sim_fault", action="append", default=[], metavar="SPEC",
-        help=f"inject a fault (repeatable; also ${ENV_FAULTS}, comma-separated)")
+    add(
+        "--sim-noise",
+        dest="sim_noise",
+        type=_on_off,
+        default=True,
+        metavar="on|off",
+        help="per-run and per-step speed noise and sampled acceptance (default on)",
+    )
+    add(
+        "--sim-load-seconds",
+        dest="sim_load_seconds",
+        type=_non_negative_float,
+        metavar="S",
+        help="model load time before the KV lines (overrides the profile)",
+    )
+    add(
+        "--sim-warmup-seconds",
+        dest="sim_warmup_seconds",
+        type=_non_negative_float,
+        metavar="S",
+        help="warmup time between the uvicorn lines and readiness (overrides the profile)",
+    )
+    add(
+        "--sim-time-scale",
+        dest="sim_time_scale",
+        type=_positive_float,
+        default=1.0,
+        metavar="F",
+        help="multiply every simulated duration (load, warmup, prefill, decode steps)",
+    )
+    add(
+        "--sim-gpu-state-dir",
+        dest="sim_gpu_state_dir",
+        type=str,
+        metavar="DIR",
+        help=f"where to record simulated GPU memory (else ${ENV_GPU_STATE_DIR}; else nowhere)",
+    )
+    add(
+        "--sim-fault",
+        dest="sim_fault",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help=f"inject a fault (repeatable; also ${ENV_FAULTS}, comma-separated)",
+    )
     return parser
 
 
-_SIM_DESTS = ("sim_profile", "sim_seed", "sim_noise", "sim_load_seconds", "sim_warmup_seconds",
-              "sim_time_scale", "sim_gpu_state_dir", "sim_fault")
+_SIM_DESTS = (
+    "sim_profile",
+    "sim_seed",
+    "sim_noise",
+    "sim_load_seconds",
+    "sim_warmup_seconds",
+    "sim_time_scale",
+    "sim_gpu_state_dir",
+    "sim_fault",
+)
 
 
 def parse_command_line(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> CommandLine:
@@ -181,11 +250,7 @@ def parse_command_line(argv: Sequence[str], environ: Mapping[str, str] | None = 
     environ = os.environ if environ is None else environ
     namespace = build_parser().parse_args(list(argv))
     values = vars(namespace)
-    flags = {
-        name: value
-        for name, value in values.items()
-        if name not in _SIM_DESTS and value is not None
-    }
+    flags = {name: value for name, value in values.items() if name not in _SIM_DESTS and value is not None}
     env_faults = [spec.strip() for spec in environ.get(ENV_FAULTS, "").split(",") if spec.strip()]
     sim = SimOptions(
         profile_path=values["sim_profile"],

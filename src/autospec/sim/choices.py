@@ -9,6 +9,17 @@ __all__ = ["ALGORITHMS", "ATTENTION_BACKENDS"]
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 #: attention backends the sim knows (a subset of SGLang's choices)
 ATTENTION_BACKENDS = (
-    "flashinfer", "fa3", "fa4", "triton", "torch_native", "flex_attention",
-    "trtllm_mha", "trtllm_mla", "flashmla", "cutlass_mla", "aiter", "wave", "intel_amx",
+    "flashinfer",
+    "fa3",
+    "fa4",
+    "triton",
+    "torch_native",
+    "flex_attention",
+    "trtllm_mha",
+    "trtllm_mla",
+    "flashmla",
+    "cutlass_mla",
+    "aiter",
+    "wave",
+    "intel_amx",
 )

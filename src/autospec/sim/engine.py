@@ -142,10 +142,21 @@ class EngineStats:
 class Engine:
     """The batch scheduler (module docstring); ``run()`` is the loop, ``submit()`` feeds it."""
 
-    def __init__(self, *, profile: Profile, cfg: ServerConfig, max_running: int, max_total_tokens: int, time_scale: float,
-                 noise: bool, rng: random.Random, log: logs.SglangLog,
-                 on_complete: Callable[[Generation], None], disable_cuda_graph: bool = False,
-                 stall: tuple[int, float] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        profile: Profile,
+        cfg: ServerConfig,
+        max_running: int,
+        max_total_tokens: int,
+        time_scale: float,
+        noise: bool,
+        rng: random.Random,
+        log: logs.SglangLog,
+        on_complete: Callable[[Generation], None],
+        disable_cuda_graph: bool = False,
+        stall: tuple[int, float] | None = None,
+    ) -> None:
         self.profile = profile
         self.cfg = cfg
         self.max_running = max(1, max_running)
@@ -279,8 +290,7 @@ class Engine:
             reserved += gen.kv_tokens
         return admitted
 
-    async def _prefill(self, loop: asyncio.AbstractEventLoop, deadline: float,
-                       admitted: list[Generation]) -> tuple[float, int]:
+    async def _prefill(self, loop: asyncio.AbstractEventLoop, deadline: float, admitted: list[Generation]) -> tuple[float, int]:
         """One prefill step for `admitted`: starts when the previous step ended or when its
         first request arrived, whichever is later. Returns (new deadline, slots freed)."""
         deadline = max(deadline, min(g.arrived for g in admitted))
@@ -292,12 +302,17 @@ class Engine:
         deadline += duration
         self.stats.scheduled_seconds += duration
         await _sleep_until(loop, deadline, self.stats)
-        self.log.rank(logs.prefill_batch(
-            new_seq=len(admitted), new_token=tokens, token_usage=self.kv_tokens / self.max_total_tokens,
-            running=len(self.running), queued=len(self.waiting),
-            cuda_graph=len(self.running) + len(admitted) <= self.cuda_graph_max_bs,
-            input_throughput=tokens / duration if duration > 0 else 0.0,
-        ))
+        self.log.rank(
+            logs.prefill_batch(
+                new_seq=len(admitted),
+                new_token=tokens,
+                token_usage=self.kv_tokens / self.max_total_tokens,
+                running=len(self.running),
+                queued=len(self.waiting),
+                cuda_graph=len(self.running) + len(admitted) <= self.cuda_graph_max_bs,
+                input_throughput=tokens / duration if duration > 0 else 0.0,
+            )
+        )
         freed = 0
         for gen in admitted:
             if gen.aborted:
@@ -343,11 +358,15 @@ class Engine:
         decoded = sum(g.completion_tokens for g in self.running)
         budget = sum(g.max_new_tokens for g in self.running)
         self.new_token_ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(self.running)) / (budget + 1))
-        self.log.rank(logs.kv_retraction(
-            retracted=len(retracted), tokens_gained=before - self.kv_tokens,
-            old_ratio=old_ratio, new_ratio=self.new_token_ratio,
-            mamba_gained=len(retracted) if self._hybrid_state else None,
-        ))
+        self.log.rank(
+            logs.kv_retraction(
+                retracted=len(retracted),
+                tokens_gained=before - self.kv_tokens,
+                old_ratio=old_ratio,
+                new_ratio=self.new_token_ratio,
+                mamba_gained=len(retracted) if self._hybrid_state else None,
+            )
+        )
 
     @property
     def _hybrid_state(self) -> bool:
@@ -429,11 +448,18 @@ class Engine:
         if self.speculative:
             accept_len = self._interval_tokens / max(self._interval_verify, 1)
             accept_rate = (accept_len - 1.0) / max(self.draft_tokens - 1, 1)
-        self.log.rank(logs.decode_batch(
-            running=batch, tokens=self.kv_tokens, token_usage=self.kv_tokens / self.max_total_tokens,
-            accept_len=accept_len, accept_rate=accept_rate, cuda_graph=batch <= self.cuda_graph_max_bs,
-            gen_throughput=throughput, queued=len(self.waiting),
-        ))
+        self.log.rank(
+            logs.decode_batch(
+                running=batch,
+                tokens=self.kv_tokens,
+                token_usage=self.kv_tokens / self.max_total_tokens,
+                accept_len=accept_len,
+                accept_rate=accept_rate,
+                cuda_graph=batch <= self.cuda_graph_max_bs,
+                gen_throughput=throughput,
+                queued=len(self.waiting),
+            )
+        )
         self._interval_tokens = self._interval_verify = self._interval_steps = 0
         self._interval_start = now
 

@@ -40,8 +40,10 @@ class FaultSpecError(ValueError):
     """A fault spec cannot be parsed; the message names the spec and the accepted forms."""
 
 
-ACCEPTED = ("crash_after_requests=N, hang_at_start, ignore_sigterm, zombie_child, "
-            "slow_start=S, crash_at_start, error_rate=P, stall_after_requests=N:S")
+ACCEPTED = (
+    "crash_after_requests=N, hang_at_start, ignore_sigterm, zombie_child, "
+    "slow_start=S, crash_at_start, error_rate=P, stall_after_requests=N:S"
+)
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,7 @@ class GpuStateFile:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"pid": self.pid, "gpus": list(gpus), "mem_mb": round(float(mem_mb), 1),
-                  "cmdline": cmdline}
+        record = {"pid": self.pid, "gpus": list(gpus), "mem_mb": round(float(mem_mb), 1), "cmdline": cmdline}
         temporary = self.path.with_name(f".{self.path.name}.tmp")
         temporary.write_text(json.dumps(record))
         os.replace(temporary, self.path)
@@ -39,4 +38,3 @@ class GpuStateFile:
         if self.path is None:
             return
         self.path.unlink(missing_ok=True)
-

@@ -92,8 +92,8 @@ def parse_request(buffer: bytearray) -> HttpRequest | None:
         raise BadRequest("body too large")
     if len(buffer) < end + 4 + length:
         return None
-    body = bytes(buffer[end + 4:end + 4 + length])
-    del buffer[:end + 4 + length]
+    body = bytes(buffer[end + 4 : end + 4 + length])
+    del buffer[: end + 4 + length]
     connection = headers.get("connection", "").lower()
     keep_alive = (version == "HTTP/1.1" and connection != "close") or connection == "keep-alive"
     return HttpRequest(method.upper(), target.split("?", 1)[0], headers, body, keep_alive)

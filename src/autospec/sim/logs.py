@@ -59,10 +59,7 @@ def load_weight_end(elapsed_s: float, model_type: str, avail_gb: float, usage_gb
 
 
 def kv_cache_allocated(num_tokens: int, k_gb: float, v_gb: float) -> str:
-    return (
-        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {num_tokens}, "
-        f"K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
-    )
+    return f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {num_tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
 
 
 def memory_pool_end(avail_gb: float) -> str:
@@ -107,25 +104,35 @@ def graph_capture_lines(
         f"bs={bs}, avail mem={avail_before_gb:.2f} GB"
     ]
     end = [
-        f"Capture {phase} CUDA graph end. elapsed={elapsed_s:.2f} s, mem usage={usage:.2f} GB, "
-        f"avail mem={avail_after_gb:.2f} GB."
+        f"Capture {phase} CUDA graph end. elapsed={elapsed_s:.2f} s, mem usage={usage:.2f} GB, avail mem={avail_after_gb:.2f} GB."
     ]
     return begin, end
 
 
-def graph_capture_begin_only(sglang_version: str, *, speculative: bool, num_tokens_per_req: int,
-                             max_bs: int, avail_gb: float) -> list[str]:
+def graph_capture_begin_only(
+    sglang_version: str, *, speculative: bool, num_tokens_per_req: int, max_bs: int, avail_gb: float
+) -> list[str]:
     """The begin line(s) printed before a capture that then fails."""
     begin, _ = graph_capture_lines(
-        sglang_version, speculative=speculative, num_tokens_per_req=num_tokens_per_req,
-        max_bs=max_bs, avail_before_gb=avail_gb, avail_after_gb=avail_gb, elapsed_s=0.0,
+        sglang_version,
+        speculative=speculative,
+        num_tokens_per_req=num_tokens_per_req,
+        max_bs=max_bs,
+        avail_before_gb=avail_gb,
+        avail_after_gb=avail_gb,
+        elapsed_s=0.0,
     )
     return begin
 
 
 def startup_summary(
-    *, max_total_num_tokens: int, chunked_prefill_size: int, max_prefill_tokens: int,
-    max_running_requests: int, context_len: int, available_gpu_mem_gb: float,
+    *,
+    max_total_num_tokens: int,
+    chunked_prefill_size: int,
+    max_prefill_tokens: int,
+    max_running_requests: int,
+    context_len: int,
+    available_gpu_mem_gb: float,
 ) -> str:
     return (
         f"max_total_num_tokens={max_total_num_tokens}, chunked_prefill_size={chunked_prefill_size}, "
@@ -145,6 +152,7 @@ def uvicorn_startup(pid: int, host: str, port: int) -> list[str]:
 
 READY = "The server is fired up and ready to roll!"
 
+
 def access_line(client: str, method: str, path: str, status: int) -> str:
     """uvicorn's access log line."""
     return f'INFO:     {client} - "{method} {path} HTTP/1.1" {status} {_reason(status)}'.rstrip()
@@ -162,8 +170,9 @@ def deprecated_endpoint(old: str, new: str) -> str:
     return f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
 
 
-def prefill_batch(*, new_seq: int, new_token: int, token_usage: float, running: int,
-                  queued: int, cuda_graph: bool, input_throughput: float) -> str:
+def prefill_batch(
+    *, new_seq: int, new_token: int, token_usage: float, running: int, queued: int, cuda_graph: bool, input_throughput: float
+) -> str:
     return (
         f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: 0, "
         f"token usage: {token_usage:.2f}, #running-req: {running}, #queue-req: {queued}, "
@@ -171,9 +180,17 @@ def prefill_batch(*, new_seq: int, new_token: int, token_usage: float, running: 
     )
 
 
-def decode_batch(*, running: int, tokens: int, token_usage: float, accept_len: float | None,
-                 accept_rate: float | None, cuda_graph: bool, gen_throughput: float,
-                 queued: int) -> str:
+def decode_batch(
+    *,
+    running: int,
+    tokens: int,
+    token_usage: float,
+    accept_len: float | None,
+    accept_rate: float | None,
+    cuda_graph: bool,
+    gen_throughput: float,
+    queued: int,
+) -> str:
     spec = ""
     if accept_len is not None:
         spec = f"accept len: {accept_len:.2f}, accept rate: {accept_rate or 0.0:.2f}, "
@@ -184,8 +201,9 @@ def decode_batch(*, running: int, tokens: int, token_usage: float, accept_len: f
     )
 
 
-def kv_retraction(*, retracted: int, tokens_gained: int, old_ratio: float, new_ratio: float,
-                  mamba_gained: int | None = None) -> str:
+def kv_retraction(
+    *, retracted: int, tokens_gained: int, old_ratio: float, new_ratio: float, mamba_gained: int | None = None
+) -> str:
     """The scheduler's warning when decode finds the KV pool full (sglang 0.5.16 and 0.5.23
     ``scheduler.py``, same wording; ``#mamba_num_gained`` only for hybrid models)."""
     details = f"#retracted_reqs: {retracted}, #new_tokens_gained: {tokens_gained}"
@@ -210,38 +228,48 @@ SIGTERM_RECEIVED = "SIGTERM received. signum=None frame=None. Draining requests 
 
 #: Frames of the scheduler's init path in sglang 0.5.16 (kvsmall.log), reused for any init error.
 SCHEDULER_INIT_FRAMES = [
-    ("<site-packages>/sglang/srt/managers/scheduler.py", 4623, "run_scheduler_process",
-     "scheduler = Scheduler("),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 4623, "run_scheduler_process", "scheduler = Scheduler("),
     ("<site-packages>/sglang/srt/managers/scheduler.py", 431, "__init__", "self.init_model_worker()"),
-    ("<site-packages>/sglang/srt/managers/scheduler.py", 851, "init_model_worker",
-     "self.init_memory_pools()"),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 851, "init_model_worker", "self.init_memory_pools()"),
 ]
 SCHEDULER_WEIGHTS_FRAMES = SCHEDULER_INIT_FRAMES[:2] + [
-    ("<site-packages>/sglang/srt/managers/scheduler.py", 838, "init_model_worker",
-     "self.tp_worker = TpModelWorker("),
-    ("<site-packages>/sglang/srt/model_executor/model_runner.py", 912, "load_model",
-     "self.model = self.loader.load_model("),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 838, "init_model_worker", "self.tp_worker = TpModelWorker("),
+    ("<site-packages>/sglang/srt/model_executor/model_runner.py", 912, "load_model", "self.model = self.loader.load_model("),
 ]
 SCHEDULER_GRAPH_FRAMES = SCHEDULER_INIT_FRAMES[:2] + [
-    ("<site-packages>/sglang/srt/managers/scheduler.py", 838, "init_model_worker",
-     "self.tp_worker = TpModelWorker("),
-    ("<site-packages>/sglang/srt/model_executor/model_runner.py", 2318, "init_device_graphs",
-     "self.graph_runner = CudaGraphRunner(self)"),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 838, "init_model_worker", "self.tp_worker = TpModelWorker("),
+    (
+        "<site-packages>/sglang/srt/model_executor/model_runner.py",
+        2318,
+        "init_device_graphs",
+        "self.graph_runner = CudaGraphRunner(self)",
+    ),
 ]
 #: Frames down to ModelRunner's set_device in sglang 0.5.23 (a rank whose GPU id is not
 #: below the device count; the frames of the other init failures are 0.5.16's).
 SCHEDULER_DEVICE_FRAMES = [
-    ("<site-packages>/sglang/srt/managers/scheduler.py", 6362, "run_scheduler_process",
-     "scheduler = Scheduler(server_args, port_args)"),
+    (
+        "<site-packages>/sglang/srt/managers/scheduler.py",
+        6362,
+        "run_scheduler_process",
+        "scheduler = Scheduler(server_args, port_args)",
+    ),
     ("<site-packages>/sglang/srt/managers/scheduler.py", 568, "__init__", "self.init_model_worker()"),
     ("<site-packages>/sglang/srt/managers/scheduler.py", 1130, "init_model_worker", "self.init_tp_model_worker()"),
-    ("<site-packages>/sglang/srt/managers/scheduler.py", 1033, "init_tp_model_worker",
-     "self.tp_worker = TpModelWorker(**worker_kwargs)"),
+    (
+        "<site-packages>/sglang/srt/managers/scheduler.py",
+        1033,
+        "init_tp_model_worker",
+        "self.tp_worker = TpModelWorker(**worker_kwargs)",
+    ),
     ("<site-packages>/sglang/srt/managers/tp_worker.py", 319, "__init__", "self._init_model_runner()"),
-    ("<site-packages>/sglang/srt/managers/tp_worker.py", 487, "_init_model_runner",
-     "self._model_runner = ModelRunner("),
-    ("<site-packages>/sglang/srt/model_executor/model_runner.py", 455, "__init__",
-     "torch.get_device_module(self.device).set_device(get_device().gpu_id)"),
+    ("<site-packages>/sglang/srt/managers/tp_worker.py", 487, "_init_model_runner", "self._model_runner = ModelRunner("),
+    (
+        "<site-packages>/sglang/srt/model_executor/model_runner.py",
+        455,
+        "__init__",
+        "torch.get_device_module(self.device).set_device(get_device().gpu_id)",
+    ),
     ("<site-packages>/torch/cuda/__init__.py", 638, "set_device", "torch._C._cuda_setDevice(device)"),
 ]
 
@@ -270,12 +298,9 @@ def set_device_context(gpu_id: int, tp_rank: int, tp_size: int, visible_devices:
 
 
 SCHEDULER_LOOP_FRAMES = [
-    ("<site-packages>/sglang/srt/managers/scheduler.py", 4651, "run_scheduler_process",
-     "scheduler.event_loop_overlap()"),
-    ("<site-packages>/sglang/srt/managers/scheduler.py", 1342, "event_loop_overlap",
-     "batch_result = self.run_batch(batch)"),
-    ("<site-packages>/sglang/srt/speculative/eagle_worker.py", 312, "forward_batch_generation",
-     "self.verify(batch, spec_info)"),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 4651, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+    ("<site-packages>/sglang/srt/managers/scheduler.py", 1342, "event_loop_overlap", "batch_result = self.run_batch(batch)"),
+    ("<site-packages>/sglang/srt/speculative/eagle_worker.py", 312, "forward_batch_generation", "self.verify(batch, spec_info)"),
 ]
 
 
@@ -286,8 +311,7 @@ def uses_resolve_once(sglang_version: str) -> bool:
     return version_at_least(sglang_version, "0.5.23")
 
 
-def argument_error_traceback(error_line: str, sglang_version: str = "0.5.16", *,
-                             algorithm: str | None = None) -> list[str]:
+def argument_error_traceback(error_line: str, sglang_version: str = "0.5.16", *, algorithm: str | None = None) -> list[str]:
     """The traceback ``python -m sglang.launch_server`` prints for a rejected argument, ending
     in ``error_line`` (``ValueError: <SGLang's message>``): 0.5.16's (ngram.log), or 0.5.23's
     ``resolve_once`` chain as it printed it for NGRAM (``_handle_ngram``) and STANDALONE

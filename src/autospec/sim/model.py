@@ -236,9 +236,7 @@ _MSG_NGRAM_DP = "Currently ngram speculative decoding does not support dp attent
 _MSG_NONE_COMPARE = "'>' not supported between instances of 'NoneType' and 'int'"
 _NOTE_MRR = "Max running requests is reset to 48 for speculative decoding."
 _NOTE_MRR_OVERRIDE = " You can override this by explicitly setting --max-running-requests."
-_NOTE_DRAFT = (
-    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
-)
+_NOTE_DRAFT = "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
 _NOTE_NGRAM_DRAFT = (
     "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
     "You can override this by explicitly setting --speculative-num-draft-tokens."
@@ -246,9 +244,7 @@ _NOTE_NGRAM_DRAFT = (
 
 
 _MSG_PP_EAGLE_ONLY = "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
-_MSG_PP_PREFILL_ONLY = (
-    "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)"
-)
+_MSG_PP_PREFILL_ONLY = "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)"
 
 
 def _pp_message(version: str, algo: str, flags: Mapping[str, Any]) -> str | None:
@@ -300,8 +296,9 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
     algo = str(algo).upper() if algo else None
     if algo is not None and algo not in ALGORITHMS:
         choices = ", ".join(repr(a) for a in ALGORITHMS)
-        raise ArgumentRejected(f"argument --speculative-algorithm: invalid choice: '{algo}' (choose from {choices})",
-                               "SystemExit")
+        raise ArgumentRejected(
+            f"argument --speculative-algorithm: invalid choice: '{algo}' (choose from {choices})", "SystemExit"
+        )
     if algo == "NEXTN":  # SGLang: NEXTN (MTP heads) is an alias of EAGLE
         algo = "EAGLE"
     backend = str(_flag(flags, "attention_backend") or profile.attention_backend)
@@ -315,8 +312,11 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
     if algo is not None:
         if mrr is None:
             notes.append(_NOTE_MRR + (_NOTE_MRR_OVERRIDE if version_at_least(version, "0.5.7") else ""))
-        steps, topk, draft = (_resolve_ngram(flags, backend, page_size, dp_attention, notes) if algo == "NGRAM"
-                              else _resolve_eagle(profile, algo, flags, backend, page_size, dp_attention, notes))
+        steps, topk, draft = (
+            _resolve_ngram(flags, backend, page_size, dp_attention, notes)
+            if algo == "NGRAM"
+            else _resolve_eagle(profile, algo, flags, backend, page_size, dp_attention, notes)
+        )
         pp_problem = _pp_message(version, algo, flags) if pp_size > 1 else None
         if pp_problem:
             raise ArgumentRejected(pp_problem, "AssertionError")
@@ -331,8 +331,7 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
         speculative_num_draft_tokens=draft,
         mem_fraction_static=float(_flag(flags, "mem_fraction_static") or profile.mem_fraction_static),
         max_running_requests=mrr,
-        cuda_graph_max_bs=int(_flag(flags, "cuda_graph_max_bs", "cuda_graph_max_bs_decode")
-                              or profile.cuda_graph_max_bs),
+        cuda_graph_max_bs=int(_flag(flags, "cuda_graph_max_bs", "cuda_graph_max_bs_decode") or profile.cuda_graph_max_bs),
         attention_backend=backend,
         page_size=page_size,
         context_length=int(context) if context is not None else None,
@@ -343,8 +342,9 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
     )
 
 
-def _resolve_eagle(profile: Profile, algo: str, flags: Mapping[str, Any], backend: str, page_size: int,
-                   dp_attention: bool, notes: list[str]) -> tuple[int, int, int]:
+def _resolve_eagle(
+    profile: Profile, algo: str, flags: Mapping[str, Any], backend: str, page_size: int, dp_attention: bool, notes: list[str]
+) -> tuple[int, int, int]:
     """EAGLE / EAGLE3 / STANDALONE, in the order SGLang checks them."""
     if algo == "STANDALONE" and dp_attention:
         raise ArgumentRejected(_MSG_STANDALONE_DP)
@@ -369,15 +369,19 @@ def _resolve_eagle(profile: Profile, algo: str, flags: Mapping[str, Any], backen
         raise ArgumentRejected(_tree_paged_message(profile.sglang_version, backend))
     if draft is None:  # topk > 1 without draft tokens: SGLang fails on the first use of the None
         raise ArgumentRejected("unsupported operand type(s) for -: 'NoneType' and 'int'", "TypeError")
-    for name, value in (("speculative_num_steps", steps), ("speculative_eagle_topk", topk),
-                        ("speculative_num_draft_tokens", draft)):
+    for name, value in (
+        ("speculative_num_steps", steps),
+        ("speculative_eagle_topk", topk),
+        ("speculative_num_draft_tokens", draft),
+    ):
         if value < 1:
             raise ArgumentRejected(f"{name} must be a positive integer, got {value}", "ValueError")
     return steps, topk, draft
 
 
-def _resolve_ngram(flags: Mapping[str, Any], backend: str, page_size: int, dp_attention: bool,
-                   notes: list[str]) -> tuple[int, int, int]:
+def _resolve_ngram(
+    flags: Mapping[str, Any], backend: str, page_size: int, dp_attention: bool, notes: list[str]
+) -> tuple[int, int, int]:
     """NGRAM: topk := speculative_ngram_max_bfs_breadth (default 10); draft defaults to 12."""
     topk = int(flags.get("speculative_ngram_max_bfs_breadth") or 10)
     draft = _opt_int(flags.get("speculative_num_draft_tokens"))
@@ -414,8 +418,7 @@ def draft_tree_invalid(cfg: ServerConfig) -> bool:
     (`max_draft_tokens`). NGRAM verifies a trie from its own worker, with no such limit."""
     if not cfg.speculative or cfg.speculative_algorithm == "NGRAM":
         return False
-    return cfg.speculative_num_draft_tokens > max_draft_tokens(cfg.speculative_num_steps,
-                                                               cfg.speculative_eagle_topk)
+    return cfg.speculative_num_draft_tokens > max_draft_tokens(cfg.speculative_num_steps, cfg.speculative_eagle_topk)
 
 
 def gpus_needed(cfg: ServerConfig) -> int:
@@ -500,11 +503,13 @@ def init_outcome(profile: Profile, cfg: ServerConfig) -> InitOutcome:
     f = cfg.mem_fraction_static
     loaded = weights + draft
 
-    def outcome(status: str, message: str, used: float, kv: float = 0.0, graph: float = 0.0,
-                tokens: int = 0, mrr: int = 0) -> InitOutcome:
+    def outcome(
+        status: str, message: str, used: float, kv: float = 0.0, graph: float = 0.0, tokens: int = 0, mrr: int = 0
+    ) -> InitOutcome:
         used = min(used, total)
-        return InitOutcome(status, message, tokens, mrr, context_len, _gb(total - used), _gb(used),
-                           _gb(loaded), _gb(kv), _gb(graph))
+        return InitOutcome(
+            status, message, tokens, mrr, context_len, _gb(total - used), _gb(used), _gb(loaded), _gb(kv), _gb(graph)
+        )
 
     if loaded > pre:
         return outcome("weights_oom", _weights_oom_message(profile, pre), total)
@@ -514,24 +519,29 @@ def init_outcome(profile: Profile, cfg: ServerConfig) -> InitOutcome:
     tokens = int(max(kv_gb, 0.0) * GB // kv_bytes)
     tokens -= tokens % max(cfg.page_size, 1)
     if kv_gb <= 0 or tokens < profile.min_kv_tokens:
-        return outcome("kv_pool_too_small", _kv_message(profile, cfg, kv_gb, loaded / pre),
-                       profile.runtime_overhead_gb + loaded)
+        return outcome("kv_pool_too_small", _kv_message(profile, cfg, kv_gb, loaded / pre), profile.runtime_overhead_gb + loaded)
 
     slots = requested_running_requests(cfg)
     cap = int(tokens // profile.tokens_per_running_request) if profile.tokens_per_running_request else slots
     mrr = max(min(slots, cap), 1)
     static_used = profile.runtime_overhead_gb + f * pre
     if draft_tree_invalid(cfg):
-        return outcome("invalid_draft_tree", _graph_failure_message(profile, "selected index k out of range"),
-                       static_used, kv=kv_gb, tokens=tokens, mrr=mrr)
+        return outcome(
+            "invalid_draft_tree",
+            _graph_failure_message(profile, "selected index k out of range"),
+            static_used,
+            kv=kv_gb,
+            tokens=tokens,
+            mrr=mrr,
+        )
     graph = cuda_graph_gb(profile, cfg)
     headroom = (1.0 - f) * pre
     if headroom < profile.activation_gb + graph:
         free = max(headroom - profile.activation_gb, 0.0)
-        torch_error = _torch_oom_text(profile, alloc_gb=graph - free + 0.25, free_gb=free,
-                                      in_use_gb=total - free, private_pools_gb=free * 0.9)
-        return outcome("cuda_graph_oom", _graph_failure_message(profile, torch_error), total,
-                       kv=kv_gb, tokens=tokens, mrr=mrr)
+        torch_error = _torch_oom_text(
+            profile, alloc_gb=graph - free + 0.25, free_gb=free, in_use_gb=total - free, private_pools_gb=free * 0.9
+        )
+        return outcome("cuda_graph_oom", _graph_failure_message(profile, torch_error), total, kv=kv_gb, tokens=tokens, mrr=mrr)
     used = static_used + graph
     return outcome("ok", "", used, kv=kv_gb, graph=graph, tokens=tokens, mrr=mrr)
 
@@ -594,12 +604,14 @@ def format_size(n_bytes: float) -> str:
     return f"{n / 1073741824:.2f} GiB"
 
 
-def _torch_oom_text(profile: Profile, alloc_gb: float, free_gb: float, in_use_gb: float,
-                    private_pools_gb: float = 0.0) -> str:
+def _torch_oom_text(profile: Profile, alloc_gb: float, free_gb: float, in_use_gb: float, private_pools_gb: float = 0.0) -> str:
     """str(torch.OutOfMemoryError) as CUDACachingAllocator words it (torch 2.8-2.11)."""
     allocated = max(in_use_gb - 0.5, 0.0)
-    pools = f"with {format_size(private_pools_gb * GB)} allocated in private pools (e.g., CUDA Graphs), " \
-        if private_pools_gb > 0 else ""
+    pools = (
+        f"with {format_size(private_pools_gb * GB)} allocated in private pools (e.g., CUDA Graphs), "
+        if private_pools_gb > 0
+        else ""
+    )
     return (
         f"CUDA out of memory. Tried to allocate {format_size(max(alloc_gb, 0.02) * GB)}. GPU 0 has a total "
         f"capacity of {format_size(profile.gpu_mem_gb * GB)} of which {format_size(free_gb * GB)} is free. "
@@ -631,7 +643,7 @@ def acceptance_per_depth(profile: Profile, cfg: ServerConfig, workload: str, tem
         base *= profile.ngram_factor
     # NGRAM drafts from a suffix trie, whose depth is bounded by the draft tokens, not by steps
     depth = cfg.speculative_num_draft_tokens - 1 if cfg.speculative_algorithm == "NGRAM" else cfg.speculative_num_steps
-    return [min(base * profile.accept_decay ** (i ** profile.decay_power), 1.0) for i in range(depth)]
+    return [min(base * profile.accept_decay ** (i**profile.decay_power), 1.0) for i in range(depth)]
 
 
 def _tree_accept(a: float, m: int, gain: float) -> float:
@@ -726,8 +738,11 @@ def step_seconds(profile: Profile, cfg: ServerConfig, batch_size: int) -> float:
 
 def prefill_seconds(profile: Profile, cfg: ServerConfig, num_new_tokens: int, num_new_seqs: int) -> float:
     """Wall time of one prefill step admitting `num_new_seqs` sequences of `num_new_tokens` in total."""
-    ms = (profile.prefill_base_ms + profile.prefill_ms_per_token * max(num_new_tokens, 0)
-          + profile.prefill_ms_per_seq * max(num_new_seqs, 0))
+    ms = (
+        profile.prefill_base_ms
+        + profile.prefill_ms_per_token * max(num_new_tokens, 0)
+        + profile.prefill_ms_per_seq * max(num_new_seqs, 0)
+    )
     if cfg.speculative and cfg.speculative_algorithm != "NGRAM":
         ms *= 1.1  # the draft model's extend pass over the same tokens
     return ms / 1000.0

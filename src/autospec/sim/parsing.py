@@ -117,11 +117,16 @@ def parse_generate(body: JSON, served_model: str) -> Parsed:
     else:
         prompt_text, prompt_tokens = None, len(ids or [])
     return Parsed(
-        api="generate", prompt_text=prompt_text, prompt_tokens=prompt_tokens,
+        api="generate",
+        prompt_text=prompt_text,
+        prompt_tokens=prompt_tokens,
         max_new_tokens=_as_int(params.get("max_new_tokens"), "max_new_tokens", 128),
         temperature=_as_float(params.get("temperature"), "temperature", 1.0),
         ignore_eos=bool(params.get("ignore_eos", False)),
-        stream=bool(body.get("stream", False)), include_usage=False, continuous_usage=False, model=served_model,
+        stream=bool(body.get("stream", False)),
+        include_usage=False,
+        continuous_usage=False,
+        model=served_model,
     )
 
 
@@ -139,8 +144,13 @@ def parse_completions(body: JSON, served_model: str) -> Parsed:
     max_tokens = _as_int(body.get("max_tokens"), "max_tokens", 16)
     if max_tokens <= 0:
         raise ApiError(400, "max_tokens must be positive")
-    return Parsed(api="completions", prompt_text=prompt_text, prompt_tokens=prompt_tokens,
-                  max_new_tokens=max_tokens, **_openai_common(body, served_model))
+    return Parsed(
+        api="completions",
+        prompt_text=prompt_text,
+        prompt_tokens=prompt_tokens,
+        max_new_tokens=max_tokens,
+        **_openai_common(body, served_model),
+    )
 
 
 def parse_chat(body: JSON, served_model: str, context_len: int) -> Parsed:
@@ -158,7 +168,13 @@ def parse_chat(body: JSON, served_model: str, context_len: int) -> Parsed:
     prompt_text = "\n".join(parts)
     prompt_tokens = count_tokens(prompt_text)
     unbounded = max(context_len - prompt_tokens, 1)  # neither field given: up to the context length
-    max_tokens = _as_int(body.get("max_completion_tokens"), "max_completion_tokens",
-                         _as_int(body.get("max_tokens"), "max_tokens", unbounded))
-    return Parsed(api="chat", prompt_text=prompt_text, prompt_tokens=prompt_tokens, max_new_tokens=max_tokens,
-                  **_openai_common(body, served_model))
+    max_tokens = _as_int(
+        body.get("max_completion_tokens"), "max_completion_tokens", _as_int(body.get("max_tokens"), "max_tokens", unbounded)
+    )
+    return Parsed(
+        api="chat",
+        prompt_text=prompt_text,
+        prompt_tokens=prompt_tokens,
+        max_new_tokens=max_tokens,
+        **_openai_common(body, served_model),
+    )

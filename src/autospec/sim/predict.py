@@ -122,8 +122,7 @@ def predict(
     init = init_outcome(profile, cfg)
     e = accept_length(profile, cfg, workload, temperature)
     if not init.ok:
-        return Prediction(init.status, init.message, e, init.max_running_requests,
-                          init.max_total_num_tokens, 0.0, 0.0, 0.0, 0.0)
+        return Prediction(init.status, init.message, e, init.max_running_requests, init.max_total_num_tokens, 0.0, 0.0, 0.0, 0.0)
     n_total = num_requests if num_requests is not None else max(2 * concurrency, 4)
     records = _replay(profile, cfg, init.max_running_requests, e, concurrency, n_total, input_len, output_len)
     per_req = sum(output_len / (done - sent) for sent, _, done in records) / len(records)
@@ -133,12 +132,14 @@ def predict(
         decode = sum((output_len - 1) / (done - first) for _, first, done in records) / len(records)
     else:
         decode = 0.0
-    return Prediction("ok", "", e, init.max_running_requests, init.max_total_num_tokens,
-                      per_req, output_len * len(records) / span, ttft, decode)
+    return Prediction(
+        "ok", "", e, init.max_running_requests, init.max_total_num_tokens, per_req, output_len * len(records) / span, ttft, decode
+    )
 
 
-def _replay(profile: Profile, cfg: ServerConfig, mrr: int, e: float, concurrency: int, n_total: int,
-            input_len: int, output_len: int) -> list[tuple[float, float, float]]:
+def _replay(
+    profile: Profile, cfg: ServerConfig, mrr: int, e: float, concurrency: int, n_total: int, input_len: int, output_len: int
+) -> list[tuple[float, float, float]]:
     """(sent, first token, done) per request, from the scheduler loop in the docstring."""
     t = 0.0
     sent_count = min(concurrency, n_total)

@@ -140,9 +140,7 @@ class Profile:
         try:
             return self.accept_base[workload]
         except KeyError:
-            raise ValueError(
-                f"unknown workload {workload!r}; use one of {', '.join(WORKLOADS)}"
-            ) from None
+            raise ValueError(f"unknown workload {workload!r}; use one of {', '.join(WORKLOADS)}") from None
 
 
 def default_profile_path() -> Path:
@@ -163,8 +161,7 @@ def _resolve_path(name_or_path: str | Path | None) -> Path:
         path = PROFILES_DIR / f"{text}.toml"
         if not path.is_file():
             raise ProfileError(
-                f"no shipped simulator profile named {text!r}; "
-                f"use one of {', '.join(list_profiles())} or a path to a .toml file"
+                f"no shipped simulator profile named {text!r}; use one of {', '.join(list_profiles())} or a path to a .toml file"
             )
         return path
     return Path(text)
@@ -273,8 +270,7 @@ class _Table(BaseModel):
     @classmethod
     def _unknown(cls, key: str, value: Any) -> PydanticCustomError:
         allowed = ", ".join(sorted(cls.model_fields))
-        return PydanticCustomError("unknown_key", "is not a known key; use one of {allowed}",
-                                   {"key": key, "allowed": allowed})
+        return PydanticCustomError("unknown_key", "is not a known key; use one of {allowed}", {"key": key, "allowed": allowed})
 
 
 class _Model(_Table):
@@ -338,8 +334,10 @@ class _Memory(_Table):
 
 def _one_per_workload(value: Any) -> Any:
     if not isinstance(value, Mapping) or set(value) != set(WORKLOADS):
-        raise _fail(f"must name exactly {', '.join(WORKLOADS)}, got {value!r}; "
-                    "write base = {synthetic = 0.95, code = 0.8, chat = 0.7, summarize = 0.6}")
+        raise _fail(
+            f"must name exactly {', '.join(WORKLOADS)}, got {value!r}; "
+            "write base = {synthetic = 0.95, code = 0.8, chat = 0.7, summarize = 0.6}"
+        )
     return value
 
 
@@ -418,8 +416,11 @@ class _ProfileFile(_Table):
     def _unknown(cls, key: str, value: Any) -> PydanticCustomError:
         if not isinstance(value, Mapping):
             return super()._unknown(key, value)
-        return PydanticCustomError("unknown_table", "is not a known table; use only {tables} (see docs/simulator.md)",
-                                   {"key": key, "tables": ", ".join(_TABLES)})
+        return PydanticCustomError(
+            "unknown_table",
+            "is not a known table; use only {tables} (see docs/simulator.md)",
+            {"key": key, "tables": ", ".join(_TABLES)},
+        )
 
 
 # ----------------------------------------------------------------------- loading
@@ -438,8 +439,10 @@ def _profile(p: _ProfileFile, source: str) -> Profile:
     """The flat `Profile` of a validated file (checks across tables here)."""
     tp_size = p.defaults.tp_size if p.defaults.tp_size is not None else p.gpu.count
     if tp_size > p.gpu.count:
-        raise ProfileError(f"simulator profile {source}: defaults.tp_size ({tp_size}) exceeds gpu.count "
-                           f"({p.gpu.count}); lower tp_size or add GPUs")
+        raise ProfileError(
+            f"simulator profile {source}: defaults.tp_size ({tp_size}) exceeds gpu.count "
+            f"({p.gpu.count}); lower tp_size or add GPUs"
+        )
     auto = p.defaults.auto_spec
     # The tables' keys are Profile's field names, except where spelled out.
     return Profile(

@@ -36,8 +36,16 @@ class Responder:
     """Writes one request's response: ``on_step`` after each engine step; ``finish_now``
     for a request that ends without an engine step (max_new_tokens = 0)."""
 
-    def __init__(self, conn: HttpConnection, parsed: Parsed, method: str, path: str, *,
-                 draft_tokens: int, truncate_after: int | None = None) -> None:
+    def __init__(
+        self,
+        conn: HttpConnection,
+        parsed: Parsed,
+        method: str,
+        path: str,
+        *,
+        draft_tokens: int,
+        truncate_after: int | None = None,
+    ) -> None:
         self.conn = conn
         self.parsed = parsed
         self.method = method
@@ -95,9 +103,11 @@ class Responder:
     @staticmethod
     def usage(gen: Generation, exclude_none: bool) -> JSON:
         """``UsageInfo`` (0.5.16 fields), with or without its None fields."""
-        usage: JSON = {"prompt_tokens": gen.prompt_tokens,
-                       "total_tokens": gen.prompt_tokens + gen.completion_tokens,
-                       "completion_tokens": gen.completion_tokens}
+        usage: JSON = {
+            "prompt_tokens": gen.prompt_tokens,
+            "total_tokens": gen.prompt_tokens + gen.completion_tokens,
+            "completion_tokens": gen.completion_tokens,
+        }
         if not exclude_none:
             usage["prompt_tokens_details"] = None
         usage["reasoning_tokens"] = 0
@@ -112,12 +122,22 @@ class Responder:
             payload: JSON = {"text": gen.text, "meta_info": self.meta_info(gen)}
         elif api == "completions":
             reason = gen.finish_reason()
-            payload = {"id": gen.rid, "object": "text_completion", "created": self.created,
-                       "model": self.parsed.model,
-                       "choices": [{"index": 0, "text": new_text, "logprobs": None,
-                                    "finish_reason": reason["type"] if reason else None,
-                                    "matched_stop": reason.get("matched") if reason else None}],
-                       "usage": self._running_usage(gen)}
+            payload = {
+                "id": gen.rid,
+                "object": "text_completion",
+                "created": self.created,
+                "model": self.parsed.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": new_text,
+                        "logprobs": None,
+                        "finish_reason": reason["type"] if reason else None,
+                        "matched_stop": reason.get("matched") if reason else None,
+                    }
+                ],
+                "usage": self._running_usage(gen),
+            }
         else:
             if not self.role_sent:
                 self.role_sent = True
@@ -125,15 +145,18 @@ class Responder:
             payload = self._chat_chunk(gen, {"role": None, "content": new_text}, usage=self._running_usage(gen))
         self.conn.stream_event(dumps(payload))
 
-    def _chat_chunk(self, gen: Generation, delta: JSON, finish: str | None = None, matched: Any = None,
-                    usage: JSON | None = None) -> JSON:
-        full_delta = {"role": delta.get("role"), "content": delta.get("content"),
-                      "reasoning_content": None, "tool_calls": None}
-        return {"id": gen.rid, "object": "chat.completion.chunk", "created": self.created,
-                "model": self.parsed.model,
-                "choices": [{"index": 0, "delta": full_delta, "logprobs": None,
-                             "finish_reason": finish, "matched_stop": matched}],
-                "usage": usage}
+    def _chat_chunk(
+        self, gen: Generation, delta: JSON, finish: str | None = None, matched: Any = None, usage: JSON | None = None
+    ) -> JSON:
+        full_delta = {"role": delta.get("role"), "content": delta.get("content"), "reasoning_content": None, "tool_calls": None}
+        return {
+            "id": gen.rid,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.parsed.model,
+            "choices": [{"index": 0, "delta": full_delta, "logprobs": None, "finish_reason": finish, "matched_stop": matched}],
+            "usage": usage,
+        }
 
     def _stream_end(self, gen: Generation) -> None:
         api = self.parsed.api
@@ -141,10 +164,14 @@ class Responder:
         if api == "chat":
             self.conn.stream_event(dumps(self._chat_chunk(gen, {}, reason.get("type"), reason.get("matched"))))
         if api != "generate" and self.parsed.include_usage:
-            chunk: JSON = {"id": gen.rid,
-                           "object": "text_completion" if api == "completions" else "chat.completion.chunk",
-                           "created": self.created, "model": self.parsed.model, "choices": [],
-                           "usage": self.usage(gen, exclude_none=api == "completions")}
+            chunk: JSON = {
+                "id": gen.rid,
+                "object": "text_completion" if api == "completions" else "chat.completion.chunk",
+                "created": self.created,
+                "model": self.parsed.model,
+                "choices": [],
+                "usage": self.usage(gen, exclude_none=api == "completions"),
+            }
             self.conn.stream_event(dumps(chunk))
         self.conn.stream_event(b"[DONE]")
         self.conn.end_stream()
@@ -156,14 +183,36 @@ class Responder:
             return {"text": gen.text, "meta_info": self.meta_info(gen)}
         usage = self.usage(gen, exclude_none=False)
         if api == "completions":
-            choice = {"index": 0, "text": gen.text, "logprobs": None, "finish_reason": reason.get("type"),
-                      "matched_stop": reason.get("matched")}
-            return {"id": gen.rid, "object": "text_completion", "created": self.created,
-                    "model": self.parsed.model, "choices": [choice], "usage": usage,
-                    "metadata": {"weight_version": "default"}}
+            choice = {
+                "index": 0,
+                "text": gen.text,
+                "logprobs": None,
+                "finish_reason": reason.get("type"),
+                "matched_stop": reason.get("matched"),
+            }
+            return {
+                "id": gen.rid,
+                "object": "text_completion",
+                "created": self.created,
+                "model": self.parsed.model,
+                "choices": [choice],
+                "usage": usage,
+                "metadata": {"weight_version": "default"},
+            }
         message = {"role": "assistant", "content": gen.text, "reasoning_content": None, "tool_calls": None}
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason.get("type"),
-                  "matched_stop": reason.get("matched")}
-        return {"id": gen.rid, "object": "chat.completion", "created": self.created,
-                "model": self.parsed.model, "choices": [choice], "usage": usage,
-                "metadata": {"weight_version": "default"}}
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": reason.get("type"),
+            "matched_stop": reason.get("matched"),
+        }
+        return {
+            "id": gen.rid,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.parsed.model,
+            "choices": [choice],
+            "usage": usage,
+            "metadata": {"weight_version": "default"},
+        }

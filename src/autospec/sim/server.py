@@ -81,10 +81,17 @@ class SimServer:
         self.log = logs.SglangLog(setup.log_stream or sys.stderr, rank_prefix=prefix)
         self.memory = GpuStateFile(setup.state_dir)
         self.engine = Engine(
-            profile=setup.profile, cfg=setup.cfg, max_running=setup.outcome.max_running_requests,
-            max_total_tokens=setup.outcome.max_total_num_tokens, time_scale=setup.time_scale,
-            noise=setup.noise, rng=random.Random(setup.seed), log=self.log, on_complete=self._on_complete,
-            disable_cuda_graph=setup.disable_cuda_graph, stall=setup.faults.stall_after_requests,
+            profile=setup.profile,
+            cfg=setup.cfg,
+            max_running=setup.outcome.max_running_requests,
+            max_total_tokens=setup.outcome.max_total_num_tokens,
+            time_scale=setup.time_scale,
+            noise=setup.noise,
+            rng=random.Random(setup.seed),
+            log=self.log,
+            on_complete=self._on_complete,
+            disable_cuda_graph=setup.disable_cuda_graph,
+            stall=setup.faults.stall_after_requests,
         )
         self.api = Api(setup, self.engine, self.log)
         self.startup = Startup(setup, self.log, self.memory, die=self.die, on_ready=self._on_ready)
@@ -95,8 +102,9 @@ class SimServer:
     async def serve(self) -> int:
         """Serve until stopped; the exit status (0, or 1 after a simulator bug)."""
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: HttpConnection(self.api), self.setup.host, self.setup.port,
-                                          reuse_address=True, backlog=1024)
+        server = await loop.create_server(
+            lambda: HttpConnection(self.api), self.setup.host, self.setup.port, reuse_address=True, backlog=1024
+        )
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._on_signal, signum)
         engine_task = loop.create_task(self.engine.run())

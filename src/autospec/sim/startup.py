@@ -71,8 +71,9 @@ class Startup:
     """Runs the start-up sequence once (``await Startup(...).run()``); calls ``die`` on a
     failure and ``on_ready`` when the server may answer readiness with 200."""
 
-    def __init__(self, setup: ServerSetup, log: logs.SglangLog, memory: GpuStateFile, *,
-                 die: Die, on_ready: Callable[[], None]) -> None:
+    def __init__(
+        self, setup: ServerSetup, log: logs.SglangLog, memory: GpuStateFile, *, die: Die, on_ready: Callable[[], None]
+    ) -> None:
         self.setup = setup
         self.log = log
         self.memory = memory
@@ -146,8 +147,9 @@ class Startup:
             self.log.rank(logs.load_weight_end(0.0, draft_arch, avail, draft))
         self._hold(weights + overhead)
         if faults.zombie_child:
-            self.zombie_pid = spawn_zombie_child(setup.state_dir, self.gpus, mib(weights + overhead),
-                                                 setup.cmdline + " [scheduler]")
+            self.zombie_pid = spawn_zombie_child(
+                setup.state_dir, self.gpus, mib(weights + overhead), setup.cmdline + " [scheduler]"
+            )
         return avail, draft
 
     async def _allocate_kv_pool(self, load: float, avail: float, draft: float) -> float | None:
@@ -174,8 +176,11 @@ class Startup:
         setup = self.setup
         cfg, outcome = setup.cfg, setup.outcome
         version = setup.profile.sglang_version
-        graph = dict(speculative=cfg.speculative_algorithm is not None,
-                     num_tokens_per_req=cfg.speculative_num_draft_tokens or 1, max_bs=cfg.cuda_graph_max_bs)
+        graph = dict(
+            speculative=cfg.speculative_algorithm is not None,
+            num_tokens_per_req=cfg.speculative_num_draft_tokens or 1,
+            max_bs=cfg.cuda_graph_max_bs,
+        )
         if outcome.status in ("cuda_graph_oom", "invalid_draft_tree"):
             for line in logs.graph_capture_begin_only(version, avail_gb=avail_kv, **graph):
                 self.log.rank(line)
@@ -189,9 +194,9 @@ class Startup:
         if setup.disable_cuda_graph:
             await asyncio.sleep(capture_s)
         else:
-            begin, end = logs.graph_capture_lines(version, avail_before_gb=avail_kv,
-                                                  avail_after_gb=outcome.available_gpu_mem_gb,
-                                                  elapsed_s=capture_s, **graph)
+            begin, end = logs.graph_capture_lines(
+                version, avail_before_gb=avail_kv, avail_after_gb=outcome.available_gpu_mem_gb, elapsed_s=capture_s, **graph
+            )
             for line in begin:
                 self.log.rank(line)
             await asyncio.sleep(capture_s)
@@ -204,18 +209,30 @@ class Startup:
         """The start-up summary, uvicorn's lines, the warmup request, then ready."""
         setup = self.setup
         outcome = setup.outcome
-        self.log.rank(logs.startup_summary(
-            max_total_num_tokens=outcome.max_total_num_tokens,
-            chunked_prefill_size=setup.server_args.get("chunked_prefill_size") or 8192,
-            max_prefill_tokens=setup.server_args.get("max_prefill_tokens") or 16384,
-            max_running_requests=outcome.max_running_requests, context_len=outcome.context_len,
-            available_gpu_mem_gb=outcome.available_gpu_mem_gb,
-        ))
+        self.log.rank(
+            logs.startup_summary(
+                max_total_num_tokens=outcome.max_total_num_tokens,
+                chunked_prefill_size=setup.server_args.get("chunked_prefill_size") or 8192,
+                max_prefill_tokens=setup.server_args.get("max_prefill_tokens") or 16384,
+                max_running_requests=outcome.max_running_requests,
+                context_len=outcome.context_len,
+                available_gpu_mem_gb=outcome.available_gpu_mem_gb,
+            )
+        )
         for line in logs.uvicorn_startup(os.getpid(), setup.host, setup.port):
             self.log.info(line)
         await asyncio.sleep(setup.warmup_seconds * setup.time_scale + setup.faults.slow_start_s)
-        self.log.rank(logs.prefill_batch(new_seq=1, new_token=WARMUP_PROMPT_TOKENS, token_usage=0.0, running=0,
-                                         queued=0, cuda_graph=True, input_throughput=WARMUP_PROMPT_TOKENS / 0.1))
+        self.log.rank(
+            logs.prefill_batch(
+                new_seq=1,
+                new_token=WARMUP_PROMPT_TOKENS,
+                token_usage=0.0,
+                running=0,
+                queued=0,
+                cuda_graph=True,
+                input_throughput=WARMUP_PROMPT_TOKENS / 0.1,
+            )
+        )
         self.log.info(logs.access_line(f"127.0.0.1:{setup.port + 1}", "POST", "/generate", 200))
         self.on_ready()
         self.log.info(logs.READY)

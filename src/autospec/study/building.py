@@ -47,8 +47,12 @@ def optimize(req: OptimizeRequest, observer: Observer | None = None) -> Optimize
     return build_run(req, observer).run()
 
 
-def build_run(req: OptimizeRequest, observer: Observer | None = None, make_chain: ChainFactory = TrialChain,
-              handle: StorageHandle | None = None) -> StudyRun:
+def build_run(
+    req: OptimizeRequest,
+    observer: Observer | None = None,
+    make_chain: ChainFactory = TrialChain,
+    handle: StorageHandle | None = None,
+) -> StudyRun:
     """A `StudyRun` for `req` (see the module docstring). `make_chain` builds its trial
     chain from TrialChain's keyword arguments (a stand-in chain for benchmarks and
     tests); `handle` is a storage opened already (else `req.storage` is opened)."""
@@ -67,45 +71,70 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
         events.write(line)
 
     store = TrialStore(
-        study, [o.direction == "maximize" for o in req.space.objectives], [c.name for c in req.space.constraints],
+        study,
+        [o.direction == "maximize" for o in req.space.objectives],
+        [c.name for c in req.space.constraints],
         StorageRetry(handle.description, patience_s=req.storage_patience_s, on_wait=log),
     )
     # `--sampler model` weighs uncertain memory itself (p_start); other samplers rely on the
     # gate's bisection of the band between what failed and what worked.
     model_sampler = req.sampler == "model" and unsupported_reason(req.space) is None
     gate = FeasibilityGate(
-        sglang_version=req.sglang_version, preflight=req.preflight, to_argv=req.to_argv,
-        learn=req.learn, remeasure=req.remeasure, rules=LearnedRules(bisect=not model_sampler),
+        sglang_version=req.sglang_version,
+        preflight=req.preflight,
+        to_argv=req.to_argv,
+        learn=req.learn,
+        remeasure=req.remeasure,
+        rules=LearnedRules(bisect=not model_sampler),
     )
     compiled = _compile(req, gate, obs, log)
     chain = make_chain(
-        space=compiled.space, launcher=launcher, gate=gate, command=req.command, layout=layout,
-        env=req.env, ready_timeout_s=req.ready_timeout_s, shared_gpu=req.slot is not None and req.slot.shared,
+        space=compiled.space,
+        launcher=launcher,
+        gate=gate,
+        command=req.command,
+        layout=layout,
+        env=req.env,
+        ready_timeout_s=req.ready_timeout_s,
+        shared_gpu=req.slot is not None and req.slot.shared,
     )
 
     def answered(answer: Answered) -> None:
         obs.not_launched(answer.candidate, answer.verdict.status, answer.verdict.reason)
-        events.write(f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} "
-                     f"candidate={answer.candidate}")
+        events.write(
+            f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} candidate={answer.candidate}"
+        )
 
-    settings = QueueSettings(n_trials=req.n_trials, baseline=req.baseline, learn=req.learn, confirm=req.confirm,
-                             hardware=req.hardware, seed=req.seed)
-    queue = QueuePolicy(compiled, gate, store, settings, _sampler_factory(req, compiled, gate, model_sampler, log),
-                        log, answered)
+    settings = QueueSettings(
+        n_trials=req.n_trials, baseline=req.baseline, learn=req.learn, confirm=req.confirm, hardware=req.hardware, seed=req.seed
+    )
+    queue = QueuePolicy(compiled, gate, store, settings, _sampler_factory(req, compiled, gate, model_sampler, log), log, answered)
     pending, artifacts = PendingResults(layout.pending_dir), Artifacts(layout.artifacts_dir)
     return StudyRun(
-        req=req, compiled=compiled, handle=handle, store=store,
-        lock=StudyLock(handle.storage, req.study_name, handle.local_path), queue=queue,
-        finisher=TrialFinisher(store, pending, artifacts, events, log), chain=chain, launcher=launcher,
-        guard=guard, layout=layout, pending=pending, artifacts=artifacts, events=events,
-        signals=req.signals if req.signals is not None else StopSignals(), obs=obs,
+        req=req,
+        compiled=compiled,
+        handle=handle,
+        store=store,
+        lock=StudyLock(handle.storage, req.study_name, handle.local_path),
+        queue=queue,
+        finisher=TrialFinisher(store, pending, artifacts, events, log),
+        chain=chain,
+        launcher=launcher,
+        guard=guard,
+        layout=layout,
+        pending=pending,
+        artifacts=artifacts,
+        events=events,
+        signals=req.signals if req.signals is not None else StopSignals(),
+        obs=obs,
         # The tuner's start counts as GPU idle time (its imports and checks) until the first launch.
         idle=GpuIdle(free_since=_process_started()),
     )
 
 
-def _open(req: OptimizeRequest, obs: Observer, launcher: Launcher,
-          handle: StorageHandle | None) -> tuple[GpuGuard, StorageHandle, optuna.Study]:
+def _open(
+    req: OptimizeRequest, obs: Observer, launcher: Launcher, handle: StorageHandle | None
+) -> tuple[GpuGuard, StorageHandle, optuna.Study]:
     """The GPU guard, the storage and the study. A new study (or storage file) is created
     only once nothing else holds the GPU; an existing one is guarded in `StudyRun.run`,
     after recovery has stopped its own leftovers."""
@@ -113,8 +142,9 @@ def _open(req: OptimizeRequest, obs: Observer, launcher: Launcher,
         locator, local_file = storage_locator(req.storage, req.study_name, req.studies_dir)
     else:
         locator, local_file = handle.locator, None
-    guard = GpuGuard(launcher, req.study_name, locator, req.allow_foreign_gpu_memory,
-                     shared_slot=req.slot is not None and req.slot.shared)
+    guard = GpuGuard(
+        launcher, req.study_name, locator, req.allow_foreign_gpu_memory, shared_slot=req.slot is not None and req.slot.shared
+    )
     new_file = local_file is not None and not local_file.exists()
     if new_file:
         guard.clear(obs.message)
@@ -128,8 +158,9 @@ def _open(req: OptimizeRequest, obs: Observer, launcher: Launcher,
     return guard, handle, study
 
 
-def _sampler_factory(req: OptimizeRequest, compiled: CompiledSpace, gate: FeasibilityGate, model_sampler: bool,
-                     log: Callable[[str], None]) -> Callable[[int], optuna.samplers.BaseSampler]:
+def _sampler_factory(
+    req: OptimizeRequest, compiled: CompiledSpace, gate: FeasibilityGate, model_sampler: bool, log: Callable[[str], None]
+) -> Callable[[int], optuna.samplers.BaseSampler]:
     """The proposer's sampler for a given seed offset (`QueuePolicy.prepare`)."""
 
     def sampler_for(seed_offset: int) -> optuna.samplers.BaseSampler:
@@ -163,12 +194,15 @@ def _compile(req: OptimizeRequest, gate: FeasibilityGate, obs: Observer, log: Ca
     if len(points) <= PREFETCH_LIMIT:
         asked = gate.prefetch([{**space.server.flags, **c} for c in points])
         if asked:
-            obs.message(f"preflight: SGLang's own argument checks resolved {asked} distinct argument sets "
-                        f"({len(points)} configurations)")
+            obs.message(
+                f"preflight: SGLang's own argument checks resolved {asked} distinct argument sets ({len(points)} configurations)"
+            )
     compiled = compile_space(space, lambda flags: gate.argument_verdict(flags).ok, PREFETCH_LIMIT)
     if compiled.notes:
-        log(f"search space: {compiled.accepted} of {compiled.total} configurations pass SGLang's "
-            f"argument checks; the sampler sees only those: " + "; ".join(compiled.notes))
+        log(
+            f"search space: {compiled.accepted} of {compiled.total} configurations pass SGLang's "
+            f"argument checks; the sampler sees only those: " + "; ".join(compiled.notes)
+        )
     return compiled
 
 

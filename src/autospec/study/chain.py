@@ -81,11 +81,25 @@ class TrialChain:
         batch size pay for kernel compilation (measured on SGLang 0.5.16 / H200: TTFT p99
         2.5 s at C=32 on a configuration's first launch, 64-77 ms on its relaunches)."""
         b = self.space.bench
-        return [LevelPlan(concurrency=c, num_requests=b.num_requests(c), warmup_requests=b.warmup_requests * c,
-                          freeze_gc=b.freeze_gc, warmup_output_len=b.warmup_output_len) for c in b.concurrency]
+        return [
+            LevelPlan(
+                concurrency=c,
+                num_requests=b.num_requests(c),
+                warmup_requests=b.warmup_requests * c,
+                freeze_gc=b.freeze_gc,
+                warmup_output_len=b.warmup_output_len,
+            )
+            for c in b.concurrency
+        ]
 
-    def run(self, number: int, candidate: Mapping[str, Any], hooks: ChainHooks | None = None,
-            relaunch: bool = False, env: Mapping[str, str] | None = None) -> TrialRecord:
+    def run(
+        self,
+        number: int,
+        candidate: Mapping[str, Any],
+        hooks: ChainHooks | None = None,
+        relaunch: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> TrialRecord:
         """Run one trial. `relaunch`: launch it even though the same server was measured
         before (a confirmation relaunch, `autospec optimize --confirm K`); `env`: added to
         the chain's environment for this trial's server."""
@@ -107,8 +121,12 @@ class TrialChain:
             ready_timeout_s=self.ready_timeout_s or self.space.server.ready_timeout_s,
         )
         record = TrialRecord(
-            outcome=OK, candidate=dict(candidate), resolved=dict(verdict.resolved), launched=True,
-            seconds=seconds, log_path=str(request.log_path),
+            outcome=OK,
+            candidate=dict(candidate),
+            resolved=dict(verdict.resolved),
+            launched=True,
+            seconds=seconds,
+            log_path=str(request.log_path),
         )
         hooks.phase("launch")
         t_launch = time.monotonic()
@@ -144,8 +162,13 @@ class TrialChain:
     def _answered(self, candidate: Mapping[str, Any], verdict: Verdict, seconds: dict[str, float]) -> TrialRecord:
         """The record of a candidate the gate answered without a launch (a duplicate carries
         the measurement it repeats)."""
-        record = TrialRecord(outcome=verdict.status, candidate=dict(candidate), reason=verdict.reason,
-                             resolved=dict(verdict.resolved), seconds=seconds)
+        record = TrialRecord(
+            outcome=verdict.status,
+            candidate=dict(candidate),
+            reason=verdict.reason,
+            resolved=dict(verdict.resolved),
+            seconds=seconds,
+        )
         source = self.gate.measurement_of(verdict.resolved) if verdict.status == DUPLICATE else None
         if source is not None:
             record.values = list(source.values) if source.values is not None else None
@@ -154,8 +177,7 @@ class TrialChain:
             record.bench = source.bench
         return record
 
-    def _launch_failed(self, record: TrialRecord, err: LaunchError, resolved: Mapping[str, Any],
-                       argv: list[str] | None) -> None:
+    def _launch_failed(self, record: TrialRecord, err: LaunchError, resolved: Mapping[str, Any], argv: list[str] | None) -> None:
         """Record a server that did not start, and teach the gate its failure (unless other
         servers crowded this slot's shared GPU: then it is not this configuration's limit)."""
         record.outcome, record.reason, record.server_args = err.kind, str(err), argv
@@ -166,8 +188,10 @@ class TrialChain:
         if others is None:
             self.gate.learn_failure(resolved, err.kind)
         else:
-            record.reason += (f"; other servers held {others:,.0f} MiB of this slot's shared GPU: not taken as "
-                              "this configuration's memory limit")
+            record.reason += (
+                f"; other servers held {others:,.0f} MiB of this slot's shared GPU: not taken as "
+                "this configuration's memory limit"
+            )
 
     def goals(self, launch_s: float) -> dict[int, PrecisionGoal]:
         """The precision loop's goal per level that feeds an objective or a constraint
@@ -184,7 +208,8 @@ class TrialChain:
         shares: dict[int, float] = {}
         for o in self.space.objectives:
             figures.setdefault(o.concurrency, []).append(
-                Figure(o.metric, o.target_rel_ci if o.target_rel_ci is not None else b.target_rel_ci))
+                Figure(o.metric, o.target_rel_ci if o.target_rel_ci is not None else b.target_rel_ci)
+            )
             share = o.share_of_launch if o.share_of_launch is not None else b.max_share_of_launch
             shares[o.concurrency] = max(shares.get(o.concurrency, 0.0), share)
         for c in self.space.constraints:
@@ -196,8 +221,11 @@ class TrialChain:
             cap += shares.get(level, b.max_share_of_launch) * max(launch_s, 0.0) / len(b.concurrency)
             if level in figures:
                 goals[level] = PrecisionGoal(
-                    figures=tuple(figures[level]), min_requests=b.num_requests(level),
-                    max_requests=b.max_requests_at(level), cap_s=cap, max_error_rate=b.max_error_rate,
+                    figures=tuple(figures[level]),
+                    min_requests=b.num_requests(level),
+                    max_requests=b.max_requests_at(level),
+                    cap_s=cap,
+                    max_error_rate=b.max_error_rate,
                 )
         return goals
 
@@ -226,8 +254,9 @@ class TrialChain:
             broken = [k for k, v in record.constraints.items() if v > 0]
             record.reason = f"violates {', '.join(broken)}"
 
-    async def _measure(self, server: Any, record: TrialRecord, hooks: ChainHooks,
-                       goals: dict[int, PrecisionGoal], t_bench: float) -> dict[int, LevelSummary]:
+    async def _measure(
+        self, server: Any, record: TrialRecord, hooks: ChainHooks, goals: dict[int, PrecisionGoal], t_bench: float
+    ) -> dict[int, LevelSummary]:
         """Every level through one client: the precision loop where a goal is set, the
         fixed request count elsewhere; accept length from the server where the
         responses carry none. Stops after a level that failed or killed the server."""
@@ -243,7 +272,10 @@ class TrialChain:
                 goal = goals.get(c)
                 if goal is not None:
                     precise = await run_level_precise_with(
-                        client, plan, goal, origin=t_bench,
+                        client,
+                        plan,
+                        goal,
+                        origin=t_bench,
                         should_stop=functools.partial(hooks.stop_level, c),
                     )
                     result, summary = precise.result, precise.summary

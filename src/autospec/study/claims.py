@@ -42,8 +42,11 @@ _RUNNING = optuna.trial.TrialState.RUNNING
 def claimed_by_others(trials: Sequence[StoredTrial], own_number: int | None = None) -> list[StoredTrial]:
     """RUNNING trials other than `own_number` that a worker claimed (its worker record
     is on them), confirmation relaunches excluded (``--confirm`` counts those)."""
-    return [t for t in trials if t.state == _RUNNING and t.worker is not None and t.number != own_number
-            and t.markers.confirm_of is None]
+    return [
+        t
+        for t in trials
+        if t.state == _RUNNING and t.worker is not None and t.number != own_number and t.markers.confirm_of is None
+    ]
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,9 @@ class Claim:
     reason: str = ""
 
 
-def decide_claim(trials: Sequence[StoredTrial], own_number: int, params: Mapping[str, Any], target: int,
-                 counts_toward_target: bool = True) -> Claim:
+def decide_claim(
+    trials: Sequence[StoredTrial], own_number: int, params: Mapping[str, Any], target: int, counts_toward_target: bool = True
+) -> Claim:
     """May trial `own_number` (with `params`) launch, given the study's `trials` now and
     `target` launched trials (see the module docstring)? Pure."""
     others = claimed_by_others(trials, own_number)
@@ -65,8 +69,9 @@ def decide_claim(trials: Sequence[StoredTrial], own_number: int, params: Mapping
     if counts_toward_target:
         launched = sum(1 for t in trials if t.counts_as_launch)
         if launched + len(others) >= target:
-            return Claim(False, f"the study's {target} launches are taken ({launched} launched, "
-                                f"{len(others)} running on other workers)")
+            return Claim(
+                False, f"the study's {target} launches are taken ({launched} launched, {len(others)} running on other workers)"
+            )
     return Claim(True)
 
 
@@ -99,8 +104,11 @@ class StudyLock:
         from sqlalchemy import text
 
         assert engine is not None
-        take, give = (("SELECT pg_advisory_lock(:key)", "SELECT pg_advisory_unlock(:key)") if dialect == "postgresql"
-                      else ("SELECT GET_LOCK(:name, -1)", "SELECT RELEASE_LOCK(:name)"))
+        take, give = (
+            ("SELECT pg_advisory_lock(:key)", "SELECT pg_advisory_unlock(:key)")
+            if dialect == "postgresql"
+            else ("SELECT GET_LOCK(:name, -1)", "SELECT RELEASE_LOCK(:name)")
+        )
         args = {"key": self._key, "name": self._name}
         with engine.connect() as conn:
             conn.execute(text(take), args)
@@ -112,8 +120,15 @@ class StudyLock:
                 conn.commit()
 
 
-def claim_trial(store: TrialStore, lock: StudyLock, trial: optuna.Trial, target: int, counts_toward_target: bool,
-                worker: Mapping[str, Any], withdraw: Callable[[str], None]) -> bool:
+def claim_trial(
+    store: TrialStore,
+    lock: StudyLock,
+    trial: optuna.Trial,
+    target: int,
+    counts_toward_target: bool,
+    worker: Mapping[str, Any],
+    withdraw: Callable[[str], None],
+) -> bool:
     """Claim the asked `trial` for this worker: under the study's lock, record `worker` on
     it if `decide_claim` grants it, else call `withdraw(reason)` (still under the lock).
     A trial not taken from the queue (another worker took the queued proposal between

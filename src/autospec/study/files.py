@@ -126,7 +126,10 @@ class Artifacts:
             path = folder / name
             if path.is_file():
                 optuna.artifacts.upload_artifact(
-                    artifact_store=self.store, file_path=str(path), study_or_trial=trial, mimetype=mimetype,
+                    artifact_store=self.store,
+                    file_path=str(path),
+                    study_or_trial=trial,
+                    mimetype=mimetype,
                     storage=storage,
                 )
 
@@ -140,8 +143,13 @@ class PendingResults:
     def save(self, number: int, record: TrialRecord, *, failed: bool = False) -> Path:
         """Keep `record` of trial `number` (to be told FAIL when `failed`); the file."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        entry = {"number": number, "failed": failed, "attrs": record.to_attrs(), "values": record.values,
-                 "constraints": record.constraints}
+        entry = {
+            "number": number,
+            "failed": failed,
+            "attrs": record.to_attrs(),
+            "values": record.values,
+            "constraints": record.constraints,
+        }
         path = self.folder / f"trial-{number:04d}.json"
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".trial-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -53,16 +53,19 @@ def event_line(number: int, record: TrialRecord) -> str:
     secs = " ".join(f"{k}={v:.1f}s" for k, v in record.seconds.items())
     values = "" if record.values is None else " values=" + ",".join(f"{v:.1f}" for v in record.values)
     reason = f" reason={record.reason!r}" if record.reason else ""
-    return (f"trial {number}: outcome={record.outcome} launched={record.launched}{values} {secs}{reason} "
-            f"candidate={dict(record.candidate)}")
+    return (
+        f"trial {number}: outcome={record.outcome} launched={record.launched}{values} {secs}{reason} "
+        f"candidate={dict(record.candidate)}"
+    )
 
 
 class TrialFinisher:
     """Stores the records of one run's trials (see the module docstring); `log` reports a
     line to the user and the events log."""
 
-    def __init__(self, store: TrialStore, pending: PendingResults, artifacts: Artifacts, events: EventLog,
-                 log: Callable[[str], None]) -> None:
+    def __init__(
+        self, store: TrialStore, pending: PendingResults, artifacts: Artifacts, events: EventLog, log: Callable[[str], None]
+    ) -> None:
         self.store = store
         self.pending = pending
         self.artifacts = artifacts
@@ -87,8 +90,10 @@ class TrialFinisher:
                 "recorded when the same command runs again"
             ) from None
         if stored.outcome != record.outcome:  # another worker's recovery ended it first
-            self._log(f"trial {number} was ended by another worker ({stored.outcome}) before this tuner stored its "
-                      f"result ({record.outcome}); that worker queued it again, this result is in the events file only")
+            self._log(
+                f"trial {number} was ended by another worker ({stored.outcome}) before this tuner stored its "
+                f"result ({record.outcome}); that worker queued it again, this result is in the events file only"
+            )
         elif ending.retried and recovery.requeue(self.store, stored, self.store.read()):
             note += "; its parameters are queued again"
         self.events.write(event_line(number, record) + note)

@@ -87,16 +87,25 @@ class Race:
     @classmethod
     def against(cls, space: SearchSpace, trials: Sequence[StoredTrial]) -> Race:
         """A race against the current front of `trials` (a study measured with `space`)."""
-        objectives = tuple(RaceObjective(i, o.metric, o.concurrency, o.direction == "maximize")
-                           for i, o in enumerate(space.objectives))
+        objectives = tuple(
+            RaceObjective(i, o.metric, o.concurrency, o.direction == "maximize") for i, o in enumerate(space.objectives)
+        )
         bounds = tuple(_Bound(c.metric, c.concurrency, c.min, c.max) for c in space.constraints)
         pooled = pool_study(trials, [ObjectiveRef(o.index, o.metric, o.concurrency) for o in objectives])
         members = []
         for t in pareto_front(trials, [o.maximize for o in objectives]):
             figures = pooled.configurations.get(t.number, [])
-            members.append((t.number, tuple(
-                None if p is None or not math.isfinite(p.value) else (p.value - (p.half or 0.0), p.value + (p.half or 0.0))
-                for p in figures)))
+            members.append(
+                (
+                    t.number,
+                    tuple(
+                        None
+                        if p is None or not math.isfinite(p.value)
+                        else (p.value - (p.half or 0.0), p.value + (p.half or 0.0))
+                        for p in figures
+                    ),
+                )
+            )
         return cls(objectives, bounds, tuple(members))
 
     @classmethod
@@ -139,8 +148,10 @@ class Race:
             return None
         if all(_surely_better(theirs[o.index], mine[o.index], o.maximize) for _, theirs in self.members for o in here):
             names = ", ".join(o.name for o in here)
-            return (f"outclassed: every front configuration is better on {names} beyond both 95% intervals; "
-                    "whether it enters the front depends on the other objectives only")
+            return (
+                f"outclassed: every front configuration is better on {names} beyond both 95% intervals; "
+                "whether it enters the front depends on the other objectives only"
+            )
         return None
 
     def _broken_slo(self, concurrency: int, summary: LevelSummary) -> str | None:

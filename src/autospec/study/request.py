@@ -19,8 +19,14 @@ from autospec.study.processes.stopping import StopSignals
 from autospec.study.slots import Slot
 
 __all__ = [
-    "OptimizeRequest", "OptimizeResult", "StopReason", "StudyInterrupted", "StudyStopped", "STORAGE_PATIENCE_S",
-    "Observer", "NullObserver",
+    "OptimizeRequest",
+    "OptimizeResult",
+    "StopReason",
+    "StudyInterrupted",
+    "StudyStopped",
+    "STORAGE_PATIENCE_S",
+    "Observer",
+    "NullObserver",
 ]
 
 STORAGE_PATIENCE_S = 120.0  # how long a storage that is away is waited for before the run stops
@@ -101,11 +107,13 @@ class Observer(Protocol):
 
     def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
         """`measured`: objective values of the feasible trials already in the study."""
+
     def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None: ...
     def phase(self, name: str) -> None: ...
     def trial_finished(self, number: int, record: TrialRecord, done: int, target: int) -> None: ...
     def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
         """A proposal answered without a launch (rejected, skipped or duplicate)."""
+
     def message(self, text: str) -> None: ...
     def finished(self) -> None:
         """The run ended, whichever way."""

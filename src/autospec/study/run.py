@@ -127,11 +127,15 @@ class GpuIdle:
 
     def line(self) -> str:
         between = sorted(self.gaps[1:])
-        text = (f"GPU idle before the first launch of this run: {self.gaps[0]:.1f} s since the tuner started "
-                "(imports, checks, recovery, preflight, first proposal)")
+        text = (
+            f"GPU idle before the first launch of this run: {self.gaps[0]:.1f} s since the tuner started "
+            "(imports, checks, recovery, preflight, first proposal)"
+        )
         if between:
-            text += (f"; between launches: median {between[len(between) // 2]:.2f} s, "
-                     f"max {between[-1]:.2f} s over {len(between)} launches")
+            text += (
+                f"; between launches: median {between[len(between) // 2]:.2f} s, "
+                f"max {between[-1]:.2f} s over {len(between)} launches"
+            )
         return text
 
 
@@ -176,7 +180,8 @@ class StudyRun:
             self._store_model_summary()
             if stopped is StopReason.EXHAUSTED:
                 self.obs.message(
-                    "every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch")
+                    "every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch"
+                )
             if self.idle.gaps:
                 self._log(self.idle.line())
             return OptimizeResult(self.req.study_name, self.handle.description, self.launched, self.req.n_trials, stopped)
@@ -281,8 +286,9 @@ class StudyRun:
             if not self.queue.fill(trials):
                 return Asked.NOTHING
             trial = self.store.ask()
-            current = InFlight(trial, {}, new_launch_id(), time.monotonic(),
-                               confirm_of=Markers.from_attrs(trial.user_attrs).confirm_of)
+            current = InFlight(
+                trial, {}, new_launch_id(), time.monotonic(), confirm_of=Markers.from_attrs(trial.user_attrs).confirm_of
+            )
             current.candidate = self.compiled.candidate(suggest(trial, self.compiled.space))
             self.queue.asked(trial.number, trial.params)
             worker = {**this_worker(current.launch_id), **self.req.placement()}
@@ -290,8 +296,7 @@ class StudyRun:
             def withdraw(reason: str) -> None:
                 self.finisher.finish(trial, TrialRecord(outcome=WITHDRAWN, candidate=current.candidate, reason=reason))
 
-            if not claim_trial(self.store, self.lock, trial, self.req.n_trials, current.confirm_of is None, worker,
-                               withdraw):
+            if not claim_trial(self.store, self.lock, trial, self.req.n_trials, current.confirm_of is None, worker, withdraw):
                 return Asked.WITHDRAWN
             self.current = current
         return current
@@ -301,15 +306,16 @@ class StudyRun:
         trial = current.trial
         self.obs.trial_started(trial.number, self.launched + 1, self.req.n_trials, current.candidate)
         current.beat = Heartbeat(
-            (lambda: self.store.heartbeat(trial)) if self.handle.heartbeat else None, interval=HEARTBEAT_S,
+            (lambda: self.store.heartbeat(trial)) if self.handle.heartbeat else None,
+            interval=HEARTBEAT_S,
         )
         me = this_worker()
         # Inherited by every server process: who launched it, for recovery, the guard and doctor.
-        env = owner_env(self.req.study_name, trial.number, self.handle.locator, current.launch_id, me["pid"],
-                        me["start_s"])
+        env = owner_env(self.req.study_name, trial.number, self.handle.locator, current.launch_id, me["pid"], me["start_s"])
         self.signals.live_servers.add(current.launch_id)
-        record = self.chain.run(trial.number, current.candidate, self._hooks(current),
-                                relaunch=current.confirm_of is not None, env=env)
+        record = self.chain.run(
+            trial.number, current.candidate, self._hooks(current), relaunch=current.confirm_of is not None, env=env
+        )
         if record.launched:
             if current.idle_before_launch is not None:
                 record.seconds["gpu_idle_before_launch"] = current.idle_before_launch
@@ -398,8 +404,11 @@ class StudyRun:
             if self.store.is_finished(trial):
                 return ""
             record = TrialRecord(
-                outcome=INTERRUPTED, candidate=current.candidate, reason=f"stopped by a signal during {current.phase}; {how}",
-                launched=current.log_path is not None, log_path=str(current.log_path) if current.log_path else None,
+                outcome=INTERRUPTED,
+                candidate=current.candidate,
+                reason=f"stopped by a signal during {current.phase}; {how}",
+                launched=current.log_path is not None,
+                log_path=str(current.log_path) if current.log_path else None,
             )
             self.finisher.finish(trial, record, note=f" (after {time.monotonic() - current.started:.1f}s)")
             return ""

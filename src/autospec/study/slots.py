@@ -23,8 +23,7 @@ from typing import Any
 from autospec.errors import UsageError
 from autospec.feasibility.learned import MEMORY_FAILURES
 
-__all__ = ["Slot", "SlotPlan", "parse_gpus", "plan_slots", "gpus_per_trial_of", "crowded_out", "PORT_BASE",
-           "PORT_SPAN"]
+__all__ = ["Slot", "SlotPlan", "parse_gpus", "plan_slots", "gpus_per_trial_of", "crowded_out", "PORT_BASE", "PORT_SPAN"]
 
 # Slot k picks its ports in [PORT_BASE + k*PORT_SPAN, PORT_BASE + (k+1)*PORT_SPAN): below
 # Linux's ephemeral range (32768+), so no client socket takes them, and apart from
@@ -53,8 +52,11 @@ class Slot:
 
     def describe(self) -> str:
         gpus = ",".join(str(g) for g in self.gpus)
-        return f"slot {self.index}: GPU {gpus}" + (" (shared)" if self.shared else "") + \
-            f", ports {self.ports.start}-{self.ports.stop - 1}"
+        return (
+            f"slot {self.index}: GPU {gpus}"
+            + (" (shared)" if self.shared else "")
+            + f", ports {self.ports.start}-{self.ports.stop - 1}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {"index": self.index, "gpus": list(self.gpus), "shared": self.shared}
@@ -108,17 +110,19 @@ def plan_slots(gpus: Sequence[int], per_trial: int) -> SlotPlan:
     if len(gpus) < per_trial:
         raise UsageError(
             f"--gpus lists {len(gpus)} GPU(s) but one trial needs {per_trial} (tp_size x pp_size x dp_size, "
-            "or --gpus-per-trial); list more GPUs or lower --gpus-per-trial")
+            "or --gpus-per-trial); list more GPUs or lower --gpus-per-trial"
+        )
     count = len(gpus) // per_trial
-    groups = [tuple(gpus[k * per_trial:(k + 1) * per_trial]) for k in range(count)]
+    groups = [tuple(gpus[k * per_trial : (k + 1) * per_trial]) for k in range(count)]
     for group in groups:
         if len(set(group)) < len(group):
             raise UsageError(
                 f"--gpus: a slot of {per_trial} GPUs would hold GPU {group} twice; list a shared GPU once per slot, "
-                "e.g. --gpus 0,0 with --gpus-per-trial 1")
+                "e.g. --gpus 0,0 with --gpus-per-trial 1"
+            )
     listed = [g for group in groups for g in group]
     slots = tuple(Slot(k, group, shared=any(listed.count(g) > 1 for g in group)) for k, group in enumerate(groups))
-    return SlotPlan(slots, tuple(gpus[count * per_trial:]))
+    return SlotPlan(slots, tuple(gpus[count * per_trial :]))
 
 
 def crowded_out(kind: str, teardown: Mapping[str, Any] | None) -> float | None:

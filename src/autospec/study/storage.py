@@ -144,7 +144,9 @@ def _rdb_storage(spec: str, scheme: str, attempts: int = 4) -> optuna.storages.R
 
     def make() -> optuna.storages.RDBStorage:
         return optuna.storages.RDBStorage(
-            spec, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
+            spec,
+            heartbeat_interval=HEARTBEAT_INTERVAL_S,
+            grace_period=GRACE_PERIOD_S,
             engine_kwargs={"pool_pre_ping": True} if not scheme.startswith("sqlite") else None,
         )
 
@@ -176,8 +178,10 @@ def open_study(
 
     The check runs before anything is written, so a clash leaves the study untouched.
     """
-    directions = [optuna.study.StudyDirection.MAXIMIZE if o.direction == "maximize" else optuna.study.StudyDirection.MINIMIZE
-                  for o in space.objectives]
+    directions = [
+        optuna.study.StudyDirection.MAXIMIZE if o.direction == "maximize" else optuna.study.StudyDirection.MINIMIZE
+        for o in space.objectives
+    ]
     names = [o.name for o in space.objectives]
     if study_exists(handle, study_name):
         study = optuna.load_study(study_name=study_name, storage=handle.storage, sampler=sampler)
@@ -198,9 +202,7 @@ def open_study(
     if not create:
         raise StorageError(f"no study named {study_name!r} in {handle.description}; check --study and --storage")
     try:
-        study = optuna.create_study(
-            study_name=study_name, storage=handle.storage, sampler=sampler, directions=directions
-        )
+        study = optuna.create_study(study_name=study_name, storage=handle.storage, sampler=sampler, directions=directions)
     except optuna.exceptions.DuplicatedStudyError:  # another worker created it just now
         return open_study(handle, study_name, space, sampler, create=False)
     study.set_metric_names(names)

@@ -31,8 +31,7 @@ def hold_sim_memory(state_dir: str | None, mem_mb: float) -> None:
     if state_dir and mem_mb > 0:
         path = Path(state_dir, f"{os.getpid()}.json")
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "gpus": [0], "mem_mb": mem_mb,
-                                   "cmdline": " ".join(sys.argv)}))
+        tmp.write_text(json.dumps({"pid": os.getpid(), "gpus": [0], "mem_mb": mem_mb, "cmdline": " ".join(sys.argv)}))
         tmp.replace(path)
 
 
@@ -47,8 +46,7 @@ def run_child(args: argparse.Namespace) -> None:
 
 
 def start_child(args: argparse.Namespace) -> subprocess.Popen:
-    argv = [sys.executable, __file__, "--fake-as-child",
-            "--fake-child-mem-mb", str(args.fake_child_mem_mb)]
+    argv = [sys.executable, __file__, "--fake-as-child", "--fake-child-mem-mb", str(args.fake_child_mem_mb)]
     if args.fake_sim_gpu_state_dir:
         argv += ["--fake-sim-gpu-state-dir", args.fake_sim_gpu_state_dir]
     if args.fake_child_ignore_term:
@@ -90,8 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--fake-mode", default="ok",
-                        choices=["ok", "crash_at_start", "hang", "crash_after_ready", "no_listen"])
+    parser.add_argument("--fake-mode", default="ok", choices=["ok", "crash_at_start", "hang", "crash_after_ready", "no_listen"])
     parser.add_argument("--fake-ready-after", type=float, default=0.0)
     parser.add_argument("--fake-crash-after", type=float, default=0.5)
     parser.add_argument("--fake-exit-code", type=int, default=1)
@@ -132,17 +129,21 @@ def main() -> None:
         while True:
             time.sleep(1)
     time.sleep(args.fake_ready_after)
-    print("[2026-11-29 09:51:00] max_total_num_tokens=1000, chunked_prefill_size=8192, "
-          "max_prefill_tokens=16384, max_running_requests=48, context_len=4096, "
-          "available_gpu_mem=40.05 GB", flush=True)
+    print(
+        "[2026-11-29 09:51:00] max_total_num_tokens=1000, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, max_running_requests=48, context_len=4096, "
+        "available_gpu_mem=40.05 GB",
+        flush=True,
+    )
     print("[2026-11-29 09:51:03] The server is fired up and ready to roll!", flush=True)
     ready.set()
     for _ in range(args.fake_retractions):
         print("[2026-11-29 09:51:04] KV cache pool is full. Retract requests. #retracted_reqs: 1", flush=True)
     if args.fake_mode == "crash_after_ready":
         time.sleep(args.fake_crash_after)
-        print("Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access was encountered",
-              flush=True)
+        print(
+            "Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access was encountered", flush=True
+        )
         os._exit(args.fake_exit_code)
     while True:
         time.sleep(1)

@@ -50,8 +50,9 @@ def _fix(owner: ServerOwner | None) -> str:
 class GpuGuard:
     """Clears the way for study `study` in `storage` (see the module docstring)."""
 
-    def __init__(self, launcher: Launcher, study: str, storage: str, allow_foreign: bool = False,
-                 shared_slot: bool = False) -> None:
+    def __init__(
+        self, launcher: Launcher, study: str, storage: str, allow_foreign: bool = False, shared_slot: bool = False
+    ) -> None:
         self.launcher = launcher
         self.study = study
         self.storage = storage
@@ -74,8 +75,13 @@ class GpuGuard:
         """On a shared slot: a server of this very study whose tuner runs, i.e. another slot
         sharing the GPU by design (`--gpus 0,0`). Elsewhere the probe sees only the slot's
         own GPUs, so such a server is a second tuner on the same GPUs and is refused."""
-        return (self.shared_slot and owner is not None and owner.study == self.study and owner.storage == self.storage
-                and owner.tuner_alive)
+        return (
+            self.shared_slot
+            and owner is not None
+            and owner.study == self.study
+            and owner.storage == self.storage
+            and owner.tuner_alive
+        )
 
     def clear(self, log: Callable[[str], None]) -> None:
         """Stop this study's leftover holders; refuse if others remain (UsageError)."""
@@ -83,8 +89,11 @@ class GpuGuard:
         for launch_id in sorted({o.launch_id for o in owners.values() if o is not None and self._ours(o)}):
             procs = find_launch_processes([launch_id]).get(launch_id, {})
             if procs:
-                log(stop_processes(f"leftover server of study {self.study} (launch {launch_id[:8]})", procs, None,
-                                   None, self.launcher))
+                log(
+                    stop_processes(
+                        f"leftover server of study {self.study} (launch {launch_id[:8]})", procs, None, None, self.launcher
+                    )
+                )
         if self.allow_foreign:
             return
         remaining = [h for h in self._holders() if not self._sibling(owner_of(h.pid))]

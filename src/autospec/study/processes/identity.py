@@ -30,8 +30,16 @@ import psutil
 from autospec.launcher.proctree import boot_id, is_alive, read_cmdline, read_proc, same_start
 
 __all__ = [
-    "LAUNCH_ID_ENV", "HOST_ENV", "host_name", "new_launch_id", "this_worker", "server_record", "recorded_start",
-    "is_same_process", "find_launch_processes", "launch_id_of",
+    "LAUNCH_ID_ENV",
+    "HOST_ENV",
+    "host_name",
+    "new_launch_id",
+    "this_worker",
+    "server_record",
+    "recorded_start",
+    "is_same_process",
+    "find_launch_processes",
+    "launch_id_of",
 ]
 
 LAUNCH_ID_ENV = "AUTOSPEC_LAUNCH_ID"

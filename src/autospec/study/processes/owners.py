@@ -53,13 +53,11 @@ class ServerOwner:
 
     def describe(self) -> str:
         trial = f"trial {self.trial} of " if self.trial is not None else ""
-        tuner = (f"whose tuner (pid {self.tuner_pid}) still runs" if self.tuner_alive
-                 else "whose tuner is gone")
+        tuner = f"whose tuner (pid {self.tuner_pid}) still runs" if self.tuner_alive else "whose tuner is gone"
         return f"the server of {trial}study {self.study!r} in {self.storage}, {tuner}"
 
 
-def owner_env(study: str, trial: int, storage: str, launch_id: str, tuner_pid: int,
-              tuner_start: float | None) -> dict[str, str]:
+def owner_env(study: str, trial: int, storage: str, launch_id: str, tuner_pid: int, tuner_start: float | None) -> dict[str, str]:
     """The environment that marks a server as launched by this tuner for this trial."""
     env = {
         LAUNCH_ID_ENV: launch_id,
@@ -89,9 +87,14 @@ def owner_from_environ(environ: Mapping[str, str]) -> ServerOwner | None:
     trial = _number(environ.get(OWNER_ENV["trial"]), int)
     pid = _number(environ.get(OWNER_ENV["tuner_pid"]), int)
     started = _number(environ.get(OWNER_ENV["tuner_start"]), float)
-    return ServerOwner(launch_id, study, int(trial) if trial is not None else None,
-                       environ.get(OWNER_ENV["storage"], ""), int(pid) if pid is not None else None,
-                       float(started) if started is not None else None)
+    return ServerOwner(
+        launch_id,
+        study,
+        int(trial) if trial is not None else None,
+        environ.get(OWNER_ENV["storage"], ""),
+        int(pid) if pid is not None else None,
+        float(started) if started is not None else None,
+    )
 
 
 def owner_of(pid: int) -> ServerOwner | None:

@@ -38,8 +38,10 @@ MAX_STALE_RETRIES = 3
 ORPHAN_AGE_S = 60.0
 _FAIL = optuna.trial.TrialState.FAIL
 _RUNNING = optuna.trial.TrialState.RUNNING
-_ENDED_BY = {STALE: "the tuner stopped while this trial ran (killed, crashed or the host went down)",
-             ORPHANED: "the tuner stopped before it recorded itself on this trial"}
+_ENDED_BY = {
+    STALE: "the tuner stopped while this trial ran (killed, crashed or the host went down)",
+    ORPHANED: "the tuner stopped before it recorded itself on this trial",
+}
 
 
 def _stale_depth(t: StoredTrial, by_number: Mapping[int, StoredTrial]) -> int:
@@ -102,8 +104,13 @@ def _end(store: TrialStore, t: StoredTrial, outcome: str, artifacts: Artifacts |
     if artifacts is not None and isinstance(log_path, str) and log_path:
         with contextlib.suppress(Exception):  # an artifact is a courtesy; recovery must go on
             artifacts.upload(store.frozen(t), log_path, storage=store.storage)
-    record = TrialRecord(outcome=outcome, candidate=t.params, reason=_ENDED_BY[outcome],
-                         launched=t.server is not None, log_path=log_path if isinstance(log_path, str) else None)
+    record = TrialRecord(
+        outcome=outcome,
+        candidate=t.params,
+        reason=_ENDED_BY[outcome],
+        launched=t.server is not None,
+        log_path=log_path if isinstance(log_path, str) else None,
+    )
     return store.end(t, record)
 
 

@@ -30,8 +30,14 @@ __all__ = ["LEFTOVER_TERM_TIMEOUT_S", "stop_trial_leftovers", "stop_stragglers",
 LEFTOVER_TERM_TIMEOUT_S = 2.0
 
 
-def stop_processes(what: str, procs: Mapping[int, float], leader: int | None, port: int | None,
-                   launcher: Launcher, term_timeout_s: float | None = None) -> str:
+def stop_processes(
+    what: str,
+    procs: Mapping[int, float],
+    leader: int | None,
+    port: int | None,
+    launcher: Launcher,
+    term_timeout_s: float | None = None,
+) -> str:
     """Stop the verified `procs` (pid -> creation time) and the group of `leader` (a
     verified group leader; else the lowest PID among them that leads a group). A line."""
     if leader is None:
@@ -55,8 +61,13 @@ def stop_processes(what: str, procs: Mapping[int, float], leader: int | None, po
     return f"stopped {what} (pids {pids}) with {report.signal_sent} in {report.seconds:.1f}s; {gpu}{left}"
 
 
-def stop_trial_leftovers(number: int, worker: Mapping[str, object], server: Mapping[str, object] | None,
-                         found: Mapping[str, Mapping[int, float]], launcher: Launcher) -> str | None:
+def stop_trial_leftovers(
+    number: int,
+    worker: Mapping[str, object],
+    server: Mapping[str, object] | None,
+    found: Mapping[str, Mapping[int, float]],
+    launcher: Launcher,
+) -> str | None:
     """Stop the verified processes of trial `number`'s server; a log line, or None when
     none runs. `found` is `identity.find_launch_processes` over the trials' launch IDs."""
     launch_id = worker.get("launch_id")
@@ -74,8 +85,9 @@ def stop_trial_leftovers(number: int, worker: Mapping[str, object], server: Mapp
             leader = pid
     if not procs:
         return None
-    return stop_processes(f"leftover server of trial {number}", procs, leader, port, launcher,
-                          term_timeout_s=LEFTOVER_TERM_TIMEOUT_S)
+    return stop_processes(
+        f"leftover server of trial {number}", procs, leader, port, launcher, term_timeout_s=LEFTOVER_TERM_TIMEOUT_S
+    )
 
 
 def stop_stragglers(launch_id: str, launcher: Launcher) -> str | None:

@@ -71,8 +71,11 @@ def _narrow(p: ParamSpec, values: list[Any], everywhere: bool) -> tuple[ParamSpe
     if isinstance(p, IntParam) and not p.log and p.step in (None, 1):
         low, high = min(values), max(values)
         if (low, high) != (p.low, p.high):
-            return dataclasses.replace(p, low=low, high=high), None, (
-                f"{p.name}: only {low}..{high} of {p.low}..{p.high} is accepted; narrowed")
+            return (
+                dataclasses.replace(p, low=low, high=high),
+                None,
+                (f"{p.name}: only {low}..{high} of {p.low}..{p.high} is accepted; narrowed"),
+            )
     return p, None, ""
 
 
@@ -101,5 +104,11 @@ def compile_space(space: SearchSpace, accepts: Callable[[Mapping[str, Any]], boo
     if not notes:
         return CompiledSpace(space, accepted=len(accepted), total=len(points))
     server = dataclasses.replace(space.server, flags={**space.server.flags, **new_fixed})
-    return CompiledSpace(dataclasses.replace(space, params=tuple(params), server=server), tuple(notes),
-                         len(accepted), len(points), new_fixed, narrowed_from=space)
+    return CompiledSpace(
+        dataclasses.replace(space, params=tuple(params), server=server),
+        tuple(notes),
+        len(accepted),
+        len(points),
+        new_fixed,
+        narrowed_from=space,
+    )

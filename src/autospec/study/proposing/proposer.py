@@ -75,16 +75,21 @@ class Proposer:
     proposal come back). Real trials the proposer did not propose (baseline, calibration,
     pushes, retries) are copied in."""
 
-    def __init__(self, compiled: CompiledSpace, sampler: optuna.samplers.BaseSampler, gate: FeasibilityGate,
-                 maximize: Sequence[bool], constraint_names: Sequence[str], max_asks: int = 100) -> None:
+    def __init__(
+        self,
+        compiled: CompiledSpace,
+        sampler: optuna.samplers.BaseSampler,
+        gate: FeasibilityGate,
+        maximize: Sequence[bool],
+        constraint_names: Sequence[str],
+        max_asks: int = 100,
+    ) -> None:
         self.compiled = compiled
         self.space = compiled.space
         self.gate = gate
         self.max_asks = max_asks
-        directions = [optuna.study.StudyDirection.MAXIMIZE if up else optuna.study.StudyDirection.MINIMIZE
-                      for up in maximize]
-        self.scratch = optuna.create_study(storage=optuna.storages.InMemoryStorage(), sampler=sampler,
-                                           directions=directions)
+        directions = [optuna.study.StudyDirection.MAXIMIZE if up else optuna.study.StudyDirection.MINIMIZE for up in maximize]
+        self.scratch = optuna.create_study(storage=optuna.storages.InMemoryStorage(), sampler=sampler, directions=directions)
         self.store = TrialStore(self.scratch, maximize, constraint_names)
         self._mirrored: set[int] = set()
         self._bound: dict[int, optuna.Trial] = {}
@@ -123,12 +128,12 @@ class Proposer:
             self._mirrored.add(t.number)
 
     def _add_running(self, t: StoredTrial, frozen: Callable[[StoredTrial], optuna.trial.FrozenTrial]) -> None:
-        self.scratch.add_trial(optuna.trial.create_trial(
-            params=dict(t.params), distributions=frozen(t).distributions, state=_RUNNING))
+        self.scratch.add_trial(
+            optuna.trial.create_trial(params=dict(t.params), distributions=frozen(t).distributions, state=_RUNNING)
+        )
         self._bound[t.number] = optuna.Trial(self.scratch, self.scratch.get_trials(deepcopy=False)[-1]._trial_id)
 
-    def provisional(self, number: int, params: Mapping[str, Any], distributions: Mapping[str, Any],
-                    record: TrialRecord) -> None:
+    def provisional(self, number: int, params: Mapping[str, Any], distributions: Mapping[str, Any], record: TrialRecord) -> None:
         """Tell real trial `number`'s result before it is stored (it is not mirrored again)."""
         bound = self._bound.get(number)
         if bound is not None:
@@ -175,8 +180,9 @@ class Proposer:
         return fresh
 
     def _record(self, candidate: Mapping[str, Any], verdict: Verdict) -> TrialRecord:
-        record = TrialRecord(outcome=verdict.status, candidate=dict(candidate), reason=verdict.reason,
-                             resolved=dict(verdict.resolved))
+        record = TrialRecord(
+            outcome=verdict.status, candidate=dict(candidate), reason=verdict.reason, resolved=dict(verdict.resolved)
+        )
         if verdict.status == DUPLICATE:
             source = self.gate.measurement_of(verdict.resolved)
             if source is not None and source.values is not None:

@@ -109,9 +109,16 @@ class QueuePolicy:
     known (`prepare`); `log` reports a line to the user and the events log; `answered`
     reports each proposal answered without a launch."""
 
-    def __init__(self, compiled: CompiledSpace, gate: FeasibilityGate, store: TrialStore, settings: QueueSettings,
-                 make_sampler: Callable[[int], optuna.samplers.BaseSampler], log: Callable[[str], None],
-                 answered: Callable[[Answered], None]) -> None:
+    def __init__(
+        self,
+        compiled: CompiledSpace,
+        gate: FeasibilityGate,
+        store: TrialStore,
+        settings: QueueSettings,
+        make_sampler: Callable[[int], optuna.samplers.BaseSampler],
+        log: Callable[[str], None],
+        answered: Callable[[Answered], None],
+    ) -> None:
         self.compiled = compiled
         self.space = compiled.space
         self.gate = gate
@@ -283,7 +290,8 @@ class QueuePolicy:
         launched_trials = [t for t in trials if t.launched]
         front = [
             Measured(t.number, t.candidate, t.values, _startup(t).get("max_running_requests"))
-            for t in pareto_front(launched_trials, self.store.maximize) if t.values is not None and t.outcome == OK
+            for t in pareto_front(launched_trials, self.store.maximize)
+            if t.values is not None and t.outcome == OK
         ]
         push = push_candidate(self.space, front, self._push_answer)
         if push is None or any(t.markers.mem_push == push.base.number for t in pushes):  # another worker queued it
@@ -316,6 +324,8 @@ class QueuePolicy:
         attempts = {t.number: sum(1 for m in made if m.markers.confirm_of == t.number) for t in front}
         target = min(front, key=lambda t: (launches.get(t.number, 1) + attempts[t.number], t.number))
         self.store.enqueue(target.retry_params, Markers(confirm_of=target.number))
-        self._log(f"confirmation relaunch {len(made) + 1} of {self.settings.confirm}: trial {target.number}'s "
-                  f"configuration ({launches.get(target.number, 1)} launch(es) so far)")
+        self._log(
+            f"confirmation relaunch {len(made) + 1} of {self.settings.confirm}: trial {target.number}'s "
+            f"configuration ({launches.get(target.number, 1)} launch(es) so far)"
+        )
         return True

@@ -41,7 +41,12 @@ from autospec.records import OK, StoredTrial, TrialClass, read_trials
 from autospec.space import grid, to_distribution_params
 
 __all__ = [
-    "ModelSampler", "unsupported_reason", "MAX_CANDIDATES", "NEGLIGIBLE", "SAMPLERS", "make_sampler",
+    "ModelSampler",
+    "unsupported_reason",
+    "MAX_CANDIDATES",
+    "NEGLIGIBLE",
+    "SAMPLERS",
+    "make_sampler",
     "optuna_notes_silenced",
 ]
 
@@ -68,10 +73,14 @@ def _expectation(model: SpecModel, choice: Choice, j: int) -> dict[str, Any]:
     """What the model expects of candidate `j`: per objective the mean and the 10-90%
     range of its draws, the probability that it starts, why it was chosen."""
     low, high = choice.prediction.interval(0.1, 0.9)
-    return {"values": [round(float(v), 4) for v in choice.prediction.mean[j]],
-            "low": [round(float(v), 4) for v in low[j]], "high": [round(float(v), 4) for v in high[j]],
-            "p_start": round(float(choice.p_start[j]), 3), "launches": len(model.observations),
-            "why": choice.reason if choice.index == j else f"best-scored ({choice.reason})"}
+    return {
+        "values": [round(float(v), 4) for v in choice.prediction.mean[j]],
+        "low": [round(float(v), 4) for v in low[j]],
+        "high": [round(float(v), 4) for v in high[j]],
+        "p_start": round(float(choice.p_start[j]), 3),
+        "launches": len(model.observations),
+        "why": choice.reason if choice.index == j else f"best-scored ({choice.reason})",
+    }
 
 
 def _describe(candidate: Mapping[str, Any]) -> str:
@@ -83,8 +92,12 @@ def _settled(trial: StoredTrial, last_launch: int) -> bool:
     (imported), in flight, a duplicate of a launched server; or predicted to fail since the
     last launch (trial `last_launch`: a later launch may change what the gate's learned
     rules predict, so such answers expire)."""
-    if (trial.state != optuna.trial.TrialState.COMPLETE or trial.launched or trial.has_measurement
-            or trial.trial_class == TrialClass.DUPLICATE):
+    if (
+        trial.state != optuna.trial.TrialState.COMPLETE
+        or trial.launched
+        or trial.has_measurement
+        or trial.trial_class == TrialClass.DUPLICATE
+    ):
         return True
     return trial.number > last_launch
 
@@ -99,8 +112,13 @@ class ModelSampler(optuna.samplers.BaseSampler):
     space's fixed tunables added); `accepts`: full server flags -> the flags SGLang resolves
     them to, or None when its argument checks reject them."""
 
-    def __init__(self, space: SearchSpace, candidate_of: Callable[[Mapping[str, Any]], dict[str, Any]],
-                 accepts: Callable[[Mapping[str, Any]], Mapping[str, Any] | None], seed: int | None = None) -> None:
+    def __init__(
+        self,
+        space: SearchSpace,
+        candidate_of: Callable[[Mapping[str, Any]], dict[str, Any]],
+        accepts: Callable[[Mapping[str, Any]], Mapping[str, Any] | None],
+        seed: int | None = None,
+    ) -> None:
         self.space = space
         self.candidate_of = candidate_of
         self.accepts = accepts
@@ -115,12 +133,12 @@ class ModelSampler(optuna.samplers.BaseSampler):
         self.failures = 0  # choices the model could not make (numerical failures): random instead
 
     # ------------------------------------------------------------------ Optuna's interface
-    def infer_relative_search_space(self, study: optuna.Study, trial: optuna.trial.FrozenTrial
-                                    ) -> dict[str, BaseDistribution]:
+    def infer_relative_search_space(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[str, BaseDistribution]:
         return {}
 
-    def sample_relative(self, study: optuna.Study, trial: optuna.trial.FrozenTrial,
-                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+    def sample_relative(
+        self, study: optuna.Study, trial: optuna.trial.FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
         return {}
 
     def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -135,8 +153,9 @@ class ModelSampler(optuna.samplers.BaseSampler):
         if chosen is not None:
             self._chosen[trial.number] = chosen
 
-    def sample_independent(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, param_name: str,
-                           param_distribution: BaseDistribution) -> Any:
+    def sample_independent(
+        self, study: optuna.Study, trial: optuna.trial.FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
         chosen = self._chosen.get(trial.number, {})
         if param_name in chosen:
             value = chosen[param_name]
@@ -144,8 +163,9 @@ class ModelSampler(optuna.samplers.BaseSampler):
                 return value
         return self._fallback.sample_independent(study, trial, param_name, param_distribution)
 
-    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState,
-                    values: Sequence[float] | None) -> None:
+    def after_trial(
+        self, study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState, values: Sequence[float] | None
+    ) -> None:
         self._chosen.pop(trial.number, None)
 
     # ------------------------------------------------------------------ the choice
@@ -160,8 +180,13 @@ class ModelSampler(optuna.samplers.BaseSampler):
                 resolved = self.accepts(flags)
                 if resolved is None:
                     continue
-                out.append((to_distribution_params(chosen, self.space), candidate,
-                            {**flags, **{k: v for k, v in resolved.items() if v is not None}}))
+                out.append(
+                    (
+                        to_distribution_params(chosen, self.space),
+                        candidate,
+                        {**flags, **{k: v for k, v in resolved.items() if v is not None}},
+                    )
+                )
             self._grid = out
         return self._grid
 
@@ -178,8 +203,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
         if len(open_) > MAX_CANDIDATES:
             open_ = self._rng.sample(open_, MAX_CANDIDATES)
         by_key = {_key(c[0]): c[2] for c in self._candidates()}
-        in_flight = [by_key[k] for t in trials if t.state == optuna.trial.TrialState.RUNNING
-                     and (k := _key(t.params)) in by_key]
+        in_flight = [by_key[k] for t in trials if t.state == optuna.trial.TrialState.RUNNING and (k := _key(t.params)) in by_key]
         model, choice = self._rank(trials, [c[2] for c in open_], in_flight)
         index = choice.index
         if index is None:  # nothing the model values: still launch the best-scored one
@@ -188,8 +212,9 @@ class ModelSampler(optuna.samplers.BaseSampler):
         self._predicted[exclude_number] = _expectation(model, choice, index)
         return dict(open_[index][0])
 
-    def _rank(self, trials: Sequence[StoredTrial], flags: Sequence[Mapping[str, Any]],
-              in_flight: Sequence[Mapping[str, Any]] = ()) -> tuple[SpecModel, Choice]:
+    def _rank(
+        self, trials: Sequence[StoredTrial], flags: Sequence[Mapping[str, Any]], in_flight: Sequence[Mapping[str, Any]] = ()
+    ) -> tuple[SpecModel, Choice]:
         """Fit on `trials`, rank `flags`. Configurations `in_flight` (launched by another
         slot or worker, not yet measured) join the front at the model's mean for them (a
         "Kriging believer"), so concurrent proposals spread instead of crowding one region."""
@@ -200,8 +225,15 @@ class ModelSampler(optuna.samplers.BaseSampler):
         # what the model believes of it; a noisy measurement is taken at its smoothed value
         # (equal to the measurement where it is precise), so one lucky level does not make
         # the rest look dominated, nor one unlucky level hide a region.
-        front = [(t.number, o) for t in trials if (o := observed[t.number]) is not None
-                 and t.has_measurement and t.record is not None and t.record.outcome == OK and t.record.values]
+        front = [
+            (t.number, o)
+            for t in trials
+            if (o := observed[t.number]) is not None
+            and t.has_measurement
+            and t.record is not None
+            and t.record.outcome == OK
+            and t.record.values
+        ]
         labels = [f"trial {n}" for n, _ in front] + [f"in flight {i + 1}" for i in range(len(in_flight))]
         believed = [o.flags for _, o in front] + list(in_flight)
         points = model.predict(believed).point.tolist() if believed else []
@@ -233,8 +265,10 @@ class ModelSampler(optuna.samplers.BaseSampler):
                     why = f"predicted {mean}: would add {choice.ehvi[j]:.1e} of the objective box at best"
             else:
                 group = "open"
-                why = (f"predicted {mean}: could still add {choice.ehvi[j]:.1%} of the objective box "
-                       f"(p_start {choice.p_start[j]:.2f})")
+                why = (
+                    f"predicted {mean}: could still add {choice.ehvi[j]:.1%} of the objective box "
+                    f"(p_start {choice.p_start[j]:.2f})"
+                )
             groups[group].append((float(choice.score[j]), f"{_describe(candidate)}: {why}"))
         out: dict[str, Any] = {"launches": sum(1 for t in trials if t.launched), "candidates": len(open_)}
         for group, rows in groups.items():
@@ -251,8 +285,7 @@ def make_sampler(name: str, seed: int | None, n_objectives: int) -> optuna.sampl
     if name == "tpe":
         # constant_liar: trials running on other slots or workers count as bad results, so
         # concurrent proposals do not crowd where the study is measuring already.
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True,
-                                          constant_liar=True)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, multivariate=True, group=True, constant_liar=True)
     if name == "gp":
         if importlib.util.find_spec("torch") is None:  # Optuna 5.0's GPSampler runs on PyTorch
             raise UsageError("--sampler gp needs PyTorch; pip install torch (the CPU build is enough), or use tpe")
