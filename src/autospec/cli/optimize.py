@@ -6,7 +6,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autospec.cli.common import (
     add_study_command,
@@ -19,6 +19,10 @@ from autospec.cli.common import (
 from autospec.cli.render import Progress
 from autospec.config import parse_duration
 from autospec.errors import UsageError
+
+if TYPE_CHECKING:
+    from autospec.config import SearchSpace
+    from autospec.study import OptimizeResult
 
 SIM_LOAD_SECONDS = 2.0  # a real 122B model takes ~100 s; the simulator need not make you wait
 SIM_WARMUP_SECONDS = 1.0
@@ -37,6 +41,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         name_from_space=True,
         space=True,
     )
+    _add_search_arguments(p)
+    _add_server_arguments(p)
+    _add_run_arguments(p)
+    _add_sim_arguments(p)
+    add_slot_arguments(p)
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(handler=run, on_interrupt=(130, "interrupted; run the same command again to continue"))
+
+
+def _add_search_arguments(p: argparse.ArgumentParser) -> None:
+    """The budget and the sampler."""
     p.add_argument("--trials", type=int, default=20, help="launched trials the study should hold (default 20)")
     p.add_argument(
         "--sampler",
@@ -46,6 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "hypervolume gain (docs/model.md); or an Optuna sampler",
     )
     p.add_argument("--seed", type=int, default=None, help="sampler seed, for reproducible studies")
+
+
+def _add_server_arguments(p: argparse.ArgumentParser) -> None:
+    """What is served and measured, and how long a trial may take."""
     p.add_argument("--model-path", help="model to serve (overrides [server.flags] model_path)")
     p.add_argument("--tp-size", type=int, help="tensor parallel size (overrides [server.flags] tp_size)")
     p.add_argument(
@@ -63,6 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", action="store_true", help="measure the [baseline] configuration of the space file first")
     p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h or 90m")
     p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready (default from the space file)")
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """What the study learns, relaunches and races, and how patient it is."""
     p.add_argument(
         "--no-learn",
         action="store_true",
@@ -104,6 +127,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="start even if other processes hold GPU memory (they skew memory sizing)",
     )
+
+
+def _add_sim_arguments(p: argparse.ArgumentParser) -> None:
+    """The bundled simulator in place of SGLang."""
     p.add_argument("--sim", action="store_true", help="run against the bundled simulator instead of SGLang (no GPU needed)")
     p.add_argument(
         "--sim-profile",
@@ -119,9 +146,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="simulated warmup after load, before the server is ready (default 1)",
     )
     p.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration (default 1)")
-    add_slot_arguments(p)
-    p.add_argument("--quiet", action="store_true", help="no progress display")
-    p.set_defaults(handler=run, on_interrupt=(130, "interrupted; run the same command again to continue"))
 
 
 def _levels(text: str | None) -> tuple[int, ...] | None:
@@ -153,33 +177,8 @@ def run(args: argparse.Namespace) -> int:
     from autospec.cli import wiring
     from autospec.cli.workers import run_slot_workers, slot_of, study_options
 
-    if args.trials < 1:
-        raise UsageError(f"--trials must be at least 1 (got {args.trials})")
-    if args.confirm < 0:
-        raise UsageError(f"--confirm must be 0 or more relaunches (got {args.confirm}); e.g. --confirm 3")
-    if args.storage_patience < 0:
-        raise UsageError(f"--storage-patience {args.storage_patience:g} must be >= 0 seconds; e.g. 120")
-    if args.output_len is not None and args.output_len < 1:
-        raise UsageError(f"--output-len {args.output_len} must be at least 1 token; e.g. --output-len 256")
-    if args.ready_timeout is not None and not args.ready_timeout > 0:
-        raise UsageError(f"--ready-timeout {args.ready_timeout:g} must be > 0 seconds; e.g. --ready-timeout 1800")
-    space = load_space(args.space)
-    flags: dict[str, Any] = parse_flag_overrides(args.flag)
-    origins = flag_override_origins(args.flag)
-    if args.model_path:
-        flags["model_path"] = args.model_path
-        origins["model_path"] = f"--model-path {args.model_path}"
-    if args.tp_size is not None:
-        flags["tp_size"] = args.tp_size
-        origins["tp_size"] = f"--tp-size {args.tp_size}"
-    command = tuple(shlex.split(args.server_command)) if args.server_command else None
-    space = space.with_overrides(
-        flags=flags,
-        command=command,
-        concurrency=_levels(args.concurrency),
-        output_len=args.output_len,
-        flag_origins=origins,
-    )
+    _check_numbers(args)
+    space = _space_of(args)
     timeout_s = parse_duration(args.timeout) if args.timeout else None
     studies_dir = Path(args.studies_dir)
     name = study_name_for(args, space)
@@ -227,7 +226,45 @@ def run(args: argparse.Namespace) -> int:
         study_options=study_options(args, space_file(args.space)),
     )
     progress = Progress([(o.name, o.direction) for o in space.objectives], quiet=args.quiet)
-    result = study_api.optimize(request, progress)
+    _print_result(study_api.optimize(request, progress), args)
+    return 0
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """One-line errors for numbers out of range, before anything is opened."""
+    if args.trials < 1:
+        raise UsageError(f"--trials must be at least 1 (got {args.trials})")
+    if args.confirm < 0:
+        raise UsageError(f"--confirm must be 0 or more relaunches (got {args.confirm}); e.g. --confirm 3")
+    if args.storage_patience < 0:
+        raise UsageError(f"--storage-patience {args.storage_patience:g} must be >= 0 seconds; e.g. 120")
+    if args.output_len is not None and args.output_len < 1:
+        raise UsageError(f"--output-len {args.output_len} must be at least 1 token; e.g. --output-len 256")
+    if args.ready_timeout is not None and not args.ready_timeout > 0:
+        raise UsageError(f"--ready-timeout {args.ready_timeout:g} must be > 0 seconds; e.g. --ready-timeout 1800")
+
+
+def _space_of(args: argparse.Namespace) -> SearchSpace:
+    """The search space with the command line's overrides (flags, command, levels, length)."""
+    flags: dict[str, Any] = parse_flag_overrides(args.flag)
+    origins = flag_override_origins(args.flag)
+    if args.model_path:
+        flags["model_path"] = args.model_path
+        origins["model_path"] = f"--model-path {args.model_path}"
+    if args.tp_size is not None:
+        flags["tp_size"] = args.tp_size
+        origins["tp_size"] = f"--tp-size {args.tp_size}"
+    command = tuple(shlex.split(args.server_command)) if args.server_command else None
+    return load_space(args.space).with_overrides(
+        flags=flags,
+        command=command,
+        concurrency=_levels(args.concurrency),
+        output_len=args.output_len,
+        flag_origins=origins,
+    )
+
+
+def _print_result(result: OptimizeResult, args: argparse.Namespace) -> None:
     if result.stopped_because == "timeout":
         print(f"stopped at --timeout with {result.launched}/{result.target} trials; run the same command to continue")
     elif result.stopped_because == "exhausted":
@@ -238,4 +275,3 @@ def run(args: argparse.Namespace) -> int:
         + (f" --storage {args.storage}" if args.storage else "")
         + (f" --studies-dir {args.studies_dir}" if args.studies_dir != "studies" else "")
     )
-    return 0

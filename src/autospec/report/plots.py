@@ -17,9 +17,9 @@ from __future__ import annotations
 import io
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autospec.report.data import Measure, StudyData, TrialView
 from autospec.report.table import compact
@@ -78,24 +78,37 @@ def _xy(data: StudyData, t: TrialView, ix: int, iy: int) -> tuple[Measure, Measu
     return mx, my
 
 
+_Point = tuple[tuple[float, float | None], tuple[float, float | None]]  # ((x, ±x), (y, ±y))
+
+
 def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Mapping[str, Pick] | None = None) -> Figure:
     """The front on (latency objective, throughput objective); one objective: against trial number."""
-    from matplotlib.lines import Line2D
-
     fig = _figure(9.0, 6.0)
     ax = fig.add_subplot()
     ix, iy = data.latency_objective, data.throughput_objective
     single = ix == iy
-    picks = picks or {}
     keys = _varying(data)
 
-    def point(t: TrialView) -> tuple[tuple[float, float | None], tuple[float, float | None]]:
+    def point(t: TrialView) -> _Point:
         if single:
             m = t.objective_measure(data.objectives[ix], ix) or Measure(math.nan)
             return (float(t.number), None), (m.value, m.half_width)
         mx, my = _xy(data, t, ix, iy)
         return (mx.value, mx.half_width), (my.value, my.half_width)
 
+    _draw_off_front(ax, data, point)
+    _draw_front(ax, sorted(data.front, key=lambda t: point(t)[0][0]), point, keys, single)
+    if baseline is not None and baseline.measured:
+        (bx, _), (by, _) = point(baseline)
+        ax.scatter([bx], [by], marker="*", s=260, color=_BASELINE, zorder=5, label=f"baseline {_name(baseline, keys)}")
+    _draw_picks(ax, data, picks or {}, point)
+    _label_axes(ax, data, ix, iy, single)
+    return fig
+
+
+def _draw_off_front(ax: Any, data: StudyData, point: Callable[[TrialView], _Point]) -> None:
+    """Dominated trials as rings, measured infeasible ones as crosses, and the count of
+    infeasible ones without numbers in the legend."""
     dominated = data.of_kind("dominated")
     if dominated:
         pts = [point(t) for t in dominated]
@@ -122,37 +135,55 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
             label=f"infeasible, measured ({len(measured_bad)}): violated an SLO",
             zorder=3,
         )
-    front = sorted(data.front, key=lambda t: point(t)[0][0])
-    if front:
-        pts = [point(t) for t in front]
-        xs, ys = [p[0][0] for p in pts], [p[1][0] for p in pts]
-        ax.errorbar(
-            xs,
-            ys,
-            xerr=[p[0][1] or 0 for p in pts],
-            yerr=[p[1][1] or 0 for p in pts],
-            fmt="o",
-            color=_FRONT,
-            ecolor=_FRONT,
-            elinewidth=1,
-            capsize=3,
-            markersize=7,
-            label=f"Pareto front ({len(front)}), 95% intervals",
-            zorder=4,
+    unmeasured = [t for t in infeasible if not t.measured]
+    if unmeasured:
+        why = Counter(t.outcome for t in unmeasured).most_common()
+        text = ", ".join(f"{k} {v}" for k, v in why)
+        ax.plot(
+            [],
+            [],
+            linestyle="none",
+            marker="x",
+            color=_INFEASIBLE,
+            alpha=0.5,
+            label=f"infeasible, no numbers ({len(unmeasured)}): {text}",
         )
-        if not single and len(front) > 1:
-            ax.plot(xs, ys, color=_FRONT, alpha=0.35, linewidth=1.5, zorder=1)
-        for t, x, y, dy in zip(front, xs, ys, _label_offsets(xs, ys)):
-            ax.annotate(
-                _name(t, keys), (x, y), textcoords="offset points", xytext=(7, dy), fontsize=8, color="#1a1a1a", va="center"
-            )
-    if baseline is not None and baseline.measured:
-        (bx, _), (by, _) = point(baseline)
-        ax.scatter([bx], [by], marker="*", s=260, color=_BASELINE, zorder=5, label=f"baseline {_name(baseline, keys)}")
+
+
+def _draw_front(
+    ax: Any, front: Sequence[TrialView], point: Callable[[TrialView], _Point], keys: Sequence[str], single: bool
+) -> None:
+    """The front's points with their 95% intervals, joined, each named."""
+    if not front:
+        return
+    pts = [point(t) for t in front]
+    xs, ys = [p[0][0] for p in pts], [p[1][0] for p in pts]
+    ax.errorbar(
+        xs,
+        ys,
+        xerr=[p[0][1] or 0 for p in pts],
+        yerr=[p[1][1] or 0 for p in pts],
+        fmt="o",
+        color=_FRONT,
+        ecolor=_FRONT,
+        elinewidth=1,
+        capsize=3,
+        markersize=7,
+        label=f"Pareto front ({len(front)}), 95% intervals",
+        zorder=4,
+    )
+    if not single and len(front) > 1:
+        ax.plot(xs, ys, color=_FRONT, alpha=0.35, linewidth=1.5, zorder=1)
+    for t, x, y, dy in zip(front, xs, ys, _label_offsets(xs, ys)):
+        ax.annotate(_name(t, keys), (x, y), textcoords="offset points", xytext=(7, dy), fontsize=8, color="#1a1a1a", va="center")
+
+
+def _draw_picks(ax: Any, data: StudyData, picks: Mapping[str, Pick], point: Callable[[TrialView], _Point]) -> None:
+    """A ring around each picked point, named in the legend."""
     by_trial: dict[int, list[str]] = {}
     for name, pick in picks.items():
         by_trial.setdefault(pick.trial.number, []).append(name)
-    for number, names in by_trial.items():  # a ring around the point, named in the legend
+    for number, names in by_trial.items():
         picked = data.trial(number)
         if picked is None:
             continue
@@ -167,23 +198,15 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
             zorder=6,
             label=f"{' + '.join(names)} pick: #{number}",
         )
-    unmeasured = [t for t in infeasible if not t.measured]
-    if unmeasured:
-        why = Counter(t.outcome for t in unmeasured).most_common()
-        text = ", ".join(f"{k} {v}" for k, v in why)
-        ax.plot(
-            [],
-            [],
-            linestyle="none",
-            marker="x",
-            color=_INFEASIBLE,
-            alpha=0.5,
-            label=f"infeasible, no numbers ({len(unmeasured)}): {text}",
-        )
+
+
+def _label_axes(ax: Any, data: StudyData, ix: int, iy: int, single: bool) -> None:
+    """Axis labels, title and a legend in a fixed order of kinds."""
+    from matplotlib.lines import Line2D
+
     if single:
-        o = data.objectives[ix]
         ax.set_xlabel("trial number")
-        ax.set_ylabel(o.label)
+        ax.set_ylabel(data.objectives[ix].label)
     else:
         ax.set_xlabel(data.objectives[ix].label)
         ax.set_ylabel(data.objectives[iy].label)
@@ -197,7 +220,6 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     if not handles:
         handles, labels = [Line2D([], [], linestyle="none")], ["no measured configuration yet"]
     ax.legend(handles, labels, loc="best", fontsize=8, framealpha=0.9)
-    return fig
 
 
 def _series(t: TrialView, metric: str) -> tuple[list[int], list[float], list[float]]:
