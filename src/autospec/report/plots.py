@@ -150,9 +150,7 @@ def _draw_off_front(ax: Any, data: StudyData, point: Callable[[TrialView], _Poin
         )
 
 
-def _draw_front(
-    ax: Any, front: Sequence[TrialView], point: Callable[[TrialView], _Point], keys: Sequence[str], single: bool
-) -> None:
+def _draw_front(ax: Any, front: Sequence[TrialView], point: Callable[[TrialView], _Point], keys: set[str], single: bool) -> None:
     """The front's points with their 95% intervals, joined, each named."""
     if not front:
         return
