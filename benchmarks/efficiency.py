@@ -1,5 +1,5 @@
 """Search efficiency: how much of the true Pareto front does each strategy find in 10 or
-20 launches, and what does it spend on the way? (issue 16)
+20 launches, and what does it spend on the way?
 
 Strategies x profiles x seeds x budgets, all against the in-process simulated chain
 (`_simulated`: the real study loop, the simulator's resolver, memory model and noiseless

@@ -1,4 +1,4 @@
-"""GPU time spent on configurations that cannot run (issue 6).
+"""GPU time spent on configurations that cannot run.
 
 Runs 20-launch studies on the default search space and default simulator profile for
 each sampler and seed, once with autospec's learned infeasibility and once without it

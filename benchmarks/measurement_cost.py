@@ -1,4 +1,4 @@
-"""What precise measurement costs: the same sim study measured the old way and the new (issue 15).
+"""What precise measurement costs: the same sim study measured the old way and the new.
 
 Runs `autospec optimize --trials 20 --sim` twice with the same seed on one profile and its
 space: once with `[bench] precision = false` (the fixed request counts of before) and once

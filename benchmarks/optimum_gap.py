@@ -8,7 +8,7 @@ both valued with the simulator's noiseless `predict()` (aggregate objectives in 
 state: a 40-wave level), so noise in the measurement neither flatters nor punishes a
 seed. Ways of measuring:
 
-    precise  the study's default: the precision loop, racing (issue 15)
+    precise  the study's default: the precision loop, racing
     fixed    `[bench] precision = false`: the fixed request counts of before, the baseline
 
     python benchmarks/optimum_gap.py --output-len 256 --time-scale 0.25   # every profile, 5 seeds, both ways

@@ -1,4 +1,4 @@
-"""The model against the seed's hand measurements, every pair of steps values (issue 17):
+"""The model against the seed's hand measurements, every pair of steps values:
 fit `autospec.model.SpecModel` on the launches of two `speculative_num_steps` values of
 tests/sim/data/seed_speculation.csv and print its error on every other steps value, C=1
 per-request speed and C=32 aggregate (bounds: 10% and 15%).

@@ -1,4 +1,4 @@
-"""Are the C=32 throughput stalls on a real server the server's or the client's? (issue 15)
+"""Are the C=32 throughput stalls on a real server the server's or the client's?
 
 Reads what tools/gpu/stall_probe.sh wrote on the GPU machine and puts the client's and
 the server's view of the same seconds side by side:

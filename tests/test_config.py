@@ -476,7 +476,7 @@ def test_fixed_values_sglang_parses_are_accepted(flags):
     assert parse_search_space(data).server.flags.items() >= flags.items()
 
 
-# ------------------------------------------------- the precision loop's keys (issue 15)
+# ------------------------------------------------- the precision loop's keys
 
 
 def test_precision_keys_default_and_parse():

@@ -1,4 +1,4 @@
-"""A study replayed against a real landscape (issue 17): every configuration of
+"""A study replayed against a real landscape: every configuration of
 `real-tiny-ngram-breadth` measured with real SGLang 0.5.16 on an H200
 (tests/fixtures/real_ngram_grid.json, written by benchmarks/real_landscape.py from the
 study of docs/real-gpu-validation.md, "The model on real SGLang"). The replay answers each

@@ -1,4 +1,4 @@
-"""The model against real measurements it was not fitted to (issue 17, "no circularity"):
+"""The model against real measurements it was not fitted to ("no circularity"):
 fitted on the seed's launches of two `speculative_num_steps` values
 (../shared/data/seed_speculation.csv, copied into tests/sim/data/), it predicts the other
 steps' rows: C=1 per-request speed within 10%, C=32 aggregate within 15%.

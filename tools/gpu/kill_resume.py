@@ -1,5 +1,5 @@
 """The tuner is SIGKILLed while its server is benchmarked; the same command must then
-stop that leftover server itself and finish the study (issue 14, on a real GPU).
+stop that leftover server itself and finish the study (on a real GPU).
 
     python3 kill_resume.py --out OUT_DIR -- autospec optimize ARGS...
 
