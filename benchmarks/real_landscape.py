@@ -1,11 +1,17 @@
-"""The model on a real landscape (issue 17): NGRAM on the tiny dummy model with real SGLang
-0.5.16 on one H200, every configuration of `real-tiny-ngram-breadth` measured
-(docs/real-gpu-validation.md, "The model on real SGLang").
+"""The model on a real landscape: NGRAM on a random-weight model with real SGLang 0.5.16 on
+one H200, every configuration of a grid measured. Two grids (`--grid`):
+
+- `tiny` (default): `real-tiny-ngram-breadth` on the tiny target, CPU-bound at C=32
+  (tests/fixtures/real_ngram_grid.json; docs/real-gpu-validation.md, "The model on real SGLang");
+- `8b`: `real-8b-ngram` on the 8B-shaped target, GPU-bound, temperature 1 and top_k 4
+  (tests/fixtures/real_8b_ngram_grid.json; docs/real-gpu-validation.md, "The 8B-shaped target").
 
     # once, from the study the H200 run left (tools/gpu/run_study.sh's study-state.tar.xz):
     .venv/bin/python benchmarks/real_landscape.py --write-fixture path/to/study-state.tar.xz --study ngram-model
+    .venv/bin/python benchmarks/real_landscape.py --grid 8b --write-fixture path/to/study-state.tar.xz \
+        --study real-8b-ngram --model-launches 10
     # then, without a GPU:
-    .venv/bin/python benchmarks/real_landscape.py
+    .venv/bin/python benchmarks/real_landscape.py [--grid 8b]
 
 Prints the hypervolume ratio, against every configuration measured, of
 
@@ -35,11 +41,14 @@ sys.path.insert(0, str(HERE.parent / "tests" / "model"))
 
 from replay import FIXTURES, hypervolume_ratio, key, load_grid, replay  # noqa: E402
 
-FIXTURE = "real_ngram_grid.json"
-SPACE = "src/autospec/search_spaces/real-tiny-ngram-breadth.toml"
+#: grid -> (fixture, search space, the study that measured it)
+GRIDS = {
+    "tiny": ("real_ngram_grid.json", "src/autospec/search_spaces/real-tiny-ngram-breadth.toml", "ngram-model"),
+    "8b": ("real_8b_ngram_grid.json", "src/autospec/search_spaces/real-8b-ngram.toml", "real-8b-ngram"),
+}
 
 
-def write_fixture(source: Path, study: str, model_launches: int) -> Path:
+def write_fixture(source: Path, study: str, model_launches: int, fixture: str, space: str) -> Path:
     """The launched, measured trials of `study` (a SQLite file, or a study-state.tar.xz
     holding one) as the fixture: the first launch of each configuration, in launch order,
     with its whole trial record; the first `model_launches` were the model's choice, the
@@ -71,9 +80,9 @@ def write_fixture(source: Path, study: str, model_launches: int) -> Path:
                     "attrs": attrs,
                 }
             )
-    out = FIXTURES / FIXTURE
+    out = FIXTURES / fixture
     out.parent.mkdir(parents=True, exist_ok=True)
-    head = json.dumps({"space": SPACE, "study": study, "source": str(source)})[:-1]
+    head = json.dumps({"space": space, "study": study, "source": str(source)})[:-1]
     out.write_text(head + ', "launches": [\n' + ",\n".join(json.dumps(r) for r in rows) + "\n]}\n")  # a launch per line
     return out
 
@@ -85,14 +94,16 @@ def random_ratios(values: list[list[float]], k: int, orders: int = 20_000) -> li
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="tiny", help="which measured grid (default tiny)")
     ap.add_argument("--write-fixture", type=Path, help="a study's SQLite file or study-state.tar.xz")
-    ap.add_argument("--study", default="ngram-model")
+    ap.add_argument("--study", help="the study's name (default: the grid's)")
     ap.add_argument("--model-launches", type=int, default=8, help="how many of the study's first launches the model chose")
     args = ap.parse_args()
+    fixture, space_file, study = GRIDS[args.grid]
     if args.write_fixture:
-        print(f"wrote {write_fixture(args.write_fixture, args.study, args.model_launches)}")
-    space, records = load_grid(FIXTURE)
-    data = json.loads((FIXTURES / FIXTURE).read_text())
+        print(f"wrote {write_fixture(args.write_fixture, args.study or study, args.model_launches, fixture, space_file)}")
+    space, records = load_grid(fixture)
+    data = json.loads((FIXTURES / fixture).read_text())
     every = [r.values for r in records.values()]
     maximize = [o.direction == "maximize" for o in space.objectives]
     print(f"{len(records)} configurations measured (study {data['study']})")

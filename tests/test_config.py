@@ -92,6 +92,7 @@ def test_latency_objective_defaults_to_minimize():
         ({"workload__kind": "file"}, "needs path"),
         ({"workload__output_len": 0}, "[workload] output_len must be >= 1"),
         ({"workload__top_p": 0}, "[workload] top_p must be in (0, 1]"),
+        ({"workload__top_k": 0}, "[workload] top_k must be a positive integer, got 0"),
         ({"server__flags__speculative_num_steps": 3}, "both tunable"),
         (
             {"server__flags__mem_fraction_static": 1.5, "params__mem_fraction_static": None},
@@ -191,6 +192,7 @@ BUNDLED_FINGERPRINTS = {
     "real-tiny-eagle": "63ae46fedfa6d2f3",
     "real-tiny-ngram": "e555e66bf0b17269",
     "real-tiny-ngram-breadth": "a5d3dcba99124624",
+    "real-8b-ngram": "5f3633318194268c",
 }
 
 
@@ -244,6 +246,14 @@ def test_fingerprint_hashes_values_as_written():
     floats = copy.deepcopy(EDGE)
     floats["workload"]["temperature"] = 0.0
     assert parse_search_space(floats).fingerprint() != "bf1b986c7a6f3aaf"
+
+
+def test_a_set_top_k_changes_the_fingerprint_and_an_unset_one_does_not():
+    with_top_k = copy.deepcopy(EDGE)
+    with_top_k["workload"]["top_k"] = 4
+    space = parse_search_space(with_top_k)
+    assert space.workload.top_k == 4
+    assert space.fingerprint() != parse_search_space(EDGE).fingerprint() == "bf1b986c7a6f3aaf"
 
 
 # ------------------------------------------------------------- parameter variants

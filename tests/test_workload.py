@@ -43,10 +43,14 @@ def test_values_keep_the_type_they_were_given():
         ({"ignore_eos": "yes"}, "ignore_eos must be true or false, got 'yes'; write true or false"),
         ({"path": 3}, "path must be a string, got 3; quote the value"),
         ({"kind": "builtin"}, 'kind "builtin" needs name = one of chat, code, summarize (got None); pick one of them'),
+        ({"top_k": 0}, "top_k must be a positive integer, got 0; leave top_k out to sample from every token"),
+        ({"top_k": -1}, "top_k must be a positive integer, got -1; leave top_k out to sample from every token"),
+        ({"top_k": 2.0}, "top_k must be an integer, got 2.0; write a whole number"),
+        ({"top_k": True}, "top_k must be an integer, got True; write a whole number"),
         (
             {"outputlen": 8},
             "unknown key 'outputlen'; allowed keys are api, ignore_eos, input_len, kind, name, "
-            "output_len, path, seed, temperature, top_p",
+            "output_len, path, seed, temperature, top_k, top_p",
         ),
     ],
 )
@@ -97,4 +101,12 @@ def test_as_dict_lists_every_field():
         "path": None,
         "name": None,
         "seed": 4,
+        "top_k": None,
     }
+    assert Workload(top_k=4).as_dict()["top_k"] == 4
+
+
+def test_top_k_is_unset_by_default_and_sent_only_when_set():
+    assert Workload().top_k is None
+    assert Workload(temperature=1, top_k=4).sampling_params() == {"temperature": 1, "top_p": 1.0, "top_k": 4, "ignore_eos": True}
+    assert "top_k" not in Workload(temperature=1).sampling_params()

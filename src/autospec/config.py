@@ -462,7 +462,7 @@ class SearchSpace:
             "params": [_param_dict(p) for p in self.params],
             "objectives": [(o.metric, o.concurrency, o.direction) for o in self.objectives],
             "constraints": [(c.metric, c.concurrency, c.max, c.min) for c in self.constraints],
-            "workload": _field_dict(self.workload),
+            "workload": _workload_dict(self.workload),
             "concurrency": list(self.bench.concurrency),
             "flags": dict(sorted(self.server.flags.items())),
         }
@@ -510,6 +510,15 @@ class SearchSpace:
 
 def _field_dict(table: Any) -> dict[str, Any]:
     return {f.name: getattr(table, f.name) for f in fields(table)}
+
+
+def _workload_dict(workload: Workload) -> dict[str, Any]:
+    """The workload's fields as the fingerprint hashes them: `top_k` came later, so it is
+    hashed only when set (an unset one leaves every earlier space's fingerprint as it was)."""
+    hashed = _field_dict(workload)
+    if hashed["top_k"] is None:
+        del hashed["top_k"]
+    return hashed
 
 
 def _param_dict(p: ParamSpec) -> dict[str, Any]:

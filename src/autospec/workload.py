@@ -61,6 +61,12 @@ def _top_p(value: float) -> float:
     return value
 
 
+def _top_k(value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise invalid(f"must be a positive integer, got {value}; leave top_k out to sample from every token")
+    return value
+
+
 _Length = Annotated[int, Strict(), Field(ge=1)]
 
 
@@ -82,6 +88,8 @@ class Workload(KnownKeys):
     path: StrictStr | None = None
     name: StrictStr | None = None
     seed: StrictInt = 0
+    #: sample among the k most likely tokens only; None sends nothing (the server's default, every token)
+    top_k: Annotated[StrictInt | None, AfterValidator(_top_k)] = None
 
     @field_validator("name")
     @classmethod
@@ -106,6 +114,15 @@ class Workload(KnownKeys):
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (for JSON reports)."""
         return dataclasses.asdict(self)
+
+    def sampling_params(self) -> dict[str, Any]:
+        """The sampling settings every request carries: temperature, top_p, ignore_eos,
+        and top_k when it is set (left out otherwise, so the server's default applies)."""
+        params: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p}
+        if self.top_k is not None:
+            params["top_k"] = self.top_k
+        params["ignore_eos"] = self.ignore_eos
+        return params
 
 
 def _check_source(workload: Workload) -> None:

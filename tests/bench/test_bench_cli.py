@@ -61,6 +61,37 @@ def test_bench_a_running_server_prints_a_table_and_writes_json(fake_server, tmp_
     assert len(records) == (1 + 4) + (1 + 6) and sum(r["warmup"] for r in records) == 2
 
 
+def test_top_k_is_sent_with_every_request_and_recorded_with_the_workload(fake_server, tmp_path: Path) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=4, per_event=2))
+    out_json = tmp_path / "bench.json"
+    rc = main(
+        [
+            "bench",
+            "--url",
+            server.url,
+            "--concurrency",
+            "1",
+            "--num-requests",
+            "2",
+            "--output-len",
+            "4",
+            "--temperature",
+            "1",
+            "--top-k",
+            "4",
+            "--warmup",
+            "1",
+            "--json",
+            str(out_json),
+            "--quiet",
+        ]
+    )
+    assert rc == 0
+    assert len(server.bodies) == 3 and all(b["sampling_params"]["top_k"] == 4 for b in server.bodies)
+    payload = json.loads(out_json.read_text())
+    assert payload["workload"]["top_k"] == 4 and payload["workload"]["temperature"] == 1.0
+
+
 def test_a_failing_level_exits_1_with_the_reason(fake_server, capsys) -> None:
     server = fake_server(lambda n, body: Reply(kind="status") if n % 2 else Reply(tokens=4))
     rc = main(["bench", "--url", server.url, "--concurrency", "2", "--num-requests", "4", "--quiet"])
@@ -81,6 +112,7 @@ def test_a_failing_level_exits_1_with_the_reason(fake_server, capsys) -> None:
         (["--url", "127.0.0.1:1"], "is not an http(s) URL"),
         (["--url", "http://127.0.0.1:1", "--prompts", "/nonexistent.jsonl"], "cannot read prompt file"),
         (["--url", "http://127.0.0.1:1", "--output-len", "0"], "output_len must be >= 1"),
+        (["--url", "http://127.0.0.1:1", "--top-k", "0"], "top_k must be a positive integer, got 0"),
         (["--url", "http://127.0.0.1:1", "--max-error-rate", "2"], "must be within 0..1"),
         (["--server-command", "python -m sglang.launch_server"], "needs --model-path"),
     ],

@@ -35,6 +35,17 @@ def test_native_request_body() -> None:
     }
 
 
+@pytest.mark.parametrize("api", ["generate", "completions", "chat"])
+def test_top_k_is_sent_on_every_api_when_the_workload_sets_it(api: str) -> None:
+    w = Workload("synthetic", input_len=2, output_len=5, temperature=1, top_k=4, api=api)
+    body = build_request(w, prompts(w, 1)[0], model=None)[1]
+    params = body["sampling_params"] if api == "generate" else body
+    assert params["top_k"] == 4 and params["temperature"] == 1
+    unset = Workload("synthetic", input_len=2, output_len=5, temperature=1, api=api)
+    body = build_request(unset, prompts(unset, 1)[0], model=None)[1]
+    assert "top_k" not in (body["sampling_params"] if api == "generate" else body)
+
+
 @pytest.mark.parametrize(("api", "path"), [("completions", "/v1/completions"), ("chat", "/v1/chat/completions")])
 def test_openai_request_bodies_ask_for_usage_on_every_chunk(api: str, path: str) -> None:
     w = Workload("synthetic", input_len=2, output_len=5, api=api)

@@ -194,3 +194,13 @@ def test_ctrl_c_in_run_levels_closes_every_stream(fake_server) -> None:
         time.sleep(0.01)
     assert server.open_streams == 0 and server.client_disconnects == 3
     assert len(server.bodies) == 3
+
+
+def test_a_levels_requests_carry_the_workloads_top_k_and_its_metadata_records_it(fake_server) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=4, per_event=2))
+    workload = Workload("random", input_len=5, output_len=4, temperature=1, top_k=4)
+    results = run_levels(server.url, workload, [LevelPlan(2, warmup_requests=2)])
+    assert len(server.bodies) == 2 + 4  # the warmup's requests too
+    assert all(b["sampling_params"]["top_k"] == 4 for b in server.bodies)
+    assert results[2].metadata["workload"]["top_k"] == 4
+    assert results[2].metadata["workload"]["temperature"] == 1

@@ -75,6 +75,11 @@ CASES = [
     ),
     ("top_p 0", GOOD + "[workload]\ntop_p = 0\n", "bad.toml: [workload] top_p must be in (0, 1], got 0; use 1.0"),
     (
+        "top_k 0",
+        GOOD + "[workload]\ntop_k = 0\n",
+        "bad.toml: [workload] top_k must be a positive integer, got 0; leave top_k out to sample from every token",
+    ),
+    (
         "fixed mem fraction 1.5",
         GOOD.replace("[params.mem_fraction_static]", "[params.x]").replace(
             'model_path = "m"', 'model_path = "m"\nmem_fraction_static = 1.5'

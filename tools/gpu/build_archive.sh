@@ -8,8 +8,11 @@
 # Needs PyPI (pip download) and python3 here. Builds an autospec wheel from this checkout,
 # hands build_bundle.sh requirements-autospec.txt plus that wheel as its extra requirements,
 # and copies tools/gpu/{run_study.sh,nvml_watch.py,export_best.py,trials_table.py} and the
-# real-tiny-eagle search space beside site.tar.xz, so OUT_DIR alone is all the GPU machine
-# needs. Prints the archive's size and the commit built.
+# search spaces run_study.sh selects (real-tiny-eagle for TARGET=tiny, real-8b-ngram for
+# TARGET=8b) beside site.tar.xz, so OUT_DIR alone is all the GPU machine needs. The
+# project's tools/gpu/make_models.py replaces the bundle's make_models.py: the same tiny
+# target and draft (m, d) and the 8B-shaped ones beside them (m8b, d8b), which serve.sh and
+# run_study.sh then write to /tmp/sgmodels. Prints the archive's size and the commit built.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$repo/.real-sglang/archive}
@@ -22,8 +25,9 @@ python3 -m pip wheel -q --no-deps --no-build-isolation -w "$work/wheel" "$repo" 
 wheel=$(ls "$work"/wheel/autospec-*.whl)
 { cat "$repo/tools/gpu/requirements-autospec.txt"; echo "$wheel"; } >"$work/extra.txt"
 bash "$tools/build_bundle.sh" "$out" "$work/extra.txt"
-cp "$repo"/tools/gpu/{run_study.sh,nvml_watch.py,export_best.py,trials_table.py} "$out/"
-cp "$repo"/src/autospec/search_spaces/real-tiny-eagle.toml "$out/"   # the wheel carries no search spaces
+cp "$repo"/tools/gpu/{run_study.sh,nvml_watch.py,export_best.py,trials_table.py,make_models.py} "$out/"
+# the wheel carries no search spaces
+cp "$repo"/src/autospec/search_spaces/{real-tiny-eagle,real-8b-ngram}.toml "$out/"
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$repo" status --porcelain -- src 2>/dev/null | wc -l)
 echo "autospec $(basename "$wheel") from commit $commit ($dirty changed files under src/)" | tee "$out/BUILT_FROM"

@@ -4,7 +4,8 @@
 #   bash run_study.sh ARCHIVE_DIR STATE_DIR OUT_DIR
 #
 # ARCHIVE_DIR  what tools/gpu/build_archive.sh wrote (site.tar.xz with SGLang 0.5.16, Optuna
-#              and autospec; make_models.py; serve.sh whose env.sh block is reused here).
+#              and autospec; make_models.py (tools/gpu's: the tiny and the 8B-shaped models);
+#              serve.sh whose env.sh block is reused here).
 # STATE_DIR    where study-state.tar.xz from an earlier command lies (may be empty): the
 #              study's SQLite file, trial logs, events log and artifacts. It is unpacked to
 #              STUDY_DIR first and packed again into OUT_DIR/study-state.tar.xz at the end,
@@ -12,8 +13,11 @@
 # OUT_DIR      console.log, study-state.tar.xz, nvml.csv, extras.tar.xz (pareto, export, teardown).
 #
 # Environment (all optional):
-#   SPACE=<checkout>/src/autospec/search_spaces/real-tiny-eagle.toml, else the copy beside this script
-#   STUDY=real-tiny-eagle  TRIALS=8  SEED=3
+#   TARGET=tiny         the model the default space serves: tiny (/tmp/sgmodels/m, 16 layers,
+#                       hidden 2048) or 8b (/tmp/sgmodels/m8b, Llama-3-8B's shapes, about 14 GB)
+#   SPACE=<checkout>/src/autospec/search_spaces/real-tiny-eagle.toml (TARGET=8b: real-8b-ngram.toml),
+#                       else the copy beside this script
+#   STUDY=real-tiny-eagle (TARGET=8b: real-8b-ngram)  TRIALS=8  SEED=3
 #   STUDY_TIMEOUT=390   autospec's --timeout: no new trial starts after this many seconds
 #   DEADLINE=570        seconds this script may run in all; autospec gets SIGTERM before it
 #   FINAL=0             1: after the study, start the exported best command for real, send it
@@ -27,25 +31,34 @@ left() { echo $((DEADLINE - (SECONDS - t0))); }
 dir=$(cd "$1" && pwd); state=$(mkdir -p "$2" && cd "$2" && pwd); out=$(mkdir -p "$3" && cd "$3" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)           # nvml_watch.py and export_best.py lie here
 repo=$(cd "$here/../.." 2>/dev/null && pwd)     # the checkout, when run as tools/gpu/run_study.sh
-default_space=$repo/src/autospec/search_spaces/real-tiny-eagle.toml
-[[ -f $default_space ]] || default_space=$here/real-tiny-eagle.toml   # run from the archive folder alone
+TARGET=${TARGET:-tiny}
+case $TARGET in
+  tiny) model=m; space_name=real-tiny-eagle ;;
+  8b) model=m8b; space_name=real-8b-ngram ;;
+  *) echo "run_study: TARGET=$TARGET is not a target; use TARGET=tiny or TARGET=8b" >&2; exit 2 ;;
+esac
+default_space=$repo/src/autospec/search_spaces/$space_name.toml
+[[ -f $default_space ]] || default_space=$here/$space_name.toml   # run from the archive folder alone
 SPACE=${SPACE:-$default_space}
-STUDY=${STUDY:-real-tiny-eagle}; TRIALS=${TRIALS:-8}; SEED=${SEED:-3}
+STUDY=${STUDY:-$space_name}; TRIALS=${TRIALS:-8}; SEED=${SEED:-3}
 STUDY_TIMEOUT=${STUDY_TIMEOUT:-390}; DEADLINE=${DEADLINE:-570}; FINAL=${FINAL:-0}
 STUDY_DIR=${STUDY_DIR:-/tmp/autospec-study}
 storage="sqlite:///$STUDY_DIR/$STUDY.db"
-[[ -f $SPACE ]] || { echo "run_study: search space $SPACE not found; set SPACE=path/to/real-tiny-eagle.toml" >&2; exit 2; }
+[[ -f $SPACE ]] || { echo "run_study: search space $SPACE not found; set SPACE=path/to/$space_name.toml" >&2; exit 2; }
 exec > >(tee -a "$out/console.log") 2>&1
 say() { echo "[run_study +$((SECONDS - t0))s] $*"; }
 
-# --- the archive: unpack once per machine, tiny models, env.sh exactly as serve.sh writes it
+# --- the archive: unpack once per machine, the models, env.sh exactly as serve.sh writes it
 [[ -d /tmp/sgsite/site ]] || { mkdir -p /tmp/sgsite && tar xJf "$dir/site.tar.xz" -C /tmp/sgsite; } || exit 3
-[[ -f /tmp/sgmodels/m/config.json ]] || python3 "$dir/make_models.py" /tmp/sgmodels >/dev/null || exit 3
+[[ -f /tmp/sgmodels/$model/config.json ]] || python3 "$dir/make_models.py" /tmp/sgmodels >/dev/null || exit 3
+[[ -f /tmp/sgmodels/$model/config.json ]] || { say "make_models.py of $dir wrote no /tmp/sgmodels/$model; rebuild the archive with tools/gpu/build_archive.sh"; exit 3; }
 sed -n '/<<ENV$/,/^ENV$/{/<<ENV$/d;/^ENV$/d;p}' "$dir/serve.sh" | sed "s#\$dir#$dir#g" >"$dir/env.sh"
 grep -q SGLANG_BASE_ARGS "$dir/env.sh" || { say "no env.sh block found in $dir/serve.sh"; exit 3; }
 source "$dir/env.sh"
+# serve.sh's base flags name the tiny target; the check below compares the selected one's
+SGLANG_BASE_ARGS=${SGLANG_BASE_ARGS/--model-path \/tmp\/sgmodels\/m /--model-path /tmp/sgmodels/$model }
 [[ -n ${AUTOSPEC_SRC:-} ]] && export PYTHONPATH=$AUTOSPEC_SRC:$PYTHONPATH
-say "unpacked; $(cat "$dir/BUILT_FROM" 2>/dev/null)"
+say "unpacked; target $TARGET (/tmp/sgmodels/$model); $(cat "$dir/BUILT_FROM" 2>/dev/null)"
 python3 - "$SPACE" <<'PY' || exit 3
 import sys, os, importlib.metadata as md
 import autospec, optuna, sglang, torch

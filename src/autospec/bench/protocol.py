@@ -17,6 +17,11 @@ Checked against sglang 0.5.23 (the wheel's `srt/entrypoints/http_server.py`,
   cumulative `usage` too (which gives per-chunk token counts). Errors mid-stream are
   `data: {"error": {...}}` (or `{"object": "error", ...}` in some versions), then
   `data: [DONE]`. SGLang accepts `ignore_eos` and `top_p` on both endpoints.
+- `top_k` (sample among the k most likely tokens; SGLang's default -1 is every token)
+  is a field of `/generate`'s `sampling_params` and one of SGLang's extra fields of
+  both OpenAI requests (`CompletionRequest.top_k`, `ChatCompletionRequest.top_k`,
+  passed on to the sampling parameters). A workload without `top_k` sends none. The
+  native field was exercised against real sglang 0.5.16 on an H200.
 
 `StreamProgress.feed(data, t)` consumes one SSE `data:` payload; `SseSplitter` cuts a
 byte stream into those payloads. Token counts always come from the server
@@ -52,20 +57,13 @@ def build_request(
     if workload.api == "generate":
         body: dict[str, Any] = {
             "text": prompt.text,
-            "sampling_params": {
-                "max_new_tokens": max_tokens,
-                "temperature": workload.temperature,
-                "top_p": workload.top_p,
-                "ignore_eos": workload.ignore_eos,
-            },
+            "sampling_params": {"max_new_tokens": max_tokens, **workload.sampling_params()},
             "stream": True,
         }
         return ENDPOINTS["generate"], body
     body = {
         "max_tokens": max_tokens,
-        "temperature": workload.temperature,
-        "top_p": workload.top_p,
-        "ignore_eos": workload.ignore_eos,
+        **workload.sampling_params(),
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }

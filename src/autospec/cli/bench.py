@@ -86,6 +86,9 @@ def register(subparsers: Any) -> None:
     load.add_argument("--output-len", type=int, default=256, help="output tokens per request (default 256)")
     load.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
     load.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
+    load.add_argument(
+        "--top-k", type=int, default=None, help="sample among the k most likely tokens (default: unset, every token)"
+    )
     load.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at end-of-sequence")
     load.add_argument("--seed", type=int, default=0, help="prompt order / random prompt seed (default 0)")
 
@@ -151,6 +154,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         path=args.prompts,
         name=args.prompt_set,
         seed=args.seed,
+        top_k=args.top_k,
     )
 
 

@@ -4,14 +4,19 @@ Fields read, per endpoint (sglang 0.5.23 ``io_struct.GenerateReqInput`` and
 ``entrypoints/openai/protocol.py``; only what the simulator uses):
 
 - ``POST /generate``: ``text`` or ``input_ids`` (one prompt), ``sampling_params``
-  (``max_new_tokens`` default 128, ``temperature`` default 1.0, ``ignore_eos``), ``stream``.
+  (``max_new_tokens`` default 128, ``temperature`` default 1.0, ``top_k``, ``ignore_eos``),
+  ``stream``.
 - ``POST /v1/completions``: ``prompt`` (a string, a list of token ids, or a one-element
   list of either), ``max_tokens`` (default 16, must be positive), ``temperature``,
-  ``ignore_eos``, ``stream``, ``stream_options`` (``include_usage``,
-  ``continuous_usage_stats``), ``model``.
+  ``top_k`` (one of SGLang's extra fields), ``ignore_eos``, ``stream``, ``stream_options``
+  (``include_usage``, ``continuous_usage_stats``), ``model``.
 - ``POST /v1/chat/completions``: ``messages`` (string or text-part contents),
   ``max_completion_tokens`` or ``max_tokens`` (default: what the context leaves), the rest
   as for completions.
+
+``top_k`` is checked as SGLang's ``SamplingParams.verify`` checks it (-1, SGLang's
+default, is every token; otherwise at least 1) and kept in :class:`Parsed`; the
+performance model does not use it (acceptance depends on the temperature alone).
 
 Tokenizer: whitespace words (a prompt's token count is its number of whitespace-separated
 words; ``input_ids``/token lists count their ids). Bad bodies raise :class:`ApiError`.
@@ -50,6 +55,7 @@ class Parsed:
     prompt_tokens: int
     max_new_tokens: int
     temperature: float
+    top_k: int  # -1: every token (SGLang's default); not used by the performance model
     ignore_eos: bool
     stream: bool
     include_usage: bool  # stream_options.include_usage: a final usage-only chunk
@@ -78,6 +84,14 @@ def _as_float(value: Any, name: str, default: float) -> float:
     return float(value)
 
 
+def _top_k(value: Any) -> int:
+    """SGLang's check (sglang 0.5.23 ``sampling_params.py``; its wording)."""
+    top_k = _as_int(value, "top_k", -1)
+    if top_k < 1 and top_k != -1:
+        raise ApiError(400, f"top_k must be -1 (disable) or at least 1, got {top_k}.")
+    return top_k
+
+
 def _stream_options(body: JSON) -> tuple[bool, bool]:
     """(include_usage, continuous_usage_stats); SGLang's should_include_usage with the
     server default stream_response_default_include_usage=False."""
@@ -91,6 +105,7 @@ def _openai_common(body: JSON, served_model: str) -> JSON:
     include_usage, continuous = _stream_options(body)
     return {
         "temperature": _as_float(body.get("temperature"), "temperature", 1.0),
+        "top_k": _top_k(body.get("top_k")),
         "ignore_eos": bool(body.get("ignore_eos", False)),
         "stream": bool(body.get("stream", False)),
         "include_usage": include_usage,
@@ -122,6 +137,7 @@ def parse_generate(body: JSON, served_model: str) -> Parsed:
         prompt_tokens=prompt_tokens,
         max_new_tokens=_as_int(params.get("max_new_tokens"), "max_new_tokens", 128),
         temperature=_as_float(params.get("temperature"), "temperature", 1.0),
+        top_k=_top_k(params.get("top_k")),
         ignore_eos=bool(params.get("ignore_eos", False)),
         stream=bool(body.get("stream", False)),
         include_usage=False,
