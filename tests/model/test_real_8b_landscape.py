@@ -10,7 +10,7 @@ breadth, docs/real-gpu-validation.md)."""
 
 from __future__ import annotations
 
-from replay import hypervolume_ratio, key, load_grid, replay
+from replay import key, load_grid
 
 from autospec.model import observation_from_record
 from autospec.space import grid
