@@ -41,6 +41,18 @@ def register(subparsers: Any) -> None:
         description="Benchmark one server configuration at several concurrency levels and print "
         "per-request and aggregate speed, latency percentiles, accept length and errors.",
     )
+    _add_server_arguments(p)
+    _add_workload_arguments(p)
+    _add_level_arguments(p)
+    out = p.add_argument_group("output")
+    out.add_argument("--json", metavar="PATH", help="write summaries (and the setup) as JSON; '-' for stdout")
+    out.add_argument("--records", metavar="PATH", help="write every request record as JSON lines")
+    out.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(handler=run)
+
+
+def _add_server_arguments(p: argparse.ArgumentParser) -> None:
+    """Which server: a running one, the simulator, or SGLang launched here."""
     target = p.add_argument_group("server (pick one)")
     where = target.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="benchmark a server that is already running, e.g. http://127.0.0.1:30000")
@@ -67,6 +79,9 @@ def register(subparsers: Any) -> None:
     target.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration")
     target.add_argument("--sim-noise", choices=("on", "off"), default="on", help="simulator noise (default on)")
 
+
+def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """What the requests are."""
     load = p.add_argument_group("workload")
     load.add_argument(
         "--workload",
@@ -92,6 +107,9 @@ def register(subparsers: Any) -> None:
     load.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at end-of-sequence")
     load.add_argument("--seed", type=int, default=0, help="prompt order / random prompt seed (default 0)")
 
+
+def _add_level_arguments(p: argparse.ArgumentParser) -> None:
+    """The concurrency levels and how long each is measured."""
     levels = p.add_argument_group("levels")
     levels.add_argument("--concurrency", default="1,32", help="comma-separated levels (default 1,32)")
     count = levels.add_mutually_exclusive_group()
@@ -126,12 +144,6 @@ def register(subparsers: Any) -> None:
         "--max-seconds", type=float, default=30.0, help="precise: most seconds one level may measure (default 30)"
     )
     levels.add_argument("--max-requests", type=int, help="precise: most requests one level may send (default 128 x C)")
-
-    out = p.add_argument_group("output")
-    out.add_argument("--json", metavar="PATH", help="write summaries (and the setup) as JSON; '-' for stdout")
-    out.add_argument("--records", metavar="PATH", help="write every request record as JSON lines")
-    out.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(handler=run)
 
 
 # ---------------------------------------------------------------- argument -> objects
