@@ -160,21 +160,32 @@ def rank(
         raise ValueError("the model's choice supports one or two objectives")
     measured = isinstance(model, Prediction) or bool(model.measured)
     if not measured:
-        # nothing started yet: take the likeliest to start, smallest draft shape first
-        order = sorted(
-            range(n),
-            key=lambda j: (-round(float(p[j]), 3), pred.shapes[j].draft, pred.shapes[j].draft_passes * pred.shapes[j].width),
-        )
-        j = order[0]
-        if p[j] < floor_p_start:
-            return done(
-                None,
-                f"no launch has started yet and every candidate is predicted to fail at init (best p_start {p[j]:.2f})",
-                empty,
-                empty,
-            )
-        return done(j, f"no launch has started yet: the candidate likeliest to start (p_start {p[j]:.2f})", empty, p)
-    samples = pred.samples  # (m, n, t)
+        j, reason = _likeliest_to_start(pred, p, floor_p_start)
+        return done(j, reason, empty, p if j is not None else empty)
+    ehvi = _expected_improvement(pred.samples, front, ref, maximize)
+    score = p * ehvi
+    j, reason = _best_eligible(pred, p, ehvi, score, min_p_start=min_p_start, floor_p_start=floor_p_start, min_gain=min_gain)
+    return done(j, reason, ehvi, score)
+
+
+def _likeliest_to_start(pred: Prediction, p: np.ndarray, floor_p_start: float) -> tuple[int | None, str]:
+    """(index, reason) before any launch started: the candidate likeliest to start
+    (`p`, rounded), smallest draft shape first; None when even it is below `floor_p_start`."""
+    n = len(pred.shapes)
+    order = sorted(
+        range(n),
+        key=lambda j: (-round(float(p[j]), 3), pred.shapes[j].draft, pred.shapes[j].draft_passes * pred.shapes[j].width),
+    )
+    j = order[0]
+    if p[j] < floor_p_start:
+        return None, f"no launch has started yet and every candidate is predicted to fail at init (best p_start {p[j]:.2f})"
+    return j, f"no launch has started yet: the candidate likeliest to start (p_start {p[j]:.2f})"
+
+
+def _expected_improvement(samples: np.ndarray, front: np.ndarray, ref: np.ndarray, maximize: tuple[bool, ...]) -> np.ndarray:
+    """(n,) expected improvement of each candidate over `front` (k, t) within `ref` (t,),
+    averaged over the draws `samples` (m, n, t), in shares of the normalised objective box:
+    the hypervolume improvement for two objectives, the plain improvement for one."""
     s_min = _to_min(samples, maximize)
     f_min = _to_min(front, maximize) if len(front) else np.zeros((0, len(maximize)))
     r_min = _to_min(ref[None, :], maximize)[0]
@@ -182,32 +193,38 @@ def rank(
     s_n, f_n, r_n = s_min / scale, f_min / scale, r_min / scale
     if len(maximize) == 1:
         best = f_n[:, 0].min() if len(f_n) else r_n[0]
-        ehvi = np.clip(min(best, r_n[0]) - s_n[:, :, 0], 0.0, None).mean(axis=0)
-    else:
-        ehvi = hypervolume_improvement(s_n, f_n, r_n).mean(axis=0)
-    score = p * ehvi
+        return np.clip(min(best, r_n[0]) - s_n[:, :, 0], 0.0, None).mean(axis=0)
+    return hypervolume_improvement(s_n, f_n, r_n).mean(axis=0)
+
+
+def _best_eligible(
+    pred: Prediction,
+    p: np.ndarray,
+    ehvi: np.ndarray,
+    score: np.ndarray,
+    *,
+    min_p_start: float,
+    floor_p_start: float,
+    min_gain: float,
+) -> tuple[int | None, str]:
+    """(index, reason): the highest `score` among candidates with p_start >= `min_p_start`
+    (or, when none, >= `floor_p_start`); None when none reaches `floor_p_start` or the best
+    score is below `min_gain`."""
     eligible = p >= min_p_start
     if not eligible.any():
         eligible = p >= floor_p_start
         if not eligible.any():
             j = int(np.argmax(p))
-            return done(
-                None,
-                f"every candidate is predicted to fail at init (best p_start {p[j]:.2f}: {pred.shapes[j].describe()})",
-                ehvi,
-                score,
-            )
+            return None, f"every candidate is predicted to fail at init (best p_start {p[j]:.2f}: {pred.shapes[j].describe()})"
     masked = np.where(eligible, score, -np.inf)
     j = int(np.argmax(masked))
     if not np.isfinite(masked[j]) or masked[j] < min_gain:
-        return done(
+        return (
             None,
             f"no candidate is expected to improve the front by more than {min_gain:g} of the "
             f"objective box (best {max(float(masked[j]), 0.0):.2g}: {pred.shapes[j].describe()})",
-            ehvi,
-            score,
         )
-    return done(j, f"highest expected hypervolume improvement x p_start ({ehvi[j]:.3g} x {p[j]:.2f})", ehvi, score)
+    return j, f"highest expected hypervolume improvement x p_start ({ehvi[j]:.3g} x {p[j]:.2f})"
 
 
 def explain(choice: Choice, j: int) -> str:

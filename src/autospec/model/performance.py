@@ -159,6 +159,82 @@ class _Row:
     accept: float | None  # measured E (tokens per verify pass), mean over levels
 
 
+def _parameter_priors(
+    rows: Sequence[_Row], accept_prior: AcceptancePrior, *, ngram: bool
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """(t1, prior mean, prior sd) of every parameter (acceptance, cost, prefill and phi, on
+    the fit's scale); t1 is the single-request step time (ms) the cost and prefill priors
+    scale with: the median over the rows' concurrency-1 levels, else 20 ms."""
+    t1 = []
+    for r in rows:
+        for lv in r.levels:
+            if lv.concurrency == 1 and "tpot" in lv.figures:
+                t1.append(lv.figures["tpot"] * (r.accept or 1.0))
+            elif lv.concurrency == 1 and "out" in lv.figures:
+                t1.append(1000.0 / lv.figures["out"] * (r.accept or 1.5))
+    t = float(np.median(t1)) if t1 else 20.0
+    cost_mean = np.log(np.array([0.8 * t, 0.005 * t, 0.005 * t, 0.03 * t, 0.002 * t, 0.002 * t, 0.02 * t, 0.05 * t, 16.0]))
+    cost_sd = np.array([1.0, 2.0, 2.0, 1.5, 2.0, 2.0, 2.0, 2.0, 1.5])
+    over_mean = np.concatenate([np.log(np.array([1.0, 0.05]) * t), [0.0]])
+    over_sd = np.array([2.0, 2.5, 1.5])
+    acc_mean, acc_sd = accept_prior.vectors()
+    if ngram:
+        acc_mean[:3], acc_sd[:3] = NGRAM_PRIOR_MEAN, NGRAM_PRIOR_SD
+    return t, np.concatenate([acc_mean, cost_mean, over_mean]), np.concatenate([acc_sd, cost_sd, over_sd])
+
+
+def _laplace_fit(
+    theta0: np.ndarray,
+    free: np.ndarray,
+    prior_mean: np.ndarray,
+    prior_sd: np.ndarray,
+    residuals: Callable[[np.ndarray], np.ndarray],
+    *,
+    batch_residuals: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MAP of the `free` parameters of `theta0` (the others held) under the data's
+    `residuals` (parameters (p,) -> (k,)) and the Gaussian prior; returns (theta, Laplace
+    covariance of the free parameters, data residuals at theta). `batch_residuals`
+    (parameter rows (m, p) -> (m, k)), when given, computes the Jacobian's finite
+    differences in one vectorised pass; otherwise least_squares takes them one by one."""
+
+    def full(x: np.ndarray) -> np.ndarray:
+        theta = theta0.copy()
+        theta[free] = x
+        return theta
+
+    def fun(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([residuals(full(x)), (x - prior_mean[free]) / prior_sd[free]])
+
+    jac: Any = "2-point"
+    if batch_residuals is not None:
+        batch = batch_residuals
+
+        def jac(x: np.ndarray) -> np.ndarray:  # all finite differences in one vectorised pass
+            h = 1e-6 * np.maximum(1.0, np.abs(x))
+            rows = np.repeat(full(x)[None, :], len(x) + 1, axis=0)
+            idx = np.flatnonzero(free)
+            rows[np.arange(1, len(x) + 1), idx] += h
+            r = batch(rows)
+            d = (r[1:] - r[0]) / h[:, None]
+            return np.concatenate([d.T, np.diag(1.0 / prior_sd[free])], axis=0)
+
+    res = least_squares(fun, theta0[free].copy(), jac=jac, method="trf", x_scale=prior_sd[free], max_nfev=200)
+    theta = full(res.x)
+    data = residuals(theta)
+    s2 = (2.0 + float(data @ data)) / (2.0 + len(data))
+    # A fit worse than the stated noise weakens what the data say (their precision over
+    # s2), never the prior's: the covariance stays within the prior's.
+    J = np.asarray(res.jac)
+    J_data, J_prior = J[: len(data)], J[len(data) :]
+    precision = J_data.T @ J_data / max(s2, 1.0) + J_prior.T @ J_prior
+    try:
+        cov_free = np.linalg.inv(precision)
+    except np.linalg.LinAlgError:
+        cov_free = np.linalg.pinv(precision)
+    return theta, cov_free, data
+
+
 class PerformanceModel:
     """Fitted from launches that started and measured something (module docstring)."""
 
@@ -186,7 +262,7 @@ class PerformanceModel:
         self.ngram = any(r.shape.family == "ngram" for r in self.rows)
         self._accept_cache: tuple[bytes, np.ndarray] | None = None
         self._prepare()
-        self._set_priors()
+        self.t1, self.prior_mean, self.prior_sd = _parameter_priors(self.rows, self.accept_prior, ngram=self.ngram)
         self.params, self.cov, self.scale, self.residual_rms = self._fit()
 
     def _add(self, o: Observation) -> None:
@@ -244,27 +320,6 @@ class PerformanceModel:
         self.lv_n, self.lv_len = np.array(n), np.array(length)
         self.lv_levels = [lv for r in self.rows for lv in r.levels]
         self.measured_accept = np.array([r.accept if r.accept is not None else np.nan for r in self.rows])
-
-    # ------------------------------------------------------------------ priors
-    def _set_priors(self) -> None:
-        t1 = []
-        for r in self.rows:
-            for lv in r.levels:
-                if lv.concurrency == 1 and "tpot" in lv.figures:
-                    t1.append(lv.figures["tpot"] * (r.accept or 1.0))
-                elif lv.concurrency == 1 and "out" in lv.figures:
-                    t1.append(1000.0 / lv.figures["out"] * (r.accept or 1.5))
-        t = float(np.median(t1)) if t1 else 20.0
-        self.t1 = t
-        cost_mean = np.log(np.array([0.8 * t, 0.005 * t, 0.005 * t, 0.03 * t, 0.002 * t, 0.002 * t, 0.02 * t, 0.05 * t, 16.0]))
-        cost_sd = np.array([1.0, 2.0, 2.0, 1.5, 2.0, 2.0, 2.0, 2.0, 1.5])
-        over_mean = np.concatenate([np.log(np.array([1.0, 0.05]) * t), [0.0]])
-        over_sd = np.array([2.0, 2.5, 1.5])
-        acc_mean, acc_sd = self.accept_prior.vectors()
-        if self.ngram:
-            acc_mean[:3], acc_sd[:3] = NGRAM_PRIOR_MEAN, NGRAM_PRIOR_SD
-        self.prior_mean = np.concatenate([acc_mean, cost_mean, over_mean])
-        self.prior_sd = np.concatenate([acc_sd, cost_sd, over_sd])
 
     # ------------------------------------------------------------------ the model
     @staticmethod
@@ -343,8 +398,12 @@ class PerformanceModel:
             free &= ~fixed
             if not free.any():
                 continue
-            only_accept = measured and block[0] == 0
-            theta, cov_free, data = self._fit_block(theta, free, only_accept)
+            if measured and block[0] == 0:
+                theta, cov_free, data = _laplace_fit(
+                    theta, free, prior_mean, prior_sd, self._accept_residual, batch_residuals=self._accept_residuals
+                )
+            else:
+                theta, cov_free, data = _laplace_fit(theta, free, prior_mean, prior_sd, self._residuals)
             cov[np.ix_(free, free)] = cov_free
             residuals.append(data)
         data = np.concatenate(residuals) if residuals else np.zeros(0)
@@ -352,52 +411,9 @@ class PerformanceModel:
         s2 = (2.0 + float(data @ data)) / (2.0 + len(data))
         return theta, cov, math.sqrt(max(s2, 1.0)), rms
 
-    def _fit_block(self, theta0: np.ndarray, free: np.ndarray, only_accept: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        prior_mean, prior_sd = self.prior_mean, self.prior_sd
-
-        def full(x: np.ndarray) -> np.ndarray:
-            theta = theta0.copy()
-            theta[free] = x
-            return theta
-
-        if only_accept:
-
-            def data_of(theta: np.ndarray) -> np.ndarray:
-                return self._accept_residuals(theta[None, :])[0]
-        else:
-
-            def data_of(theta: np.ndarray) -> np.ndarray:
-                return self._residuals(theta)
-
-        def fun(x: np.ndarray) -> np.ndarray:
-            return np.concatenate([data_of(full(x)), (x - prior_mean[free]) / prior_sd[free]])
-
-        jac: Any = "2-point"
-        if only_accept:
-
-            def jac(x: np.ndarray) -> np.ndarray:  # all finite differences in one vectorised pass
-                h = 1e-6 * np.maximum(1.0, np.abs(x))
-                rows = np.repeat(full(x)[None, :], len(x) + 1, axis=0)
-                idx = np.flatnonzero(free)
-                rows[np.arange(1, len(x) + 1), idx] += h
-                r = self._accept_residuals(rows)
-                d = (r[1:] - r[0]) / h[:, None]
-                return np.concatenate([d.T, np.diag(1.0 / prior_sd[free])], axis=0)
-
-        res = least_squares(fun, theta0[free].copy(), jac=jac, method="trf", x_scale=prior_sd[free], max_nfev=200)
-        theta = full(res.x)
-        data = data_of(theta)
-        s2 = (2.0 + float(data @ data)) / (2.0 + len(data))
-        # A fit worse than the stated noise weakens what the data say (their precision over
-        # s2), never the prior's: the covariance stays within the prior's.
-        J = np.asarray(res.jac)
-        J_data, J_prior = J[: len(data)], J[len(data) :]
-        precision = J_data.T @ J_data / max(s2, 1.0) + J_prior.T @ J_prior
-        try:
-            cov_free = np.linalg.inv(precision)
-        except np.linalg.LinAlgError:
-            cov_free = np.linalg.pinv(precision)
-        return theta, cov_free, data
+    def _accept_residual(self, theta: np.ndarray) -> np.ndarray:
+        """(k,) acceptance residuals for one parameter vector (p,)."""
+        return self._accept_residuals(theta[None, :])[0]
 
     def _accept_residuals(self, thetas: np.ndarray) -> np.ndarray:
         """(m, k) acceptance residuals for parameter rows (m, p): each measured level."""

@@ -119,11 +119,9 @@ def _on_off(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser; ``prog`` and error wording are argparse's, as in SGLang."""
-    parser = argparse.ArgumentParser(prog=PROG)
+def _add_model_and_parallelism_flags(parser: argparse.ArgumentParser) -> None:
+    """The model, the server's address and the parallelism layout."""
     add = parser.add_argument
-    # Every SGLang flag defaults to None so "not given" is distinguishable.
     add("--model-path", "--model", dest="model_path", type=str, required=True)
     add("--tokenizer-path", type=str)
     add("--host", type=str)
@@ -134,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--pp-size", "--pipeline-parallel-size", dest="pp_size", type=int)
     add("--ep-size", "--expert-parallel-size", dest="ep_size", type=int)
     add("--enable-dp-attention", action="store_true", default=None)
+
+
+def _add_speculative_flags(parser: argparse.ArgumentParser) -> None:
+    """Speculative decoding: the algorithm, the draft model and its shape."""
+    add = parser.add_argument
     add("--speculative-algorithm", type=str, choices=SPECULATIVE_ALGORITHMS)
     add("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path", type=str)
     add("--speculative-draft-model-revision", type=str)
@@ -144,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--speculative-attention-mode", type=str, choices=["prefill", "decode"])
     add("--speculative-accept-threshold-single", type=float)
     add("--speculative-accept-threshold-acc", type=float)
+
+
+def _add_memory_and_batch_flags(parser: argparse.ArgumentParser) -> None:
+    """Memory, batch and CUDA-graph limits."""
+    add = parser.add_argument
     add("--mem-fraction-static", type=float)
     add("--max-running-requests", type=int)
     add("--max-total-tokens", type=int)
@@ -152,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int)
     add("--disable-cuda-graph", action="store_true", default=None)
     add("--disable-cuda-graph-padding", action="store_true", default=None)
+
+
+def _add_backend_and_loading_flags(parser: argparse.ArgumentParser) -> None:
+    """Kernel backends, weight loading, dtypes and logging."""
+    add = parser.add_argument
     add("--attention-backend", type=str, choices=ATTENTION_BACKENDS)
     add("--sampling-backend", type=str, choices=["flashinfer", "pytorch", "ascend"])
     add("--grammar-backend", type=str, choices=["xgrammar", "outlines", "llguidance", "none"])
@@ -164,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--kv-cache-dtype", type=str, choices=KV_CACHE_DTYPES)
     add("--quantization", type=str)
     add("--log-level", type=str, choices=LOG_LEVELS)
+
+
+def _add_scheduling_and_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    """Scheduling policy, caching, compilation, warmup and the API surface."""
+    add = parser.add_argument
     add("--random-seed", type=int)
     add("--schedule-policy", type=str, choices=["lpm", "random", "fcfs", "dfs-weight", "lof", "priority"])
     add("--schedule-conservativeness", type=float)
@@ -176,7 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--watchdog-timeout", type=float)
     add("--api-key", type=str)
     add("--enable-metrics", action="store_true", default=None)
-    # The simulator's own flags.
+
+
+def _add_simulator_flags(parser: argparse.ArgumentParser) -> None:
+    """The simulator's own ``--sim-*`` options (the names in ``_SIM_DESTS``)."""
+    add = parser.add_argument
     add(
         "--sim-profile",
         dest="sim_profile",
@@ -230,6 +252,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help=f"inject a fault (repeatable; also ${ENV_FAULTS}, comma-separated)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser; ``prog`` and error wording are argparse's, as in SGLang.
+
+    Every SGLang flag defaults to None so "not given" is distinguishable; the flags are
+    added in a fixed order, which is the order of the usage line.
+    """
+    parser = argparse.ArgumentParser(prog=PROG)
+    _add_model_and_parallelism_flags(parser)
+    _add_speculative_flags(parser)
+    _add_memory_and_batch_flags(parser)
+    _add_backend_and_loading_flags(parser)
+    _add_scheduling_and_runtime_flags(parser)
+    _add_simulator_flags(parser)
     return parser
 
 

@@ -139,6 +139,135 @@ class EngineStats:
     max_lag_seconds: float = 0.0  # worst lateness of a step's end against its schedule
 
 
+class StepDurations:
+    """Real seconds of simulated steps: the profile's step times at the time scale, times
+    the per-run speed factor (drawn once, here, from `rng` when noise is on) and, for each
+    step, a per-step factor (drawn from `rng` when noise is on and the profile has one)."""
+
+    def __init__(self, profile: Profile, cfg: ServerConfig, *, time_scale: float, noise: bool, rng: random.Random) -> None:
+        self.profile = profile
+        self.cfg = cfg
+        self.scale = time_scale
+        self.rng = rng
+        self.run_factor = math.exp(rng.gauss(0.0, profile.run_sigma)) if noise and profile.run_sigma else 1.0
+        self.step_sigma = profile.step_sigma if noise else 0.0
+        self._step_cache: dict[int, float] = {}
+
+    def nominal_step(self, batch: int) -> float:
+        """A decode step of `batch` requests, without the per-step factor."""
+        base = self._step_cache.get(batch)
+        if base is None:
+            base = step_seconds(self.profile, self.cfg, batch)
+            self._step_cache[batch] = base
+        return base * self.scale * self.run_factor
+
+    def jitter(self, seconds: float) -> float:
+        """`seconds` times a fresh per-step factor (unchanged when noise is off)."""
+        if self.step_sigma:
+            return seconds * math.exp(self.rng.gauss(0.0, self.step_sigma))
+        return seconds
+
+    def prefill(self, tokens: int, seqs: int) -> float:
+        """A prefill step of `tokens` over `seqs` requests, per-step factor included."""
+        base = prefill_seconds(self.profile, self.cfg, tokens, seqs)
+        return self.jitter(base * self.scale * self.run_factor)
+
+
+class DecodeLog:
+    """SGLang's ``Decode batch`` line, one every DECODE_LOG_INTERVAL decode steps, over
+    the tokens and verify passes since the previous line; each line also sets
+    ``stats.last_gen_throughput``."""
+
+    def __init__(
+        self,
+        log: logs.SglangLog,
+        stats: EngineStats,
+        *,
+        speculative: bool,
+        draft_tokens: int,
+        cuda_graph_max_bs: int,
+        max_total_tokens: int,
+    ) -> None:
+        self.log = log
+        self.stats = stats
+        self.speculative = speculative
+        self.draft_tokens = draft_tokens
+        self.cuda_graph_max_bs = cuda_graph_max_bs
+        self.max_total_tokens = max_total_tokens
+        self._tokens = 0
+        self._verify = 0
+        self._steps = 0
+        self._start = time.perf_counter()
+
+    def step(self, *, batch: int, tokens: int, kv_tokens: int, queued: int) -> None:
+        """Count one decode step of `batch` verify passes emitting `tokens`; write the line
+        when the interval is complete (`kv_tokens` and `queued` as after the step)."""
+        self._tokens += tokens
+        self._verify += batch
+        self._steps += 1
+        if self._steps >= DECODE_LOG_INTERVAL:
+            self._write(batch, kv_tokens, queued)
+
+    def _write(self, batch: int, kv_tokens: int, queued: int) -> None:
+        now = time.perf_counter()
+        elapsed = max(now - self._start, 1e-9)
+        throughput = self._tokens / elapsed
+        self.stats.last_gen_throughput = throughput
+        accept_len = accept_rate = None
+        if self.speculative:
+            accept_len = self._tokens / max(self._verify, 1)
+            accept_rate = (accept_len - 1.0) / max(self.draft_tokens - 1, 1)
+        self.log.rank(
+            logs.decode_batch(
+                running=batch,
+                tokens=kv_tokens,
+                token_usage=kv_tokens / self.max_total_tokens,
+                accept_len=accept_len,
+                accept_rate=accept_rate,
+                cuda_graph=batch <= self.cuda_graph_max_bs,
+                gen_throughput=throughput,
+                queued=queued,
+            )
+        )
+        self._tokens = self._verify = self._steps = 0
+        self._start = now
+
+
+def retraction_split(
+    running: list[Generation], kv_tokens: int, draft_tokens: int, max_total_tokens: int
+) -> tuple[list[Generation], list[Generation]]:
+    """(kept, retracted): `running` split so that the kept requests, with `draft_tokens`
+    new tokens each, fit in `max_total_tokens` with `kv_tokens` held now (at least one is
+    kept). Kept ones stay in `running`'s order; retracted ones are in retraction order."""
+    # SGLang keeps the requests with the most output (then the shortest prompt) and
+    # retracts from the other end (schedule_batch._get_decode_retraction_order, "length").
+    keep = sorted(running, key=lambda g: (g.completion_tokens, -g.prompt_tokens), reverse=True)
+    retracted: list[Generation] = []
+    while len(keep) > 1 and kv_tokens + len(keep) * draft_tokens > max_total_tokens:
+        gen = keep.pop()
+        kv_tokens -= gen.kv_tokens
+        retracted.append(gen)
+    kept = set(keep)
+    return [g for g in running if g in kept], retracted
+
+
+def new_token_ratio_after_retraction(running: list[Generation]) -> float:
+    """SGLang's new-token ratio re-estimated over the requests still running."""
+    decoded = sum(g.completion_tokens for g in running)
+    budget = sum(g.max_new_tokens for g in running)
+    return min(1.0, (decoded + RETRACT_DECODE_STEPS * len(running)) / (budget + 1))
+
+
+def accepted_tokens(gen: Generation, rng: random.Random) -> int:
+    """Tokens `gen` emits in one verify step (at least 1, at most what it has left): from
+    the noiseless accumulator, or drawn with `rng` from its acceptance distribution."""
+    if gen.accept_cdf is None:
+        k, gen.accumulator = noiseless_emit(gen.accumulator, gen.accept_mean, gen.remaining)
+        return k
+    k = bisect.bisect_left(gen.accept_cdf, rng.random()) + 1
+    return min(k, len(gen.accept_cdf), gen.remaining)
+
+
 class Engine:
     """The batch scheduler (module docstring); ``run()`` is the loop, ``submit()`` feeds it."""
 
@@ -168,19 +297,21 @@ class Engine:
         self.speculative = cfg.speculative_algorithm is not None
         self.draft_tokens = cfg.speculative_num_draft_tokens if self.speculative else 1
         self.cuda_graph_max_bs = 0 if disable_cuda_graph else cfg.cuda_graph_max_bs
-        self.run_factor = math.exp(rng.gauss(0.0, profile.run_sigma)) if noise and profile.run_sigma else 1.0
-        self.step_sigma = profile.step_sigma if noise else 0.0
+        self.durations = StepDurations(profile, cfg, time_scale=time_scale, noise=noise, rng=rng)
         self.waiting: deque[Generation] = deque()
         self.running: list[Generation] = []
         self.kv_tokens = 0
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.stats = EngineStats()
+        self.decode_log = DecodeLog(
+            log,
+            self.stats,
+            speculative=self.speculative,
+            draft_tokens=self.draft_tokens,
+            cuda_graph_max_bs=self.cuda_graph_max_bs,
+            max_total_tokens=self.max_total_tokens,
+        )
         self._arrived = asyncio.Event()
-        self._step_cache: dict[int, float] = {}
-        self._interval_tokens = 0
-        self._interval_verify = 0
-        self._interval_steps = 0
-        self._interval_start = time.perf_counter()
         self.busy = True
         self.busy_since = 0.0
         self.window = min(1.0, time_scale / GATHER_FULL_SCALE)  # factor on the gathering windows
@@ -197,23 +328,6 @@ class Engine:
         """Drop the request at the next step boundary (its slot is freed then)."""
         if not gen.finished:
             gen.aborted = True
-
-    # -- durations (real seconds)
-    def _nominal_step(self, batch: int) -> float:
-        base = self._step_cache.get(batch)
-        if base is None:
-            base = step_seconds(self.profile, self.cfg, batch)
-            self._step_cache[batch] = base
-        return base * self.scale * self.run_factor
-
-    def _jitter(self, seconds: float) -> float:
-        if self.step_sigma:
-            return seconds * math.exp(self.rng.gauss(0.0, self.step_sigma))
-        return seconds
-
-    def _prefill_duration(self, tokens: int, seqs: int) -> float:
-        base = prefill_seconds(self.profile, self.cfg, tokens, seqs)
-        return self._jitter(base * self.scale * self.run_factor)
 
     # -- the loop
     async def run(self) -> None:
@@ -233,7 +347,7 @@ class Engine:
             if (freed or not self.running) and len(self.waiting) < free:
                 # Requests sent together reach us spread over milliseconds: gather them into
                 # one prefill, as predict() assumes (its clients turn around instantly).
-                cap = GATHER_CAP_S * self.window if not self.running else 0.8 * self._nominal_step(len(self.running))
+                cap = GATHER_CAP_S * self.window if not self.running else 0.8 * self.durations.nominal_step(len(self.running))
                 await self._gather(loop, loop.time() + cap, target if freed else 0, free)
             freed = 0
             admitted = self._admit()
@@ -295,7 +409,7 @@ class Engine:
         first request arrived, whichever is later. Returns (new deadline, slots freed)."""
         deadline = max(deadline, min(g.arrived for g in admitted))
         tokens = sum(g.kv_tokens for g in admitted)
-        duration = self._prefill_duration(tokens, len(admitted))
+        duration = self.durations.prefill(tokens, len(admitted))
         if self.stall is not None and self.stats.completed >= self.stall[0]:
             duration += self.stall[1] * self.scale
             self.stall = None
@@ -341,27 +455,17 @@ class Engine:
         if len(self.running) <= 1 or self.kv_tokens + len(self.running) * self.draft_tokens <= self.max_total_tokens:
             self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
             return
-        # SGLang keeps the requests with the most output (then the shortest prompt) and
-        # retracts from the other end (schedule_batch._get_decode_retraction_order, "length").
-        keep = sorted(self.running, key=lambda g: (g.completion_tokens, -g.prompt_tokens), reverse=True)
-        retracted: list[Generation] = []
-        before = self.kv_tokens
-        while len(keep) > 1 and self.kv_tokens + len(keep) * self.draft_tokens > self.max_total_tokens:
-            gen = keep.pop()
-            self.kv_tokens -= gen.kv_tokens
-            retracted.append(gen)
-        kept = set(keep)
-        self.running = [g for g in self.running if g in kept]
+        self.running, retracted = retraction_split(self.running, self.kv_tokens, self.draft_tokens, self.max_total_tokens)
+        tokens_gained = sum(g.kv_tokens for g in retracted)
+        self.kv_tokens -= tokens_gained
         self.waiting.extendleft(reversed(retracted))
         self.stats.retracted += len(retracted)
         old_ratio = self.new_token_ratio
-        decoded = sum(g.completion_tokens for g in self.running)
-        budget = sum(g.max_new_tokens for g in self.running)
-        self.new_token_ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(self.running)) / (budget + 1))
+        self.new_token_ratio = new_token_ratio_after_retraction(self.running)
         self.log.rank(
             logs.kv_retraction(
                 retracted=len(retracted),
-                tokens_gained=before - self.kv_tokens,
+                tokens_gained=tokens_gained,
                 old_ratio=old_ratio,
                 new_ratio=self.new_token_ratio,
                 mamba_gained=len(retracted) if self._hybrid_state else None,
@@ -376,7 +480,7 @@ class Engine:
     async def _decode(self, loop: asyncio.AbstractEventLoop, deadline: float) -> tuple[float, int]:
         """One decode step for every running request. Returns (new deadline, slots freed)."""
         running = self.running
-        duration = self._jitter(self._nominal_step(len(running)))
+        duration = self.durations.jitter(self.durations.nominal_step(len(running)))
         deadline += duration
         self.stats.scheduled_seconds += duration
         await _sleep_until(loop, deadline, self.stats)
@@ -388,7 +492,7 @@ class Engine:
                 self.kv_tokens -= gen.kv_tokens
                 freed += 1
                 continue
-            k = self._draw(gen)
+            k = accepted_tokens(gen, self.rng)
             gen.verify_ct += 1
             if gen.histogram is not None:
                 gen.histogram[min(k - 1, len(gen.histogram) - 1)] += 1
@@ -402,20 +506,8 @@ class Engine:
         self.running = still
         self.stats.decode_tokens += step_tokens
         self.stats.verify_steps += len(running)
-        self._interval_tokens += step_tokens
-        self._interval_verify += len(running)
-        self._interval_steps += 1
-        if self._interval_steps >= DECODE_LOG_INTERVAL:
-            self._log_decode(len(running))
+        self.decode_log.step(batch=len(running), tokens=step_tokens, kv_tokens=self.kv_tokens, queued=len(self.waiting))
         return deadline, freed
-
-    def _draw(self, gen: Generation) -> int:
-        """Tokens `gen` emits in this verify step (at least 1, at most what it has left)."""
-        if gen.accept_cdf is None:
-            k, gen.accumulator = noiseless_emit(gen.accumulator, gen.accept_mean, gen.remaining)
-            return k
-        k = bisect.bisect_left(gen.accept_cdf, self.rng.random()) + 1
-        return min(k, len(gen.accept_cdf), gen.remaining)
 
     def _emit(self, gen: Generation, count: int) -> None:
         if count <= 0:
@@ -438,30 +530,6 @@ class Engine:
         self.kv_tokens -= gen.kv_tokens
         self.stats.completed += 1
         self.on_complete(gen)
-
-    def _log_decode(self, batch: int) -> None:
-        now = time.perf_counter()
-        elapsed = max(now - self._interval_start, 1e-9)
-        throughput = self._interval_tokens / elapsed
-        self.stats.last_gen_throughput = throughput
-        accept_len = accept_rate = None
-        if self.speculative:
-            accept_len = self._interval_tokens / max(self._interval_verify, 1)
-            accept_rate = (accept_len - 1.0) / max(self.draft_tokens - 1, 1)
-        self.log.rank(
-            logs.decode_batch(
-                running=batch,
-                tokens=self.kv_tokens,
-                token_usage=self.kv_tokens / self.max_total_tokens,
-                accept_len=accept_len,
-                accept_rate=accept_rate,
-                cuda_graph=batch <= self.cuda_graph_max_bs,
-                gen_throughput=throughput,
-                queued=len(self.waiting),
-            )
-        )
-        self._interval_tokens = self._interval_verify = self._interval_steps = 0
-        self._interval_start = now
 
 
 async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float, stats: EngineStats) -> None:
