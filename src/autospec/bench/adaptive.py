@@ -20,10 +20,13 @@ elapsed time; it answers None (continue) or a `Stop` with one of the reasons
 
 One continuous run has one ramp-up and one drain however long it goes, so the
 steady-state aggregate (`autospec.metrics.steady`) gains from every request. The rule
-is consulted before each send beyond the floor, at most once per `check_every_s`
-(each look summarises every record so far on the client's event loop, so it is
-rate-limited; a slice is never started past the cap, so with less than a slice of
-budget left a level stops at its floor). The result's summary carries `stop_reason`
+is consulted before each send beyond the floor, at most once per `check_every_s`,
+and less often when a look is slow: each look summarises every record so far on the
+client's event loop, which reads no streamed output meanwhile, so the records show a
+pause the server never made; the next look waits until that blind time is at most
+`MAX_BLIND_SHARE` of the level (a loaded host, thousands of records). A slice is never
+started past the cap, so with less than a slice of budget left a level stops at its
+floor. The result's summary carries `stop_reason`
 and `precision` (targets, relative half-widths, cap, elapsed, the hook's text).
 
 **Repeat runs** (`run_level_adaptive_with`, `autospec bench --adaptive`): each repeat
@@ -87,6 +90,11 @@ class Figure:
             raise ConfigError(f"unknown metric {self.metric!r}; use names from METRICS")
         if not 0 < self.target_rel_ci < 1:
             raise ConfigError(f"target_rel_ci must be in (0, 1), got {self.target_rel_ci}; e.g. 0.02 for +-2%")
+
+
+# The precision loop's looks may keep the client from reading streamed output for at most
+# this share of a level (a look's own duration / this = the wait until the next one).
+MAX_BLIND_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -167,10 +175,12 @@ def stop_rule(
     elapsed_s: float,
     sent: int,
     should_stop: StopHook | None = None,
+    next_look_s: float | None = None,
 ) -> Stop | None:
     """Continue (None) or stop, with the reason (module docstring), for a level whose
     records so far give `summary`, after `sent` requests and `elapsed_s` seconds on the
-    clock of `goal.cap_s`. Pure, apart from calling `should_stop`."""
+    clock of `goal.cap_s`; `next_look_s` is how long until the next look (default
+    `goal.check_every_s`). Pure, apart from calling `should_stop`."""
     if sent < goal.min_requests:
         return None
     if summary.failed_reason:
@@ -184,7 +194,7 @@ def stop_rule(
         return Stop("target", _describe(summary, goal))
     if sent >= goal.max_requests:
         return Stop("ceiling", f"{sent} requests sent (ceiling {goal.max_requests}): {_describe(summary, goal)}")
-    if elapsed_s + goal.check_every_s > goal.cap_s:
+    if elapsed_s + (next_look_s if next_look_s is not None else goal.check_every_s) > goal.cap_s:
         return Stop("cap", f"{elapsed_s:.1f} s of {goal.cap_s:.1f} s measured: {_describe(summary, goal)}")
     return None
 
@@ -201,12 +211,13 @@ class _Controller:
     checks: int = 0
     last_check: float | None = None
     elapsed_s: float = 0.0
+    spacing_s: float = 0.0  # until the next look (`MAX_BLIND_SHARE`)
 
     def __call__(self, sent: int, records: Sequence[RequestRecord]) -> bool:
         if self.stop is not None:
             return False
         now = time.monotonic()
-        if self.last_check is not None and now - self.last_check < self.goal.check_every_s:
+        if self.last_check is not None and now - self.last_check < self.spacing_s:
             return True
         self.last_check = now
         self.checks += 1
@@ -215,7 +226,8 @@ class _Controller:
         summary = summarize(
             LevelResult(measured, 0.0, self.concurrency), max_error_rate=self.goal.max_error_rate, intervals=self.goal.metrics
         )
-        self.stop = stop_rule(summary, self.goal, self.elapsed_s, sent, self.should_stop)
+        self.spacing_s = max(self.goal.check_every_s, (time.monotonic() - now) / MAX_BLIND_SHARE)
+        self.stop = stop_rule(summary, self.goal, self.elapsed_s, sent, self.should_stop, next_look_s=self.spacing_s)
         return self.stop is None
 
 
