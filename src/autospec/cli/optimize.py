@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -174,7 +173,6 @@ def add_slot_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    started_s = time.monotonic()  # --timeout counts the start-up checks too
     from autospec import study as study_api
     from autospec.cli import wiring
     from autospec.cli.workers import run_slot_workers, slot_of, study_options
@@ -215,7 +213,6 @@ def run(args: argparse.Namespace) -> int:
         sglang_version=target.sglang_version,
         baseline=args.baseline,
         timeout_s=timeout_s,
-        started_s=started_s,
         learn=not args.no_learn,
         remeasure=args.remeasure,
         ready_timeout_s=args.ready_timeout,

@@ -129,7 +129,6 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
         obs=obs,
         # The tuner's start counts as GPU idle time (its imports and checks) until the first launch.
         idle=GpuIdle(free_since=_process_started()),
-        started=req.started_s if req.started_s is not None else time.monotonic(),
     )
 
 

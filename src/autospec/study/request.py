@@ -63,10 +63,7 @@ class OptimizeRequest:
     to_argv: Callable[[Mapping[str, Any]], list[str]] | None = None
     sglang_version: str = DEFAULT_SGLANG_VERSION
     baseline: bool = False
-    timeout_s: float | None = None  # no new trial starts this long after `started_s`
-    # when the command started, on the time.monotonic clock (None: when the run is built), so that
-    # --timeout counts the tuner's own start-up (preflight, recovery) too
-    started_s: float | None = None
+    timeout_s: float | None = None
     learn: bool = True
     remeasure: bool = False
     ready_timeout_s: float | None = None

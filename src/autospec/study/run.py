@@ -161,7 +161,6 @@ class StudyRun:
     signals: StopSignals
     obs: Observer
     idle: GpuIdle
-    started: float = field(default_factory=time.monotonic)  # --timeout counts from here
     sleep: Callable[[float], None] = time.sleep
     launched: int = field(default=0, init=False)  # launched trials in the study, as last read
     current: InFlight | None = field(default=None, init=False)
@@ -219,7 +218,7 @@ class StudyRun:
             self._log(f"the model's summary of the configurations not launched is not stored: {e}")
 
     def _loop(self) -> StopReason:
-        deadline = self.started + self.req.timeout_s if self.req.timeout_s else None
+        deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None
         stuck_at: int | None = None
         while True:
             trials = self.store.read()
