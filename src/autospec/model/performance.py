@@ -258,7 +258,7 @@ class PerformanceModel:
         for o in started:
             self._add(o)
         self.speculative = any(r.shape.speculative for r in self.rows)
-        self.has_trees = any(r.shape.tree and r.shape.family == "eagle" for r in self.rows)
+        self.has_trees = any(r.shape.tree for r in self.rows)  # EAGLE topk > 1 or an NGRAM trie wider than 1
         self.ngram = any(r.shape.family == "ngram" for r in self.rows)
         self._accept_cache: tuple[bytes, np.ndarray] | None = None
         self._prepare()
