@@ -31,6 +31,7 @@ from autospec.study.processes.gpu_guard import GpuGuard
 from autospec.study.processes.stopping import StopSignals
 from autospec.study.proposing.compiled import CompiledSpace, compile_space
 from autospec.study.proposing.proposer import Answered
+from autospec.study.proposing.references import reference_names, references_wanted
 from autospec.study.proposing.queue import QueuePolicy, QueueSettings
 from autospec.study.proposing.samplers import ModelSampler, make_sampler, optuna_notes_silenced, unsupported_reason
 from autospec.study.request import NullObserver, Observer, OptimizeRequest, OptimizeResult
@@ -105,8 +106,17 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
             f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} candidate={answer.candidate}"
         )
 
+    references = references_wanted(
+        req.references, req.space.references, req.n_trials, len(reference_names(compiled.declared))
+    )
     settings = QueueSettings(
-        n_trials=req.n_trials, baseline=req.baseline, learn=req.learn, confirm=req.confirm, hardware=req.hardware, seed=req.seed
+        n_trials=req.n_trials,
+        baseline=req.baseline,
+        learn=req.learn,
+        confirm=req.confirm,
+        hardware=req.hardware,
+        seed=req.seed,
+        references=references,
     )
     queue = QueuePolicy(compiled, gate, store, settings, _sampler_factory(req, compiled, gate, model_sampler, log), log, answered)
     pending, artifacts = PendingResults(layout.pending_dir), Artifacts(layout.artifacts_dir)
