@@ -50,7 +50,7 @@ def test_a_first_level_that_breaks_leaves_no_capacity_and_looks_below_it():
 
 
 def test_a_start_outside_the_range_is_refused():
-    with pytest.raises(ValueError, match="start 9 must be within 1..limit 8"):
+    with pytest.raises(ValueError, match=r"start 9 must be within 1\.\.limit 8"):
         CapacitySearch(9, 8)
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from autospec.cli.main import main
-
 from simspace import sim_space_text
 
 SIM_ARGS = ["--sim", "--sim-load-seconds", "0.1", "--sim-time-scale", "0.2", "--quiet"]

@@ -9,7 +9,7 @@ import pytest
 
 from autospec.report import recommend
 from autospec.report.data import StudyData, TrialView, parse_objective
-from autospec.report.references import gains_json, gains_lines, reference_gains, reference_flags
+from autospec.report.references import gains_json, gains_lines, reference_flags, reference_gains
 
 
 def _level(out: float, out_half: float, agg: float, agg_half: float) -> dict:
@@ -72,9 +72,23 @@ def test_a_gain_on_a_minimised_objective_above_one_is_worse():
     objectives = [parse_objective("output_tok_s@c1", "maximize"), parse_objective("ttft_ms_p99@c1", "minimize")]
 
     def view(number, out, ttft, reference=None):
-        level = {"output_tok_s": out, "ttft_ms_p99": ttft, "cis": {"output_tok_s": [out - 1, out + 1], "ttft_ms_p99": [ttft - 1, ttft + 1]}}
-        return TrialView(number, "complete", "reference" if reference else "front", {}, [out, ttft], True, "ok",
-                         launched=True, bench={1: level}, reference=reference)
+        level = {
+            "output_tok_s": out,
+            "ttft_ms_p99": ttft,
+            "cis": {"output_tok_s": [out - 1, out + 1], "ttft_ms_p99": [ttft - 1, ttft + 1]},
+        }
+        return TrialView(
+            number,
+            "complete",
+            "reference" if reference else "front",
+            {},
+            [out, ttft],
+            True,
+            "ok",
+            launched=True,
+            bench={1: level},
+            reference=reference,
+        )
 
     data = StudyData("m", objectives, [view(1, 100.0, 50.0, "no_speculation"), view(2, 200.0, 80.0)])
     (gains,) = reference_gains(data, recommend(data, None))
@@ -85,7 +99,8 @@ def test_text_and_json_name_the_reference_its_figures_and_each_gain(data):
     picks = recommend(data, None)
     lines = gains_lines(data, picks)
     assert lines[0] == (
-        "no_speculation (trial 1; no speculative flags): output_tok_s@c1 100.0 +-5.0 tok/s, agg_output_tok_s@c32 1010.0 +-30.0 tok/s"
+        "no_speculation (trial 1; no speculative flags): "
+        "output_tok_s@c1 100.0 +-5.0 tok/s, agg_output_tok_s@c32 1010.0 +-30.0 tok/s"
     )
     assert lines[1].startswith("    latency, throughput, knee pick (trial 5) over it: output_tok_s@c1 x2.00 +-0.14 better")
     out = gains_json(data, picks)
@@ -103,6 +118,14 @@ def test_no_reference_no_lines():
 
 
 def test_reference_flags_keep_switches_and_values():
-    t = TrialView(1, "complete", "reference", {}, None, True, "ok",
-                  server_args=["x", "--speculative-algorithm", "NEXTN", "--speculative-adaptive", "--tp-size", "4"])
+    t = TrialView(
+        1,
+        "complete",
+        "reference",
+        {},
+        None,
+        True,
+        "ok",
+        server_args=["x", "--speculative-algorithm", "NEXTN", "--speculative-adaptive", "--tp-size", "4"],
+    )
     assert reference_flags(t) == "--speculative-algorithm NEXTN --speculative-adaptive"

@@ -50,7 +50,10 @@ def test_eagle_family_spaces_get_all_three_references_others_fewer():
 def test_each_reference_unsets_what_it_leaves_to_sglang():
     space = _space(
         {"speculative_algorithm": "NEXTN", "speculative_draft_model_path": "/d", "tp_size": 4},
-        {"speculative_num_steps": {"type": "int", "low": 1, "high": 4}, "mem_fraction_static": {"type": "float", "low": 0.8, "high": 0.9}},
+        {
+            "speculative_num_steps": {"type": "int", "low": 1, "high": 4},
+            "mem_fraction_static": {"type": "float", "low": 0.8, "high": 0.9},
+        },
     )
     fixed = {**space.server.flags, "speculative_eagle_topk": 1}  # a tunable the narrowed space fixed
     no_spec = reference_candidate(NO_SPECULATION, space, fixed)

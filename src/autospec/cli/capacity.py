@@ -101,6 +101,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 def _workload(args: argparse.Namespace, study: optuna.Study) -> Workload:
     """The study's workload (its stored space file and --output-len), or --space's."""
     import dataclasses
+
     import tomllib
 
     from autospec.cli.common import load_space
@@ -112,11 +113,15 @@ def _workload(args: argparse.Namespace, study: optuna.Study) -> Workload:
         return load_space(args.space).workload
     stored = study.user_attrs.get(WORKER_OPTIONS_KEY)
     if not isinstance(stored, dict) or not stored.get("space_toml"):
-        raise UsageError(f"study {study.study_name!r} does not hold its search-space file; pass the one it ran with: --space FILE")
+        raise UsageError(
+            f"study {study.study_name!r} does not hold its search-space file; pass the one it ran with: --space FILE"
+        )
     try:
         workload = parse_search_space(tomllib.loads(stored["space_toml"]), source=f"study {study.study_name}").workload
     except (ConfigError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"the search-space file stored with the study does not load ({exc}); pass it with --space FILE") from None
+        raise UsageError(
+            f"the search-space file stored with the study does not load ({exc}); pass it with --space FILE"
+        ) from None
     output_len = (stored.get("options") or {}).get("output_len")
     return dataclasses.replace(workload, output_len=int(output_len)) if output_len else workload
 
@@ -153,7 +158,8 @@ def _level_line(point: CapacityPoint) -> str:
     verdict = "holds" if point.holds else "breaks: " + "; ".join(point.broken)
     agg = s.get("agg_output_tok_s")
     return (
-        f"C={point.concurrency:<4} ok {s.get('n_ok', 0):>4}  TTFT p99 {ms('ttft_ms_p99'):>8} ms  TPOT p99 {ms('tpot_ms_p99'):>7} ms  "
+        f"C={point.concurrency:<4} ok {s.get('n_ok', 0):>4}  TTFT p99 {ms('ttft_ms_p99'):>8} ms  "
+        f"TPOT p99 {ms('tpot_ms_p99'):>7} ms  "
         f"agg {'-' if agg is None else f'{agg:.0f}':>7} tok/s  {verdict}"
     )
 

@@ -65,7 +65,9 @@ def summary_line(curve: Mapping[str, Any]) -> str:
         why = "; ".join(points[broken]["broken"]) if broken in points else "nothing measured"
         return f"no concurrency holds {bounds}: C={broken} already breaks it ({why})"
     if broken is None:
-        return f"capacity C>={capacity} under {bounds}: every level up to the limit held (raise --max-concurrency to look further)"
+        return (
+            f"capacity C>={capacity} under {bounds}: every level up to the limit held (raise --max-concurrency to look further)"
+        )
     return f"capacity C={capacity} under {bounds}; C={broken} breaks it ({'; '.join(points[broken]['broken'])})"
 
 
@@ -126,9 +128,7 @@ def write_html(curve: Mapping[str, Any], svg: str, path: Path) -> None:
     """A self-contained page: the summary line, the figure, the per-level table."""
     rows = curve_rows(curve)
     head = ["concurrency", "holds", *_columns(curve), "broken"]
-    cells = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_cell(row.get(h)))}</td>" for h in head) + "</tr>\n" for row in rows
-    )
+    cells = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(row.get(h)))}</td>" for h in head) + "</tr>\n" for row in rows)
     table = "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>\n" + cells + "</table>"
     title = html.escape(f"Capacity of study {curve.get('study')}, trial {curve.get('trial')}")
     path.write_text(

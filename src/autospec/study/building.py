@@ -31,8 +31,8 @@ from autospec.study.processes.gpu_guard import GpuGuard
 from autospec.study.processes.stopping import StopSignals
 from autospec.study.proposing.compiled import CompiledSpace, compile_space
 from autospec.study.proposing.proposer import Answered
-from autospec.study.proposing.references import reference_names, references_wanted
 from autospec.study.proposing.queue import QueuePolicy, QueueSettings
+from autospec.study.proposing.references import reference_names, references_wanted
 from autospec.study.proposing.samplers import ModelSampler, make_sampler, optuna_notes_silenced, unsupported_reason
 from autospec.study.request import NullObserver, Observer, OptimizeRequest, OptimizeResult
 from autospec.study.run import GpuIdle, StudyRun
@@ -106,9 +106,7 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
             f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} candidate={answer.candidate}"
         )
 
-    references = references_wanted(
-        req.references, req.space.references, req.n_trials, len(reference_names(compiled.declared))
-    )
+    references = references_wanted(req.references, req.space.references, req.n_trials, len(reference_names(compiled.declared)))
     settings = QueueSettings(
         n_trials=req.n_trials,
         baseline=req.baseline,

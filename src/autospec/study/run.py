@@ -293,7 +293,9 @@ class StudyRun:
             )
             current.reference = reference_of(trial)
             reference = ask_reference(trial, self.compiled.declared, self.compiled.space.server.flags)
-            current.candidate = reference if reference is not None else self.compiled.candidate(suggest(trial, self.compiled.space))
+            current.candidate = (
+                reference if reference is not None else self.compiled.candidate(suggest(trial, self.compiled.space))
+            )
             self.queue.asked(trial.number, trial.params)
             worker = {**this_worker(current.launch_id), **self.req.placement()}
 
