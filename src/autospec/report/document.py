@@ -65,6 +65,18 @@ def _counts_line(data: StudyData) -> str:
     )
 
 
+def _gains_blocks(data: StudyData, picks: dict[str, Pick]) -> list[Block]:
+    """The picks' gains over the reference points measured in the study (none: no blocks)."""
+    gains = gains_lines(data, picks)
+    if not gains:
+        return []
+    return [
+        ("h2", "Gains over the references"),
+        ("p", f"Reference points measured in this study, outside the search and off the front. {GAINS_LEGEND}."),
+        ("pre", "\n".join(gains) + "\n"),
+    ]
+
+
 def _blocks(
     data: StudyData,
     table: ParetoTable,
@@ -95,13 +107,7 @@ def _blocks(
         shown[pick.trial.number] = name
         d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port, summary=pick_summary(data, pick.trial))
         blocks.append(("pre", render_cmd(d)))
-    gains = gains_lines(data, picks)
-    if gains:
-        blocks += [
-            ("h2", "Gains over the references"),
-            ("p", f"Reference points measured in this study, outside the search and off the front. {GAINS_LEGEND}."),
-            ("pre", "\n".join(gains) + "\n"),
-        ]
+    blocks += _gains_blocks(data, picks)
     explained = model_lines(data, picks)
     if explained:
         blocks += [("h2", "What the model expected"), ("pre", "\n".join(explained) + "\n")]

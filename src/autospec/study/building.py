@@ -61,6 +61,20 @@ def build_run(
         return _build(req, observer or NullObserver(), make_chain, handle)
 
 
+def _queue_settings(req: OptimizeRequest, compiled: CompiledSpace) -> QueueSettings:
+    """What the queue policy is asked to do; the reference points by `references_wanted`."""
+    references = references_wanted(req.references, req.space.references, req.n_trials, len(reference_names(compiled.declared)))
+    return QueueSettings(
+        n_trials=req.n_trials,
+        baseline=req.baseline,
+        learn=req.learn,
+        confirm=req.confirm,
+        hardware=req.hardware,
+        seed=req.seed,
+        references=references,
+    )
+
+
 def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle: StorageHandle | None) -> StudyRun:
     launcher = req.launcher or Launcher()
     guard, handle, study = _open(req, obs, launcher, handle)
@@ -106,16 +120,7 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
             f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} candidate={answer.candidate}"
         )
 
-    references = references_wanted(req.references, req.space.references, req.n_trials, len(reference_names(compiled.declared)))
-    settings = QueueSettings(
-        n_trials=req.n_trials,
-        baseline=req.baseline,
-        learn=req.learn,
-        confirm=req.confirm,
-        hardware=req.hardware,
-        seed=req.seed,
-        references=references,
-    )
+    settings = _queue_settings(req, compiled)
     queue = QueuePolicy(compiled, gate, store, settings, _sampler_factory(req, compiled, gate, model_sampler, log), log, answered)
     pending, artifacts = PendingResults(layout.pending_dir), Artifacts(layout.artifacts_dir)
     return StudyRun(
