@@ -37,10 +37,8 @@ def test_eagle_family_spaces_get_all_three_references_others_fewer():
     assert reference_names(_space({"speculative_algorithm": "EAGLE3"})) == [NO_SPECULATION, SGLANG_DEFAULTS, ADAPTIVE]
     # sglang 0.5.23 runs --speculative-adaptive only for EAGLE/EAGLE3 with top-k 1 and without DP attention
     assert reference_names(_space({"speculative_algorithm": "NGRAM"})) == [NO_SPECULATION, SGLANG_DEFAULTS]
-    assert reference_names(_space({"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4})) == [
-        NO_SPECULATION,
-        SGLANG_DEFAULTS,
-    ]
+    # a fixed top-k is left to SGLang with the rest of the shape, and adaptive sets it to 1
+    assert reference_names(_space({"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4}))[-1] == ADAPTIVE
     assert reference_names(_space({"speculative_algorithm": "EAGLE", "enable_dp_attention": True}))[-1] == SGLANG_DEFAULTS
     tuned = {"speculative_algorithm": {"type": "categorical", "choices": ["EAGLE", "NGRAM"]}}
     assert reference_names(_space({}, tuned)) == [NO_SPECULATION]  # no single algorithm to take SGLang's defaults of
@@ -67,6 +65,9 @@ def test_each_reference_unsets_what_it_leaves_to_sglang():
     defaults = reference_candidate(SGLANG_DEFAULTS, space, fixed)
     assert "speculative_algorithm" not in defaults and defaults["speculative_num_steps"] is None
     assert defaults["speculative_eagle_topk"] is None and "tp_size" not in defaults
+    # a shape flag the space itself fixes is unset too: SGLang chooses steps, top-k, draft only together
+    mtp = _space({"speculative_algorithm": "NEXTN", "speculative_eagle_topk": 1})
+    assert reference_candidate(SGLANG_DEFAULTS, mtp, mtp.server.flags)["speculative_eagle_topk"] is None
     assert reference_candidate(ADAPTIVE, space, fixed) == {**defaults, "speculative_adaptive": True}
     with pytest.raises(ValueError, match="unknown reference 'fastest'"):
         reference_candidate("fastest", space, fixed)
@@ -149,3 +150,6 @@ def test_references_are_measured_once_counted_kept_off_the_front_and_compared(tm
     text = capsys.readouterr().out
     assert "references measured in this study (not on the front)" in text
     assert "no_speculation (trial " in text and "pick (trial " in text
+    assert main(["report", "--study", "refs", "--studies-dir", studies, "-o", str(tmp_path / "report")]) == 0
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## Gains over the references" in report and "adaptive (trial " in report

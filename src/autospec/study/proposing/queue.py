@@ -160,7 +160,7 @@ class QueuePolicy:
         sampler = self.proposer.scratch.sampler if self.proposer is not None else None
         if not isinstance(sampler, ModelSampler):
             return None
-        return sampler.unlaunched(self.store.read())
+        return sampler.unlaunched([t for t in self.store.read() if t.markers.reference is None])  # the search's own
 
     def store_model_summary(self) -> None:
         summary = self.model_summary()

@@ -7,15 +7,18 @@ and none of its tuned ones, so every tuned flag is left to SGLang:
 
 - ``no_speculation``: every ``speculative_*`` flag dropped. In sglang 0.5.23 no
   ``--speculative-algorithm`` means no speculative decoding at all.
-- ``sglang_defaults``: the space's algorithm with steps, top-k and draft tokens unset.
+- ``sglang_defaults``: the space's algorithm with steps, top-k and draft tokens unset
+  (also where the space fixes one of them: SGLang chooses them only all together).
   sglang 0.5.23's resolver then chooses them itself (EAGLE family:
   ``_auto_choose_speculative_params``, (3, 1, 4) for most models and (5, 4, 8) for Llama;
   STANDALONE (3, 1, 4); NGRAM: 12 draft tokens, top-k = the BFS breadth).
 - ``adaptive``: the same plus ``--speculative-adaptive``, where the algorithm accepts it:
   sglang 0.5.23 (`adaptive_unsupported_reason`) runs it for EAGLE and EAGLE3 (NEXTN is
-  rewritten to EAGLE first) with top-k 1 and without DP attention, and otherwise falls
-  back to static parameters with a warning; a space that fixes another algorithm, top-k
-  above 1 or DP attention gets no adaptive reference.
+  rewritten to EAGLE first) with top-k 1 (it sets an unset top-k to 1 itself) and without
+  DP attention, and otherwise falls back to static parameters with a warning; a space
+  that fixes another algorithm or DP attention gets no adaptive reference. The flag is
+  also in sglang 0.5.16's ServerArgs (its startup log on the H200 prints
+  ``speculative_adaptive=False``).
 
 Which are measured: those the space's algorithm allows (none without a fixed
 ``speculative_algorithm``: the algorithm is then tuned, and no single default exists),
@@ -43,7 +46,7 @@ import optuna
 from autospec.config import SearchSpace
 from autospec.feasibility.verdict import Verdict
 from autospec.records import Markers, TrialStore
-from autospec.sglang_facts import TOPK
+from autospec.sglang_facts import DRAFT_TOKENS, STEPS, TOPK
 
 __all__ = [
     "REFERENCE_PARAM",
@@ -72,6 +75,7 @@ ALGORITHM = "speculative_algorithm"
 ADAPTIVE_FLAG = "speculative_adaptive"
 # sglang 0.5.23 adaptive_spec_params.adaptive_unsupported_reason: EAGLE/EAGLE3 only (NEXTN aliases EAGLE)
 ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+SPECULATION_SHAPE = (STEPS, TOPK, DRAFT_TOKENS)
 
 
 def reference_names(space: SearchSpace) -> list[str]:
@@ -83,13 +87,8 @@ def reference_names(space: SearchSpace) -> list[str]:
     if not algorithm:
         return []
     names = [NO_SPECULATION, SGLANG_DEFAULTS]
-    adaptive_ok = (
-        str(algorithm).upper() in ADAPTIVE_ALGORITHMS
-        and int(flags.get(TOPK) or 1) == 1
-        and not flags.get("enable_dp_attention")
-        and ADAPTIVE_FLAG not in flags
-    )
-    if adaptive_ok:
+    adaptive_ok = str(algorithm).upper() in ADAPTIVE_ALGORITHMS and not flags.get("enable_dp_attention")
+    if adaptive_ok and ADAPTIVE_FLAG not in flags:
         names.append(ADAPTIVE)
     return names
 
@@ -105,7 +104,10 @@ def reference_candidate(name: str, space: SearchSpace, fixed: Mapping[str, Any])
     unset.update({k: None for k in fixed if k not in space.server.flags})  # tunables a narrowed space fixed
     if name == NO_SPECULATION:
         unset.update({k: None for k in fixed if k.startswith("speculative_")})
-    elif name == ADAPTIVE:
+        return unset
+    # SGLang chooses steps, top-k and draft tokens only when all three are unset (0.5.23 asserts it)
+    unset.update({k: None for k in SPECULATION_SHAPE if k in fixed})
+    if name == ADAPTIVE:
         unset[ADAPTIVE_FLAG] = True
     return unset
 
