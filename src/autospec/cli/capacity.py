@@ -3,8 +3,8 @@
     autospec capacity --study NAME --pick knee --ttft-p99-ms 2000
     autospec capacity --study NAME --pick 7 --ttft-p99-ms 2000 --tpot-p99-ms 40 --max-concurrency 512
 
-The pick's recorded launch command (the simulator's, for a ``--sim`` study) starts one
-server, which stays warm while the levels run: doubling from ``--start`` until a bound
+The pick's recorded launch command (the simulator's, for a ``--sim`` study), with the
+space's ``[server] env``, starts one server, which stays warm while the levels run: doubling from ``--start`` until a bound
 breaks, then bisection down to neighbouring levels (`autospec.metrics.capacity`). The
 workload is the study's. The curve goes to ``<study>-capacity/trial-NNNN/`` beside the
 study's other files: capacity.json, capacity.csv, capacity.png and capacity.html.
@@ -98,11 +98,15 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-error-rate {args.max_error_rate} must be within 0..1; e.g. 0.05")
 
 
-def _workload(args: argparse.Namespace, study: optuna.Study) -> Workload:
-    """The study's workload (its stored space file and --output-len), or --space's."""
+def _study_space(args: argparse.Namespace, study: optuna.Study) -> tuple[Workload, dict[str, str]]:
+    """The study's workload (its stored space file and --output-len) and its servers'
+    environment ([server] env), or --space's."""
     import dataclasses
 
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
 
     from autospec.cli.common import load_space
     from autospec.config import parse_search_space
@@ -110,23 +114,25 @@ def _workload(args: argparse.Namespace, study: optuna.Study) -> Workload:
     from autospec.records import WORKER_OPTIONS_KEY
 
     if args.space:
-        return load_space(args.space).workload
+        space = load_space(args.space)
+        return space.workload, dict(space.server.env)
     stored = study.user_attrs.get(WORKER_OPTIONS_KEY)
     if not isinstance(stored, dict) or not stored.get("space_toml"):
         raise UsageError(
             f"study {study.study_name!r} does not hold its search-space file; pass the one it ran with: --space FILE"
         )
     try:
-        workload = parse_search_space(tomllib.loads(stored["space_toml"]), source=f"study {study.study_name}").workload
+        space = parse_search_space(tomllib.loads(stored["space_toml"]), source=f"study {study.study_name}")
     except (ConfigError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(
             f"the search-space file stored with the study does not load ({exc}); pass it with --space FILE"
         ) from None
     output_len = (stored.get("options") or {}).get("output_len")
-    return dataclasses.replace(workload, output_len=int(output_len)) if output_len else workload
+    workload = dataclasses.replace(space.workload, output_len=int(output_len)) if output_len else space.workload
+    return workload, dict(space.server.env)
 
 
-def _request(args: argparse.Namespace, trial: TrialView, log_path: Path) -> LaunchRequest:
+def _request(args: argparse.Namespace, trial: TrialView, log_path: Path, env: dict[str, str]) -> LaunchRequest:
     """The pick's recorded launch (host and port chosen afresh), or its flags under
     --server-command / --sim."""
     from autospec.launcher import LaunchRequest
@@ -145,7 +151,7 @@ def _request(args: argparse.Namespace, trial: TrialView, log_path: Path) -> Laun
         words = list(sim_command(load_seconds=args.sim_load_seconds, time_scale=args.sim_time_scale))
     elif args.server_command:
         words = shlex.split(args.server_command)
-    return LaunchRequest(command=tuple(words), flags=flags, log_path=log_path, ready_timeout_s=args.ready_timeout)
+    return LaunchRequest(command=tuple(words), flags=flags, log_path=log_path, env=env, ready_timeout_s=args.ready_timeout)
 
 
 def _level_line(point: CapacityPoint) -> str:
@@ -191,10 +197,10 @@ def run(args: argparse.Namespace) -> int:
     handle, study = open_existing_handle(args)
     data = snapshot(study)
     trial, label = choose(data, args.pick, baseline_of(data, None))
-    workload = _workload(args, study)
+    workload, env = _study_space(args, study)
     folder = StudyLayout.beside(handle.local_path, Path(args.studies_dir), data.name).capacity_dir(trial.number)
     folder.mkdir(parents=True, exist_ok=True)
-    request = _request(args, trial, folder / "server.log")
+    request = _request(args, trial, folder / "server.log", env)
     simulated = any("autospec.sim" in w for w in request.command)
     plan = CapacityPlan(bounds, args.start, args.max_concurrency, waves=args.waves, max_error_rate=args.max_error_rate)
     out = sys.stderr if args.json else sys.stdout
