@@ -92,7 +92,7 @@ def _panel(ax: Any, curve: Mapping[str, Any], metric: str, bound: float | None, 
         facecolors="none",
         edgecolors=_BROKE,
         zorder=2,
-        label="broke a bound",
+        label="level broke a bound",
     )
     if bound is not None:
         ax.axhline(bound, color=_BROKE, linestyle="--", linewidth=1.0, label=f"bound {bound:g}")
