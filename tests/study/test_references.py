@@ -153,3 +153,20 @@ def test_references_are_measured_once_counted_kept_off_the_front_and_compared(tm
     assert main(["report", "--study", "refs", "--studies-dir", studies, "-o", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Gains over the references" in report and "adaptive (trial " in report
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_leftover_sims")
+def test_references_that_do_not_fit_the_budget_left_are_not_queued_until_it_grows(tmp_path, fast_space, capsys):
+    studies = str(tmp_path / "studies")
+    args = ["optimize", "--space", str(fast_space), "--study", "small", "--studies-dir", studies, "--seed", "1", *SIM_ARGS]
+    # two calibration launches go first: one launch is left for three references
+    assert main([*args, "--trials", "3", "--references"]) == 0
+    study = optuna.load_study(study_name="small", storage=f"sqlite:///{tmp_path / 'studies' / 'small.db'}")
+    trials = read_trials(study)
+    assert not any(t.markers.reference for t in trials)
+    assert not any(t.state == optuna.trial.TrialState.WAITING for t in trials)  # nothing left waiting
+    assert main([*args, "--trials", "6", "--references"]) == 0
+    refs = [t for t in read_trials(study) if t.markers.reference]
+    assert sorted(t.markers.reference for t in refs) == sorted([NO_SPECULATION, SGLANG_DEFAULTS, ADAPTIVE])
+    assert all(t.trial_class.value == "reference" for t in refs)

@@ -149,7 +149,11 @@ class QueuePolicy:
         if self.settings.learn:
             self._enqueue_once(CALIBRATION_ENQUEUED, calibration_points(self.space), Markers(calibration=True))
         if self.settings.references:
-            enqueue_references(self.store, self.compiled.declared, self.space.server.flags, self.gate.argument_verdict, self._log)
+            waiting = len(self.store.read(states=(_WAITING,)))  # the baseline and calibration go first
+            room = self.settings.n_trials - sum(1 for t in trials if t.counts_as_launch) - waiting
+            enqueue_references(
+                self.store, self.compiled.declared, self.space.server.flags, self.gate.argument_verdict, self._log, room
+            )
 
     def close(self) -> None:
         self._background.shutdown(wait=True, cancel_futures=True)

@@ -26,7 +26,9 @@ and only those SGLang's argument rules accept (a refused one is logged and skipp
 Whether: ``--references`` / ``--no-references``, else ``[references] measure`` in the
 space file, else the budget rule: on when ``--trials`` holds at least
 `TRIALS_PER_REFERENCE` launches per reference (12 with three), so that the search keeps
-three quarters of the budget.
+three quarters of the budget. They are queued only when the launches left in the budget
+(after the queued baseline and calibration launches) hold them all, so none is left
+waiting at the end of a run; a later run with a larger ``--trials`` queues them.
 
 A reference trial carries the Optuna parameter `REFERENCE_PARAM` (its name, one fixed
 distribution of every name, so queued trials are told apart and retried like any other)
@@ -130,13 +132,20 @@ def enqueue_references(
     fixed: Mapping[str, Any],
     argument_verdict: Callable[[Mapping[str, Any]], Verdict],
     log: Callable[[str], None],
+    room: int,
 ) -> list[str]:
     """Queue every reference `space` allows that SGLang's argument rules accept, once per
-    study (a study flag); returns the names queued. Call under the study's lock."""
+    study (a study flag); returns the names queued. `room`: the launches left in the
+    budget; with fewer than the references, none is queued (a later run with a larger
+    ``--trials`` queues them), so none is left waiting. Call under the study's lock."""
     if store.study.user_attrs.get(REFERENCES_ENQUEUED):
         return []
+    names = reference_names(space)
+    if room < len(names):
+        log(f"references not queued: {room} launch(es) left of --trials, {len(names)} references; raise --trials")
+        return []
     queued = []
-    for name in reference_names(space):
+    for name in names:
         flags = {k: v for k, v in {**fixed, **reference_candidate(name, space, fixed)}.items() if v is not None}
         verdict = argument_verdict(flags)
         if not verdict.ok:
