@@ -170,3 +170,65 @@ def test_references_that_do_not_fit_the_budget_left_are_not_queued_until_it_grow
     refs = [t for t in read_trials(study) if t.markers.reference]
     assert sorted(t.markers.reference for t in refs) == sorted([NO_SPECULATION, SGLANG_DEFAULTS, ADAPTIVE])
     assert all(t.trial_class.value == "reference" for t in refs)
+
+
+class _Chain:
+    """Measures every trial it is given (no server); records what the loop passed it."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[dict, bool, bool]] = []  # (candidate, relaunch, raced)
+
+    def bind(self, space, gate, **_):
+        self.space, self.gate = space, gate
+        return self
+
+    def run(self, number, candidate, hooks=None, relaunch=False, env=None):
+        from autospec.study.chain import ChainHooks
+
+        hooks.phase("launch")
+        raced = hooks.stop_level is not ChainHooks.stop_level
+        self.ran.append((dict(candidate), relaunch, raced))
+        flags = {k: v for k, v in {**self.space.server.flags, **candidate}.items() if v is not None}
+        steps = flags.get("speculative_num_steps") or 0
+        record = TrialRecord(outcome="ok", candidate=dict(candidate), resolved=flags, launched=True)
+        record.values = [100.0 + 50 * steps, 1000.0 - 10 * steps]
+        hooks.measured(record)
+        return record
+
+
+def test_the_loop_launches_references_as_queued_unraced_and_hides_them_from_the_proposer(tmp_path):
+    from autospec.launcher import Launcher
+    from autospec.study import OptimizeRequest, build_run
+    from autospec.study.storage import StorageHandle
+
+    space = _space(
+        {"speculative_algorithm": "NEXTN", "speculative_eagle_topk": 1},
+        extra={
+            "bench": {"concurrency": [1, 4]},
+            "objectives": [{"metric": "output_tok_s", "concurrency": 1}, {"metric": "agg_output_tok_s", "concurrency": 4}],
+        },
+    )
+    req = OptimizeRequest(
+        space=space,
+        study_name="s",
+        n_trials=5,
+        command=("fake",),
+        studies_dir=tmp_path,
+        sampler="random",
+        seed=1,
+        learn=False,
+        launcher=Launcher(),
+        references=True,
+    )
+    chain = _Chain()
+    handle = StorageHandle(optuna.storages.InMemoryStorage(), "memory", heartbeat=False, local_path=None)
+    run = build_run(req, make_chain=chain.bind, handle=handle)
+    result = run.run()
+    assert result.launched == 5
+    assert [c.get("speculative_algorithm", "kept") for c, _, _ in chain.ran[:3]] == [None, "kept", "kept"]
+    assert chain.ran[2][0]["speculative_adaptive"] is True
+    assert all(relaunch and not raced for _, relaunch, raced in chain.ran[:3])  # never answered as a duplicate, never raced
+    assert all(not relaunch and raced for _, relaunch, raced in chain.ran[3:])
+    # the proposer's scratch study, which the sampler learns from, holds only the search's trials
+    scratch = run.queue.proposer.scratch.get_trials(deepcopy=False)
+    assert scratch and all("autospec_reference" not in t.params for t in scratch)
