@@ -129,3 +129,11 @@ def test_reference_flags_keep_switches_and_values():
         server_args=["x", "--speculative-algorithm", "NEXTN", "--speculative-adaptive", "--tp-size", "4"],
     )
     assert reference_flags(t) == "--speculative-algorithm NEXTN --speculative-adaptive"
+
+
+def test_flags_a_reference_leaves_to_sglang_are_listed_as_unset():
+    from autospec.report.table import compact
+
+    flags = {"speculative_adaptive": True, "speculative_num_steps": None, "mem_fraction_static": None}
+    assert compact(flags) == "speculative_adaptive=True unset: steps,mem"
+    assert compact({"speculative_num_steps": 3, "mem_fraction_static": 0.84}) == "steps=3 mem=0.84"
