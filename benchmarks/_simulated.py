@@ -967,7 +967,8 @@ def run_study(
         to_argv=flag_words,
         sglang_version=version,
         learn=learn,
-        **dict(extra or {}),
+        # search quality is measured on the search alone (reference points would take launches)
+        **{"references": False, **dict(extra or {})},
     )
 
     def chain_factory(**kwargs: Any) -> SimulatedChain:

@@ -52,6 +52,8 @@ def run_study(
         f"{time_scale:g}",
         "--sim-load-seconds",
         f"{load_seconds:g}",
+        # search quality is measured on the search alone (reference points would take 3 launches)
+        *([] if "--references" in extra else ["--no-references"]),
         *extra,
     ]
     t0 = time.monotonic()

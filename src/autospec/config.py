@@ -22,6 +22,8 @@ A search-space file is TOML (docs/search-spaces.md has the full reference)::
                     (optional: target_rel_ci, share_of_launch override [bench]'s for it)
     [[constraints]] metric = "ttft_ms_p99", concurrency = 32, max = 2000
     [baseline]    the user's current deployment (flags), enqueued by --baseline
+    [references]  measure = true | false: the reference points (no speculation, SGLang's
+                  defaults, adaptive); unset: on when the budget allows (--references)
 
 Each table is a pydantic dataclass: unknown keys are rejected in every table, and
 values keep the types the file gave them (the study fingerprint depends on it). Every
@@ -82,6 +84,7 @@ __all__ = [
     "ConstraintSpec",
     "BenchSpec",
     "ServerSpec",
+    "ReferencesSpec",
     "SearchSpace",
     "load_search_space",
     "parse_search_space",
@@ -427,6 +430,14 @@ class ServerSpec(KnownKeys):
     ready_timeout_s: Annotated[Number, AfterValidator(_seconds)] = 1800.0
 
 
+@dataclass(frozen=True, config=_TABLE)
+class ReferencesSpec(KnownKeys):
+    """Whether the study measures its reference points (`autospec.study.proposing.references`):
+    `measure` true or false; unset, the budget decides. ``--references`` overrides it."""
+
+    measure: StrictBool | None = None
+
+
 # ------------------------------------------------------------------ the space
 
 
@@ -442,6 +453,8 @@ class SearchSpace:
     objectives: tuple[ObjectiveSpec, ...]
     constraints: tuple[ConstraintSpec, ...] = ()
     baseline: Mapping[str, Any] | None = None
+    #: ``[references] measure``: measure the reference points (None: the budget decides); not fingerprinted
+    references: bool | None = None
     #: fixed flags set on the command line, as the user wrote them (``{"tp_size": "--tp-size 2"}``),
     #: so that an error about one names the command line, not the file; not part of the fingerprint
     flag_origins: Mapping[str, str] = dataclass_field(default_factory=dict)
@@ -542,6 +555,7 @@ class _SpaceFile(KnownKeys):
     objectives: tuple[ObjectiveSpec, ...] = ()
     constraints: tuple[ConstraintSpec, ...] = ()
     baseline: dict[str, Any] | None = None
+    references: ReferencesSpec = Field(default_factory=ReferencesSpec)
 
 
 _SPACE_FILE = TypeAdapter(_SpaceFile)
@@ -583,6 +597,7 @@ def parse_search_space(data: Mapping[str, Any], *, source: str = "<search space>
         objectives=tables.objectives or _DEFAULT_OBJECTIVES,
         constraints=tables.constraints,
         baseline=tables.baseline or None,
+        references=tables.references.measure,
     )
     _validate_space(space)
     return space

@@ -41,6 +41,7 @@ def test_front_json_is_built_from_the_snapshot(data):
         "infeasible": 4,
         "duplicate": 1,
         "relaunch": 0,
+        "reference": 0,
         "failed": 0,
         "interrupted": 1,
         "running": 0,

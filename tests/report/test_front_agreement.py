@@ -2,7 +2,8 @@
 
 Checked on studies as autospec writes them today: a study run through the simulator
 (proposals SGLang rejects and duplicates never become trials, so the dashboard, which
-draws every COMPLETE trial, has nothing extra to draw) and the hand-made standard study
+draws every COMPLETE trial, has nothing extra to draw), with and without reference points
+(told worst-case values, so no front shows them) and the hand-made standard study
 without its legacy duplicate trial. The dashboard is asked through its own API
 (`/api/studies/<id>`, optuna-dashboard 0.21.0), in process.
 """
@@ -75,7 +76,8 @@ def _check_agreement(args: list[str], storage: str, name: str, tmp_path: Path, c
     return front
 
 
-def test_the_four_fronts_agree_on_a_simulator_study(tmp_path, capsys):
+@pytest.mark.parametrize("references", ["--no-references", "--references"])
+def test_the_four_fronts_agree_on_a_simulator_study(tmp_path, capsys, references):
     from simspace import sim_space_text
 
     space = tmp_path / "space.toml"
@@ -99,6 +101,7 @@ def test_the_four_fronts_agree_on_a_simulator_study(tmp_path, capsys):
                 "--sim-time-scale",
                 "0.2",
                 "--quiet",
+                references,
             ]
         )
         == 0
@@ -108,7 +111,10 @@ def test_the_four_fronts_agree_on_a_simulator_study(tmp_path, capsys):
 
     study = optuna.load_study(study_name="agree", storage=f"sqlite:///{studies / 'agree.db'}")
     assert all(t.user_attrs["launched"] for t in study.trials)  # no rejected proposal became a trial
-    _check_agreement(args, f"sqlite:///{studies / 'agree.db'}", "agree", tmp_path, capsys)
+    front = _check_agreement(args, f"sqlite:///{studies / 'agree.db'}", "agree", tmp_path, capsys)
+    refs = {t.number for t in study.trials if t.user_attrs.get("reference")}
+    assert len(refs) == (3 if references == "--references" else 0)
+    assert front.isdisjoint(refs)  # a reference point is on no front, the dashboard's included
 
 
 def test_the_four_fronts_agree_on_the_standard_study(tmp_path, capsys):

@@ -54,3 +54,40 @@ def test_resolving_still_answers_with_the_version(capsys):
     )
     assert code == 0 and out["ok"] and out["sglang_version"] == "0.5.16"
     assert out["resolved"]["speculative_num_draft_tokens"] == 7  # between steps*topk+1 and SGLang's 1+2+4
+
+
+def _resolved(capsys, *flags: str) -> dict:
+    code, out = answer(capsys, "--model-path", "m", "--tp-size", "4", *flags)
+    assert code == 0
+    return out
+
+
+def test_speculative_adaptive_resolves_as_sglang_0_5_23_does(capsys):
+    # EAGLE family, top-k unset: the middle of the default config's candidate steps (0, 1, 3, 5, 7), a chain
+    out = _resolved(capsys, "--speculative-algorithm", "NEXTN", "--speculative-adaptive")
+    assert out["ok"]
+    assert [out["resolved"][k] for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")] == [
+        3,
+        1,
+        4,
+    ]
+    out = _resolved(capsys, "--speculative-algorithm", "EAGLE", "--speculative-adaptive", "--speculative-num-steps", "5")
+    assert out["resolved"]["speculative_num_steps"] == 5 and out["resolved"]["speculative_num_draft_tokens"] == 6
+    # steps outside the candidates: SGLang's ValueError
+    out = _resolved(capsys, "--speculative-algorithm", "EAGLE", "--speculative-adaptive", "--speculative-num-steps", "2")
+    assert not out["ok"]
+    assert out["error"] == (
+        "--speculative-num-steps=2 is not in the adaptive config candidate_steps [0, 1, 3, 5, 7]. Pass one of those values."
+    )
+
+
+def test_speculative_adaptive_where_sglang_does_not_run_it_falls_back_to_static_parameters():
+    from autospec.sim.model import resolve_args
+    from autospec.sim.profile import default_profile_path, load_profile
+
+    profile = load_profile(default_profile_path())
+    flags = {"model_path": "m", "speculative_algorithm": "STANDALONE", "speculative_draft_model_path": "d"}
+    static = resolve_args(profile, flags)
+    adaptive = resolve_args(profile, {**flags, "speculative_adaptive": True})
+    assert adaptive.speculative_num_steps == static.speculative_num_steps == 3
+    assert any(n.startswith("speculative_adaptive disabled: speculative_algorithm=STANDALONE") for n in adaptive.notes)

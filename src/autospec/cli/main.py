@@ -21,7 +21,19 @@ from autospec.errors import AutospecError
 from autospec.study.processes.stopping import StopSignals
 
 # Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
-_SUBCOMMANDS = ("optimize", "worker", "pareto", "bench", "doctor", "recover", "export", "report", "dashboard", "import_")
+_SUBCOMMANDS = (
+    "optimize",
+    "worker",
+    "pareto",
+    "bench",
+    "capacity",
+    "doctor",
+    "recover",
+    "export",
+    "report",
+    "dashboard",
+    "import_",
+)
 
 
 class _Parser(argparse.ArgumentParser):

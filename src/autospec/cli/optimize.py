@@ -80,6 +80,14 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", help="comma-separated concurrency levels to measure, e.g. 1,4,32")
     p.add_argument("--output-len", type=int, help="output tokens per request (overrides [workload] output_len)")
     p.add_argument("--baseline", action="store_true", help="measure the [baseline] configuration of the space file first")
+    p.add_argument(
+        "--references",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also measure no speculation, SGLang's defaults for the algorithm and --speculative-adaptive where it "
+        "applies, counted in --trials (default: [references] measure in the space file, else on when --trials "
+        "allows 4 launches per reference); pareto and report show the picks' gains over them",
+    )
     p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h or 90m")
     p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready (default from the space file)")
 
@@ -212,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         to_argv=target.to_argv,
         sglang_version=target.sglang_version,
         baseline=args.baseline,
+        references=args.references,
         timeout_s=timeout_s,
         learn=not args.no_learn,
         remeasure=args.remeasure,

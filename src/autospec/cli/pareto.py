@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from autospec.report import build_table, format_text, front_json, recommend, snapshot, study_warnings, table_json
     from autospec.report.model_notes import model_json, model_lines
     from autospec.report.placement import placement_json, placement_lines
+    from autospec.report.references import GAINS_LEGEND, gains_json, gains_lines
 
     study = open_existing(args)
     data = snapshot(study)
@@ -108,12 +109,14 @@ def run(args: argparse.Namespace) -> int:
         out["notes"] = study_warnings(data, baseline)
         out["model"] = model_json(data, picks)
         out["placement"] = placement_json(data)
+        out.update(gains_json(data, picks))
         print(json.dumps(out, indent=2, default=str))
         return 0
     n = data.counts
     print(
         f"study {data.name}: {n.measured} measured, {len(data.front)} on the front, {n.infeasible} infeasible, "
-        f"{n.duplicate} duplicate, {n.relaunch} relaunches, {n.failed + n.interrupted} failed or interrupted"
+        f"{n.duplicate} duplicate, {n.relaunch} relaunches, {n.reference} references, "
+        f"{n.failed + n.interrupted} failed or interrupted"
     )
     if not table.rows:
         print("no feasible measured trial yet; run autospec optimize")
@@ -124,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     print("recommendations:")
     for name, pick in picks.items():
         print(f"  {name:<10} {pick.why}")
+    gains = gains_lines(data, picks)
+    _section(f"references measured in this study (not on the front); {GAINS_LEGEND}:", gains, "  ")
     _section("the model (--sampler model), before each launch and after the last:", model_lines(data, picks), "  ")
     _section("where the launches ran (hardware class, hosts, slots):", placement_lines(data), "  ")
     _section("notes:", study_warnings(data, baseline), "  - ")

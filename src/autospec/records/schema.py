@@ -32,7 +32,9 @@ values        the measured objective values (schema 2), also for a trial that
 Markers, set when a trial is queued (`Markers`): ``baseline``, ``calibration``,
 ``mem_push`` (the trial it raises), ``retry_of`` (the trial it repeats), ``confirm_of``
 (the trial whose configuration it launches again to confirm it), ``imported`` (source and
-key of an imported measurement).
+key of an imported measurement), ``reference`` (the name of a reference point measured
+beside the search: ``no_speculation``, ``sglang_defaults``, ``adaptive``;
+`autospec.study.proposing.references`).
 """
 
 from __future__ import annotations
@@ -186,6 +188,7 @@ class Markers:
     confirm_of: int | None = None  # the trial whose configuration it relaunches (--confirm)
     imported: Mapping[str, Any] | None = None  # {"source", "key", ...} of an imported measurement
     predicted: Mapping[str, Any] | None = None  # --sampler model: what it expected (`ModelSampler.prediction_for`)
+    reference: str | None = None  # a reference point outside the search (`autospec.study.proposing.references`)
 
     def to_attrs(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -202,7 +205,7 @@ class Markers:
             value = attrs.get(key)
             return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-        imported, predicted = attrs.get("imported"), attrs.get("predicted")
+        imported, predicted, reference = attrs.get("imported"), attrs.get("predicted"), attrs.get("reference")
         return cls(
             baseline=bool(attrs.get("baseline")),
             calibration=bool(attrs.get("calibration")),
@@ -211,4 +214,5 @@ class Markers:
             confirm_of=number("confirm_of"),
             imported=dict(imported) if isinstance(imported, Mapping) else None,
             predicted=dict(predicted) if isinstance(predicted, Mapping) else None,
+            reference=reference if isinstance(reference, str) and reference else None,
         )

@@ -9,6 +9,8 @@ nothing are told worst-case values (0 tok/s for maximised metrics), so every sam
 reads them as COMPLETE and none can put them on a front. A trial that measured but
 violated an SLO is told worst-case values too (its measurement stays in the record), so
 that fronts computed without constraints (optuna-dashboard 0.21.0's API) leave it out.
+A reference point (`Markers.reference`) is told worst-case values for the same reason:
+its measurement stays in the record, and no front, the dashboard's included, shows it.
 
 Every storage call goes through a `StorageRetry`, so a storage that is briefly away
 (a PostgreSQL restart, a SQLite file locked by the dashboard) delays the run instead of
@@ -111,8 +113,12 @@ class TrialStore:
 
         def write() -> int:
             live = self._live(trial)
-            if self.storage.get_trial(live._trial_id).state.is_finished():
+            stored = self.storage.get_trial(live._trial_id)
+            if stored.state.is_finished():
                 return live._trial_id
+            told = values
+            if values is not None and Markers.from_attrs(stored.user_attrs).reference is not None:
+                told = worst_values(self.maximize)
             try:
                 for key, value in record.to_attrs().items():
                     live.set_user_attr(key, value)
@@ -120,7 +126,7 @@ class TrialStore:
                     for key, value in constraints.items():
                         live.set_constraint(key, value)
                     self.storage.set_trial_system_attr(live._trial_id, DASHBOARD_CONSTRAINTS_KEY, list(constraints.values()))
-                self.study.tell(live, values=values, state=state)
+                self.study.tell(live, values=told, state=state)
             except optuna.exceptions.UpdateFinishedTrialError:
                 pass  # another process ended it between our look and our writes
             return live._trial_id

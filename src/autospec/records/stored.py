@@ -11,6 +11,9 @@ Classes (`TrialClass`), decided only by `classify`:
     duplicate    COMPLETE, reusing an earlier trial's measurement
     relaunch     COMPLETE, feasible, measured by launching a measured trial's configuration
                  again (`Markers.confirm_of`); pooled with it, never on a front by itself
+    reference    COMPLETE, launched and measured, a reference point outside the search
+                 (`Markers.reference`: no speculation, SGLang's defaults, adaptive);
+                 never on a front, whatever its SLOs; compared with the picks instead
     failed       FAIL / PRUNED: the tuner died, or a transient host failure; retried
     interrupted  FAIL after a stop signal; retried
     running      RUNNING, or WAITING in the queue
@@ -42,19 +45,27 @@ class TrialClass(str, enum.Enum):
     INFEASIBLE = "infeasible"
     DUPLICATE = "duplicate"
     RELAUNCH = "relaunch"
+    REFERENCE = "reference"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     RUNNING = "running"
 
 
 def classify(
-    state: _State, record: TrialRecord | None, constraints: Mapping[str, float], imported: bool, relaunch: bool = False
+    state: _State,
+    record: TrialRecord | None,
+    constraints: Mapping[str, float],
+    imported: bool,
+    relaunch: bool = False,
+    reference: bool = False,
 ) -> TrialClass:
     """The one decision of what a stored trial is (see the module docstring)."""
     if state in (_State.RUNNING, _State.WAITING):
         return TrialClass.RUNNING
     if state != _State.COMPLETE:
         return TrialClass.INTERRUPTED if record is not None and record.outcome == INTERRUPTED else TrialClass.FAILED
+    if reference and record is not None and record.launched and record.outcome in MEASURED_OUTCOMES and record.values:
+        return TrialClass.REFERENCE
     if any(v > 0 for v in constraints.values()):
         return TrialClass.INFEASIBLE
     if record is not None and record.outcome == DUPLICATE:
@@ -144,7 +155,14 @@ def read_trial(t: optuna.trial.FrozenTrial) -> StoredTrial:
         number=t.number,
         trial_id=t._trial_id,  # Optuna 5.0 exposes the storage id only privately
         state=t.state,
-        trial_class=classify(t.state, record, constraints, markers.imported is not None, markers.confirm_of is not None),
+        trial_class=classify(
+            t.state,
+            record,
+            constraints,
+            markers.imported is not None,
+            markers.confirm_of is not None,
+            markers.reference is not None,
+        ),
         params=dict(t.params),
         values=values,
         constraints=constraints,

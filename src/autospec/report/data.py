@@ -7,6 +7,8 @@ everything else (table, recommendations, exports, plots, documents) works on the
 Trial kinds (`TrialView.kind`) refine the one classification of `autospec.records`:
 a measured trial is ``front`` or ``dominated`` (`autospec.records.pareto_front` decides);
 the other classes keep their names: ``infeasible``, ``duplicate``, ``relaunch``,
+``reference`` (a reference point measured beside the search, `TrialView.reference` its
+name; never on the front, compared with the picks by `autospec.report.references`),
 ``failed``, ``interrupted``, ``running``.
 
 Relaunches (`autospec optimize --confirm K`) are pooled into the trial they confirm: its
@@ -149,6 +151,7 @@ class TrialView:
     between_dominates: tuple[str, ...] = ()  # objectives whose launch-to-launch spread exceeds the measuring error
     predicted: Mapping[str, Any] | None = None  # --sampler model: what it expected before the launch
     worker: Mapping[str, Any] | None = None  # who ran it: host, hardware, GPU slot (docs/distributed.md)
+    reference: str | None = None  # the reference point it measured (no_speculation, sglang_defaults, adaptive)
 
     @property
     def levels(self) -> list[int]:
@@ -198,6 +201,7 @@ class TrialCounts:
     infeasible: int = 0
     duplicate: int = 0
     relaunch: int = 0
+    reference: int = 0
     failed: int = 0
     interrupted: int = 0
     running: int = 0
@@ -224,6 +228,7 @@ class StudyData:
             infeasible=kinds.count("infeasible"),
             duplicate=kinds.count("duplicate"),
             relaunch=kinds.count("relaunch"),
+            reference=kinds.count("reference"),
             failed=kinds.count("failed"),
             interrupted=kinds.count("interrupted"),
             running=kinds.count("running"),
@@ -246,6 +251,13 @@ class StudyData:
     def measured(self) -> list[TrialView]:
         """Every feasible measured configuration (front and dominated)."""
         return self.of_kind("front", "dominated")
+
+    @property
+    def references(self) -> list[TrialView]:
+        """The measured reference points, one per name (the last measured when a name was
+        measured twice), in launch order."""
+        latest = {t.reference: t for t in self.of_kind("reference") if t.reference is not None}
+        return sorted(latest.values(), key=lambda t: t.number)
 
     def baseline_trial(self, number: int | None = None) -> TrialView | None:
         """Trial `number`, else the measured trial marked as the baseline (enqueued by
@@ -304,6 +316,7 @@ def _view(t: StoredTrial, on_front: set[int]) -> TrialView:
         duplicate_of=r.duplicate_of if r else None,
         predicted=t.markers.predicted,
         worker=t.worker,
+        reference=t.markers.reference,
     )
 
 

@@ -101,7 +101,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
 
 def _launched_flags(data: StudyData) -> tuple[list[str], dict[str, Any]] | None:
     for t in sorted(data.trials, key=lambda t: t.number):
-        if t.server_args:
+        if t.server_args and t.reference is None:  # a reference point drops flags of the space
             return split_argv(t.server_args)
     return None
 

@@ -27,6 +27,7 @@ from autospec.report.deploy import argv_of, deployment_for, render_cmd
 from autospec.report.model_notes import model_lines
 from autospec.report.plots import concurrency_figure, pareto_figure, render
 from autospec.report.recommend import Pick, recommend
+from autospec.report.references import GAINS_LEGEND, gains_lines
 from autospec.report.table import ParetoTable, build_table, compact, format_markdown
 
 __all__ = ["ReportFiles", "write_report", "pick_summary"]
@@ -59,8 +60,21 @@ def _counts_line(data: StudyData) -> str:
     return (
         f"{len(data.trials)} trials: {n.launched} launched, {n.measured} measured "
         f"configurations ({len(data.front)} on the Pareto front), {n.infeasible} infeasible, "
-        f"{n.duplicate} duplicates, {n.relaunch} relaunches, {n.failed + n.interrupted} failed or interrupted."
+        f"{n.duplicate} duplicates, {n.relaunch} relaunches, {n.reference} references, "
+        f"{n.failed + n.interrupted} failed or interrupted."
     )
+
+
+def _gains_blocks(data: StudyData, picks: dict[str, Pick]) -> list[Block]:
+    """The picks' gains over the reference points measured in the study (none: no blocks)."""
+    gains = gains_lines(data, picks)
+    if not gains:
+        return []
+    return [
+        ("h2", "Gains over the references"),
+        ("p", f"Reference points measured in this study, outside the search and off the front. {GAINS_LEGEND}."),
+        ("pre", "\n".join(gains) + "\n"),
+    ]
 
 
 def _blocks(
@@ -93,6 +107,7 @@ def _blocks(
         shown[pick.trial.number] = name
         d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port, summary=pick_summary(data, pick.trial))
         blocks.append(("pre", render_cmd(d)))
+    blocks += _gains_blocks(data, picks)
     explained = model_lines(data, picks)
     if explained:
         blocks += [("h2", "What the model expected"), ("pre", "\n".join(explained) + "\n")]

@@ -3,7 +3,8 @@
 - `pareto_figure`: every measured configuration on the two main objectives; the front
   (filled, with 95% error bars, joined by its staircase), dominated configurations
   (hollow), infeasible ones that were measured (red crosses), a count of infeasible
-  ones that never produced numbers, the baseline (star) and the three picks.
+  ones that never produced numbers, the baseline (star), the reference points measured
+  in the study (diamonds, named) and the three picks.
 - `concurrency_figure`: for the front's configurations (and the baseline), per-request
   output tok/s and aggregate output tok/s against concurrency, like the table of the
   hand-tuning sweep the default sim profile is calibrated to.
@@ -36,6 +37,7 @@ _DOMINATED = "#7f7f7f"
 _INFEASIBLE = "#d62728"
 _BASELINE = "#000000"
 _PICK = "#2ca02c"
+_REFERENCE = "#9467bd"
 _DPI = 110
 
 
@@ -101,9 +103,18 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
     if baseline is not None and baseline.measured:
         (bx, _), (by, _) = point(baseline)
         ax.scatter([bx], [by], marker="*", s=260, color=_BASELINE, zorder=5, label=f"baseline {_name(baseline, keys)}")
+    _draw_references(ax, data, point)
     _draw_picks(ax, data, picks or {}, point)
     _label_axes(ax, data, ix, iy, single)
     return fig
+
+
+def _draw_references(ax: Any, data: StudyData, point: Callable[[TrialView], _Point]) -> None:
+    """The reference points measured in the study (not on the front) as named diamonds."""
+    for t in data.references:
+        (x, _), (y, _) = point(t)
+        ax.scatter([x], [y], marker="D", s=60, color=_REFERENCE, zorder=4, label=f"reference {t.reference}: #{t.number}")
+        ax.annotate(str(t.reference), (x, y), textcoords="offset points", xytext=(7, -10), fontsize=8, color=_REFERENCE)
 
 
 def _draw_off_front(ax: Any, data: StudyData, point: Callable[[TrialView], _Point]) -> None:
@@ -212,7 +223,17 @@ def _label_axes(ax: Any, data: StudyData, ix: int, iy: int, single: bool) -> Non
     ax.set_title(f"Study {data.name}: {n_launched} launched trials, {len(data.measured)} measured configurations")
     ax.grid(True, alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    kinds = ("Pareto", "latency", "throughput", "knee", "dominated", "baseline", "infeasible, measured", "infeasible, no")
+    kinds = (
+        "Pareto",
+        "latency",
+        "throughput",
+        "knee",
+        "dominated",
+        "baseline",
+        "reference",
+        "infeasible, measured",
+        "infeasible, no",
+    )
     order = sorted(range(len(labels)), key=lambda i: next(k for k, p in enumerate(kinds) if labels[i].startswith(p)))
     handles, labels = [handles[i] for i in order], [labels[i] for i in order]
     if not handles:

@@ -43,12 +43,18 @@ _SHORT = {
 
 
 def compact(flags: Mapping[str, Any]) -> str:
-    """'steps=3 topk=1 draft=4 mem=0.84' (short names for the usual flags)."""
-    parts = []
+    """'steps=3 topk=1 draft=4 mem=0.84' (short names for the usual flags); flags a
+    reference point leaves unset (None) are listed last: 'unset: steps,topk'."""
+    parts, unset = [], []
     for key, value in flags.items():
+        if value is None:
+            unset.append(_SHORT.get(key, key))
+            continue
         if isinstance(value, float):
             value = f"{value:g}"
         parts.append(f"{_SHORT.get(key, key)}={value}")
+    if unset:
+        parts.append(f"unset: {','.join(unset)}")
     return " ".join(parts)
 
 

@@ -143,6 +143,7 @@ def _add_speculative_flags(parser: argparse.ArgumentParser) -> None:
     add("--speculative-num-steps", type=int)
     add("--speculative-eagle-topk", type=int)
     add("--speculative-num-draft-tokens", type=int)
+    add("--speculative-adaptive", action="store_true", default=None)  # sglang 0.5.23; see model._adaptive_flags
     add("--speculative-adaptive-config", type=str)
     add("--speculative-attention-mode", type=str, choices=["prefill", "decode"])
     add("--speculative-accept-threshold-single", type=float)

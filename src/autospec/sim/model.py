@@ -243,6 +243,13 @@ _NOTE_NGRAM_DRAFT = (
 )
 
 
+# sglang 0.5.23 arg_groups/speculative_hook.py (_maybe_disable_adaptive, _init_adaptive_speculative_params)
+# and speculative/adaptive_spec_params.py (DEFAULT_ADAPTIVE_CONFIG's candidate steps, all batch sizes together)
+_ADAPTIVE_STEPS = (0, 1, 3, 5, 7)
+_NOTE_ADAPTIVE_OFF = "speculative_adaptive disabled: {reason}. Falling back to static speculative params."
+_MSG_ADAPTIVE_STEPS = (
+    "--speculative-num-steps={steps} is not in the adaptive config candidate_steps {candidates}. Pass one of those values."
+)
 _MSG_PP_EAGLE_ONLY = "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
 _MSG_PP_PREFILL_ONLY = "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)"
 
@@ -309,6 +316,8 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
     notes: list[str] = []
     steps = topk = draft = 0
 
+    if algo is not None and flags.get("speculative_adaptive"):
+        flags = _adaptive_flags(algo, flags, dp_attention, notes)
     if algo is not None:
         if mrr is None:
             notes.append(_NOTE_MRR + (_NOTE_MRR_OVERRIDE if version_at_least(version, "0.5.7") else ""))
@@ -340,6 +349,30 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
         pp_size=pp_size,
         notes=tuple(notes),
     )
+
+
+def _adaptive_flags(algo: str, flags: Mapping[str, Any], dp_attention: bool, notes: list[str]) -> Mapping[str, Any]:
+    """``--speculative-adaptive`` at argument time, as sglang 0.5.23 resolves it: EAGLE and
+    EAGLE3 with top-k 1 and no DP attention start at the middle candidate step (3 with the
+    default config) with draft = steps + 1; others fall back to static parameters with a
+    warning. The simulator then serves those static parameters: it does not model the
+    runtime switching of steps per batch size."""
+    topk = _opt_int(flags.get("speculative_eagle_topk"))
+    reason = None
+    if algo not in ("EAGLE", "EAGLE3"):
+        reason = f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
+    elif topk is not None and topk != 1:
+        reason = f"speculative_eagle_topk={topk} (only topk=1 is supported)"
+    elif dp_attention:
+        reason = "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)"
+    if reason is not None:
+        notes.append(_NOTE_ADAPTIVE_OFF.format(reason=reason))
+        return flags
+    steps = _opt_int(flags.get("speculative_num_steps"))
+    steps = _ADAPTIVE_STEPS[len(_ADAPTIVE_STEPS) // 2] if steps is None else steps
+    if steps not in _ADAPTIVE_STEPS:
+        raise ArgumentRejected(_MSG_ADAPTIVE_STEPS.format(steps=steps, candidates=list(_ADAPTIVE_STEPS)), "ValueError")
+    return {**flags, "speculative_num_steps": steps, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": steps + 1}
 
 
 def _resolve_eagle(

@@ -32,6 +32,7 @@ from autospec.study.processes.stopping import StopSignals
 from autospec.study.proposing.compiled import CompiledSpace, compile_space
 from autospec.study.proposing.proposer import Answered
 from autospec.study.proposing.queue import QueuePolicy, QueueSettings
+from autospec.study.proposing.references import reference_names, references_wanted
 from autospec.study.proposing.samplers import ModelSampler, make_sampler, optuna_notes_silenced, unsupported_reason
 from autospec.study.request import NullObserver, Observer, OptimizeRequest, OptimizeResult
 from autospec.study.run import GpuIdle, StudyRun
@@ -58,6 +59,20 @@ def build_run(
     tests); `handle` is a storage opened already (else `req.storage` is opened)."""
     with optuna_notes_silenced():
         return _build(req, observer or NullObserver(), make_chain, handle)
+
+
+def _queue_settings(req: OptimizeRequest, compiled: CompiledSpace) -> QueueSettings:
+    """What the queue policy is asked to do; the reference points by `references_wanted`."""
+    references = references_wanted(req.references, req.space.references, req.n_trials, len(reference_names(compiled.declared)))
+    return QueueSettings(
+        n_trials=req.n_trials,
+        baseline=req.baseline,
+        learn=req.learn,
+        confirm=req.confirm,
+        hardware=req.hardware,
+        seed=req.seed,
+        references=references,
+    )
 
 
 def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle: StorageHandle | None) -> StudyRun:
@@ -105,9 +120,7 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
             f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} candidate={answer.candidate}"
         )
 
-    settings = QueueSettings(
-        n_trials=req.n_trials, baseline=req.baseline, learn=req.learn, confirm=req.confirm, hardware=req.hardware, seed=req.seed
-    )
+    settings = _queue_settings(req, compiled)
     queue = QueuePolicy(compiled, gate, store, settings, _sampler_factory(req, compiled, gate, model_sampler, log), log, answered)
     pending, artifacts = PendingResults(layout.pending_dir), Artifacts(layout.artifacts_dir)
     return StudyRun(

@@ -105,7 +105,8 @@ class TrialChain:
         the chain's environment for this trial's server."""
         hooks = hooks or ChainHooks()
         t0 = time.monotonic()
-        flags = {**self.space.server.flags, **candidate}
+        # None unsets a fixed flag (a reference point leaves it to SGLang: `proposing.references`)
+        flags = {k: v for k, v in {**self.space.server.flags, **candidate}.items() if v is not None}
         hooks.phase("preflight")
         verdict = self.gate.verdict(flags, reuse=not relaunch)
         seconds = {"preflight": time.monotonic() - t0}

@@ -64,6 +64,10 @@ class StudyLayout:
     def bench_json(self, number: int) -> Path:
         return self.trial_dir(number) / BENCH_JSON
 
+    def capacity_dir(self, number: int) -> Path:
+        """Where `autospec capacity` saves trial `number`'s capacity curve."""
+        return self.folder / f"{self.name}-capacity" / f"trial-{number:04d}"
+
     @property
     def artifacts_dir(self) -> Path:
         return self.folder / f"{self.name}-artifacts"

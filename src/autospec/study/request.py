@@ -63,6 +63,7 @@ class OptimizeRequest:
     to_argv: Callable[[Mapping[str, Any]], list[str]] | None = None
     sglang_version: str = DEFAULT_SGLANG_VERSION
     baseline: bool = False
+    references: bool | None = None  # measure the reference points (None: the space file, else the budget decides)
     timeout_s: float | None = None
     learn: bool = True
     remeasure: bool = False

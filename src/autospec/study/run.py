@@ -68,6 +68,7 @@ from autospec.study.processes.recovery import Heartbeat
 from autospec.study.processes.stopping import StopSignals, stop_stragglers
 from autospec.study.proposing.compiled import CompiledSpace
 from autospec.study.proposing.queue import QueuePolicy
+from autospec.study.proposing.references import ask_reference, reference_of
 from autospec.study.proposing.samplers import optuna_notes_silenced
 from autospec.study.racing import Race
 from autospec.study.request import Observer, OptimizeRequest, OptimizeResult, StopReason, StudyInterrupted
@@ -102,6 +103,7 @@ class InFlight:
     launch_id: str
     started: float
     confirm_of: int | None = None  # a confirmation relaunch of this trial's configuration
+    reference: str | None = None  # a reference point outside the search (`proposing.references`)
     phase: str = "ask"
     log_path: Path | None = None
     beat: Heartbeat | None = None
@@ -289,7 +291,11 @@ class StudyRun:
             current = InFlight(
                 trial, {}, new_launch_id(), time.monotonic(), confirm_of=Markers.from_attrs(trial.user_attrs).confirm_of
             )
-            current.candidate = self.compiled.candidate(suggest(trial, self.compiled.space))
+            current.reference = reference_of(trial)
+            reference = ask_reference(trial, self.compiled.declared, self.compiled.space.server.flags)
+            current.candidate = (
+                reference if reference is not None else self.compiled.candidate(suggest(trial, self.compiled.space))
+            )
             self.queue.asked(trial.number, trial.params)
             worker = {**this_worker(current.launch_id), **self.req.placement()}
 
@@ -314,7 +320,11 @@ class StudyRun:
         env = owner_env(self.req.study_name, trial.number, self.handle.locator, current.launch_id, me["pid"], me["start_s"])
         self.signals.live_servers.add(current.launch_id)
         record = self.chain.run(
-            trial.number, current.candidate, self._hooks(current), relaunch=current.confirm_of is not None, env=env
+            trial.number,
+            current.candidate,
+            self._hooks(current),
+            relaunch=current.confirm_of is not None or current.reference is not None,
+            env=env,
         )
         if record.launched:
             if current.idle_before_launch is not None:
@@ -330,9 +340,11 @@ class StudyRun:
         hooks = ChainHooks(
             phase=lambda name: self._phase(current, name),
             spawned=lambda info: self._spawned(current, info),
-            measured=lambda record: self.queue.propose_ahead(current.trial, record, self.launched + 1),
         )
-        race = None if current.confirm_of is not None else Race.for_trial(self.compiled.space, self.store, self.req.race)
+        if current.reference is None:  # a reference point is not shown to the proposer (`proposing.references`)
+            hooks.measured = lambda record: self.queue.propose_ahead(current.trial, record, self.launched + 1)
+        off_search = current.confirm_of is not None or current.reference is not None
+        race = None if off_search else Race.for_trial(self.compiled.space, self.store, self.req.race)
         if race is not None:
             hooks.stop_level, hooks.level_done = race.verdict, race.level_done
         return hooks
@@ -363,7 +375,7 @@ class StudyRun:
             finally:
                 self._told(current)
             if not ending.failed:
-                self.queue.finished(number, record, confirmation)
+                self.queue.finished(number, record, confirmation or current.reference is not None)
                 if record.launched and not confirmation:
                     self.launched += 1
         self.obs.trial_finished(number, record, self.launched, self.req.n_trials)

@@ -60,15 +60,15 @@ def _stale_depth(t: StoredTrial, by_number: Mapping[int, StoredTrial]) -> int:
 
 def requeue(store: TrialStore, t: StoredTrial, trials: Sequence[StoredTrial]) -> bool:
     """Queue `t`'s parameters again (marker ``retry_of``; a confirmation relaunch stays
-    one, ``confirm_of``) unless a retry of it already exists, it has no parameters, or they
-    stopped the tuner `MAX_STALE_RETRIES` times in a row. Idempotent; returns True when it
-    queued."""
+    one, ``confirm_of``, and a reference point one, ``reference``) unless a retry of it
+    already exists, it has no parameters, or they stopped the tuner `MAX_STALE_RETRIES`
+    times in a row. Idempotent; returns True when it queued."""
     if any(o.markers.retry_of == t.number for o in trials):
         return False
     params = t.retry_params
     if not params or _stale_depth(t, {o.number: o for o in trials}) > MAX_STALE_RETRIES:
         return False
-    store.enqueue(params, Markers(retry_of=t.number, confirm_of=t.markers.confirm_of))
+    store.enqueue(params, Markers(retry_of=t.number, confirm_of=t.markers.confirm_of, reference=t.markers.reference))
     return True
 
 

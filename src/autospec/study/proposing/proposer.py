@@ -111,7 +111,7 @@ class Proposer:
         ones (other slots' and workers') as RUNNING, so that samplers treat them as in
         flight (TPE's constant liar, the model's believer) and never propose them again."""
         for t in trials:
-            if t.number in self._mirrored:
+            if t.number in self._mirrored or t.markers.reference is not None:  # references are outside the space
                 continue
             if t.state == _RUNNING and t.params and t.number not in self._bound:
                 self._add_running(t, frozen)

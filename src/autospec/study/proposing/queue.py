@@ -4,8 +4,9 @@ A run launches only trials that were queued first (Optuna WAITING trials carryin
 parameters, with `Markers` saying why); `QueuePolicy` decides what is queued:
 
 - once per study (a flag on the study, so a resumed run or another worker does not
-  repeat them): the user's baseline (``--baseline``, unless SGLang would reject it) and
-  the memory model's calibration points (``learn``);
+  repeat them): the user's baseline (``--baseline``, unless SGLang would reject it),
+  the memory model's calibration points (``learn``) and the reference points
+  (``references``; `autospec.study.proposing.references`);
 - before each trial, when nothing is queued (retries, pushes and other workers' queues
   go first): the proposer's next launchable configuration, made during the last
   teardown where possible (`Proposer.provisional`); when the proposer gives up, or
@@ -49,6 +50,7 @@ from autospec.space import calibration_points, grid, to_distribution_params
 from autospec.study.proposing.compiled import CompiledSpace
 from autospec.study.proposing.mem_push import Measured, PushAnswer, push_candidate
 from autospec.study.proposing.proposer import Answered, Proposal, Proposer
+from autospec.study.proposing.references import enqueue_references
 from autospec.study.proposing.samplers import ModelSampler
 from autospec.study.slots import crowded_out
 
@@ -70,8 +72,8 @@ def teach_gate(trials: Iterable[StoredTrial], gate: FeasibilityGate, hardware: s
     what fits in memory on one GPU type says little about another."""
     for t in trials:
         r = t.record
-        if t.state != _COMPLETE or r is None or not r.launched:
-            continue
+        if t.state != _COMPLETE or r is None or not r.launched or t.markers.reference is not None:
+            continue  # a reference point is outside the search: not a measurement of it
         resolved = dict(r.resolved or r.candidate)
         measured = r.outcome in MEASURED_OUTCOMES
         gate.remember(t.number, resolved, r.values if measured else None, r.constraints, r.bench)
@@ -100,6 +102,7 @@ class QueueSettings:
     confirm: int = 0
     hardware: str | None = None
     seed: int | None = None
+    references: bool = False  # queue the reference points (decided by `references_wanted`)
 
 
 class QueuePolicy:
@@ -145,6 +148,12 @@ class QueuePolicy:
         self._enqueue_baseline()
         if self.settings.learn:
             self._enqueue_once(CALIBRATION_ENQUEUED, calibration_points(self.space), Markers(calibration=True))
+        if self.settings.references:
+            waiting = len(self.store.read(states=(_WAITING,)))  # the baseline and calibration go first
+            room = self.settings.n_trials - sum(1 for t in trials if t.counts_as_launch) - waiting
+            enqueue_references(
+                self.store, self.compiled.declared, self.space.server.flags, self.gate.argument_verdict, self._log, room
+            )
 
     def close(self) -> None:
         self._background.shutdown(wait=True, cancel_futures=True)
@@ -155,7 +164,7 @@ class QueuePolicy:
         sampler = self.proposer.scratch.sampler if self.proposer is not None else None
         if not isinstance(sampler, ModelSampler):
             return None
-        return sampler.unlaunched(self.store.read())
+        return sampler.unlaunched([t for t in self.store.read() if t.markers.reference is None])  # the search's own
 
     def store_model_summary(self) -> None:
         summary = self.model_summary()

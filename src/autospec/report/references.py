@@ -1,0 +1,158 @@
+"""The picks' gains over the reference points measured in the same study (pure).
+
+A study that measured its reference points (`autospec optimize --references`: no
+speculation, SGLang's defaults for the algorithm, ``--speculative-adaptive``) answers
+"does tuning beat what SGLang does on its own?" here. For every pick (`recommend`) and
+every measured reference (`StudyData.references`), per objective:
+
+    gain = pick value / reference value, +- r * sqrt((h_p/p)^2 + (h_r/r)^2)
+
+the 95% half-widths h of the two figures propagated to first order (`table.ratio`, as the
+table's ratios to a baseline; the two launches are independent measurements). A gain
+whose interval holds 1 is "within noise"; otherwise "better" or "worse" by the objective's
+direction (a gain above 1 on a minimised objective is worse). Without both intervals
+the gain has no +- and no verdict beyond "no interval".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autospec.report.data import Measure, Objective, StudyData, TrialView
+from autospec.report.recommend import Pick
+from autospec.report.table import Ratio, fmt_measure, fmt_ratio, ratio
+
+__all__ = ["Gain", "PickGains", "reference_gains", "reference_flags", "gains_lines", "gains_json", "GAINS_LEGEND"]
+
+GAINS_LEGEND = (
+    "gain xR +-h: the pick's value / the reference's, with the half-width of its 95% interval "
+    "(first-order propagation of both intervals); better/worse by the objective's direction, "
+    "within noise when the interval holds 1"
+)
+
+
+@dataclass(frozen=True)
+class Gain:
+    """One objective's gain of a pick over a reference."""
+
+    objective: str
+    ratio: Ratio | None
+    verdict: str  # "better" | "worse" | "within noise" | "no interval" | "not measured"
+
+
+@dataclass(frozen=True)
+class PickGains:
+    """The gains of the picks `picks` (one trial) over reference `reference`."""
+
+    picks: tuple[str, ...]
+    trial: int
+    reference: str
+    reference_trial: int
+    gains: tuple[Gain, ...]
+
+
+def _verdict(r: Ratio | None, o: Objective) -> str:
+    if r is None:
+        return "not measured"
+    if r.half_width is None:
+        return "no interval"
+    if abs(r.value - 1.0) <= r.half_width:
+        return "within noise"
+    return "better" if (r.value > 1.0) == o.maximize else "worse"
+
+
+def _measures(data: StudyData, t: TrialView) -> list[Measure | None]:
+    return [t.objective_measure(o, i) for i, o in enumerate(data.objectives)]
+
+
+def reference_gains(data: StudyData, picks: Mapping[str, Pick]) -> list[PickGains]:
+    """Per measured reference, the gains of each picked trial (picks of one trial together)."""
+    by_trial: dict[int, tuple[TrialView, list[str]]] = {}
+    for name, pick in picks.items():
+        by_trial.setdefault(pick.trial.number, (pick.trial, []))[1].append(name)
+    out = []
+    for ref in data.references:
+        base = _measures(data, ref)
+        for number, (t, names) in by_trial.items():
+            gains = []
+            for o, a, b in zip(data.objectives, _measures(data, t), base):
+                r = ratio(a, b)
+                gains.append(Gain(o.name, r, _verdict(r, o)))
+            out.append(PickGains(tuple(names), number, str(ref.reference), ref.number, tuple(gains)))
+    return out
+
+
+def reference_flags(t: TrialView) -> str:
+    """The speculative flags a reference was launched with, from its argv: e.g.
+    '--speculative-algorithm NEXTN --speculative-adaptive', or 'no speculative flags'."""
+    words = list(t.server_args or [])
+    kept: list[str] = []
+    for i, word in enumerate(words):
+        if word.startswith("--speculative-"):
+            kept.append(word)
+            if i + 1 < len(words) and not words[i + 1].startswith("--"):
+                kept.append(words[i + 1])
+    return " ".join(kept) if kept else "no speculative flags"
+
+
+def _gain_text(g: Gain) -> str:
+    return f"{g.objective} {fmt_ratio(g.ratio)} {g.verdict}" if g.ratio is not None else f"{g.objective} -"
+
+
+def gains_lines(data: StudyData, picks: Mapping[str, Pick]) -> list[str]:
+    """Text lines: each reference with its measured figures, then each pick's gains over it;
+    empty when no reference was measured."""
+    refs = data.references
+    if not refs:
+        return []
+    gains = reference_gains(data, picks)
+    lines = []
+    for ref in refs:
+        figures = ", ".join(
+            f"{o.name} {fmt_measure(m)}{' ' + o.unit if o.unit else ''}" for o, m in zip(data.objectives, _measures(data, ref))
+        )
+        lines.append(f"{ref.reference} (trial {ref.number}; {reference_flags(ref)}): {figures}")
+        for g in gains:
+            if g.reference_trial == ref.number:
+                lines.append(
+                    f"    {', '.join(g.picks)} pick (trial {g.trial}) over it: " + "; ".join(_gain_text(x) for x in g.gains)
+                )
+    return lines
+
+
+def _ratio_json(r: Ratio | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    lo, hi = (r.value - r.half_width, r.value + r.half_width) if r.half_width is not None else (None, None)
+    return {"value": r.value, "half_width": r.half_width, "ci95": None if lo is None else [lo, hi]}
+
+
+def gains_json(data: StudyData, picks: Mapping[str, Pick]) -> dict[str, Any]:
+    """``references`` (each measured reference with its figures) and ``gains`` (each pick
+    over each reference, per objective) for ``pareto --json`` and the report."""
+
+    def measures(t: TrialView) -> dict[str, Any]:
+        return {
+            o.name: None if m is None else {"value": m.value, "half_width": m.half_width, "n": m.n}
+            for o, m in zip(data.objectives, _measures(data, t))
+        }
+
+    gains: Sequence[PickGains] = reference_gains(data, picks)
+    return {
+        "references": [
+            {"name": t.reference, "number": t.number, "flags": reference_flags(t), "objectives": measures(t)}
+            for t in data.references
+        ],
+        "gains": [
+            {
+                "picks": list(g.picks),
+                "number": g.trial,
+                "reference": g.reference,
+                "reference_number": g.reference_trial,
+                "objectives": {x.objective: {"ratio": _ratio_json(x.ratio), "verdict": x.verdict} for x in g.gains},
+            }
+            for g in gains
+        ],
+    }
