@@ -116,5 +116,5 @@ def test_the_per_request_bootstrap_alone_would_be_too_narrow(long_run_rate: floa
 def test_a_long_window_uses_batch_means_and_only_it_may_count_as_precise() -> None:
     long = summarize(_level(closed_loop(CONCURRENCY * 40, seed=7)))
     assert long.agg_ci_method == "batch-means" and long.steady_slices >= PRECISE_SLICES
-    short = summarize(_level(closed_loop(CONCURRENCY * 4, seed=7)))
+    short = summarize(_level(closed_loop(CONCURRENCY * 6, seed=7)))
     assert short.agg_ci_method == "batch-means" and 3 <= short.steady_slices < PRECISE_SLICES
