@@ -20,7 +20,7 @@ from autospec.metrics.objectives import (
     metric_uncertainty,
     metric_value,
 )
-from autospec.metrics.steady import BATCH_MEANS, PRECISE_SLICES, SHORT_WINDOW, SteadyWindow, steady_window
+from autospec.metrics.steady import BATCH_MEANS, MIN_SLICES, PRECISE_SLICES, SHORT_WINDOW, SteadyWindow, steady_window
 from autospec.metrics.summary import (
     AGG_CI_METHODS,
     DEFAULT_MAX_ERROR_RATE,
@@ -36,6 +36,7 @@ __all__ = [
     "AGG_CI_METHODS",
     "BATCH_MEANS",
     "DEFAULT_MAX_ERROR_RATE",
+    "MIN_SLICES",
     "PRECISE_SLICES",
     "REPEATS",
     "SHORT_WINDOW",

@@ -278,9 +278,7 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> SteadyW
     slices = _whole_slices(start, end, cycle)
     method = BATCH_MEANS if slices >= MIN_SLICES else SHORT_WINDOW
     over_time = (
-        _batch_means_interval(curves, start, end, slices)
-        if method == BATCH_MEANS
-        else _short_window_interval(curves, start, end)
+        _batch_means_interval(curves, start, end, slices) if method == BATCH_MEANS else _short_window_interval(curves, start, end)
     )
     interval = _wider(_relative_interval(tokens[inside], streamed[inside], rate), over_time)
     return SteadyWindow(

@@ -52,13 +52,14 @@ class ChainHooks:
     a text stops that level early (stored as stop reason "external" with the text as
     its detail), None lets it go on; e.g. for racing configurations that are clearly
     dominated (`autospec.study.racing`). `level_done(concurrency, summary)` is called
-    with each level's final summary."""
+    with each level's final summary, and may answer the summary to keep instead (the
+    race adds how the drained level judged its stop); None keeps it as it is."""
 
     phase: Callable[[str], None] = lambda name: None
     spawned: Callable[[dict[str, Any]], None] = lambda info: None
     measured: Callable[[TrialRecord], None] = lambda record: None
     stop_level: Callable[[int, LevelSummary], str | None] = lambda concurrency, summary: None
-    level_done: Callable[[int, LevelSummary], None] = lambda concurrency, summary: None
+    level_done: Callable[[int, LevelSummary], LevelSummary | None] = lambda concurrency, summary: None
 
 
 @dataclass
@@ -285,9 +286,9 @@ class TrialChain:
                 estimate = await tracker.end(result)
                 if estimate is not None:
                     summary = with_accept_length(summary, estimate.value, estimate.source)
+                summary = hooks.level_done(c, summary) or summary
                 summaries[c] = summary
                 record.bench[c] = summary.as_dict()
-                hooks.level_done(c, summary)
                 try:
                     server.check_alive()
                 except LaunchError as err:
