@@ -62,6 +62,17 @@ class ChainHooks:
     level_done: Callable[[int, LevelSummary], LevelSummary | None] = lambda concurrency, summary: None
 
 
+def _interval_entry(summary: LevelSummary, metric: str) -> dict[str, Any]:
+    """`TrialRecord.intervals`' entry for one figure of a level."""
+    interval = summary.cis.get(metric)
+    known = interval is not None and all(math.isfinite(x) for x in interval)
+    return {
+        "value": metric_value(summary, metric),
+        "ci95": [float(interval[0]), float(interval[1])] if known and interval is not None else None,
+        "method": summary.agg_ci_method if metric == "agg_output_tok_s" else None,
+    }
+
+
 @dataclass
 class TrialChain:
     space: SearchSpace
@@ -248,6 +259,9 @@ class TrialChain:
             record.reason = f"{', '.join(missing)} could not be measured (no successful request reported it)"
             return
         record.values = [measured[o.name] for o in self.space.objectives]
+        record.intervals = {
+            spec.name: _interval_entry(summaries[spec.concurrency], spec.metric) for spec in self.space.measured_specs
+        }
         for c in self.space.constraints:
             record.constraints[c.name] = c.violation(measured[c.name])
         if any(v > 0 for v in record.constraints.values()):
