@@ -91,12 +91,12 @@ def test_a_front_member_without_an_interval_is_unknown_not_exact():
     assert r.verdict(32, summary(32, agg_output_tok_s=(1400.0, 1450.0))) is None
 
 
-@pytest.mark.parametrize(("method", "slices"), [("short-window", 1), ("whole-run", 0), ("batch-means", 2)])
+@pytest.mark.parametrize(("method", "slices"), [("short-window", 1), ("whole-run", 0), ("batch-means", 3), ("batch-means", 9)])
 def test_an_aggregate_interval_on_too_few_waves_does_not_race(method: str, slices: int):
     r = race()
     r.level_done(1, summary(1, output_tok_s=(180.0, 190.0)))
     assert r.verdict(32, summary(32, method, slices, agg_output_tok_s=(1400.0, 1450.0))) is None
-    assert r.verdict(32, summary(32, "batch-means", 3, agg_output_tok_s=(1400.0, 1450.0))).startswith("dominated")
+    assert r.verdict(32, summary(32, "batch-means", 10, agg_output_tok_s=(1400.0, 1450.0))).startswith("dominated")
     assert r.verdict(32, summary(32, "repeats", 0, agg_output_tok_s=(1400.0, 1450.0))).startswith("dominated")
 
 

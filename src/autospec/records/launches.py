@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from autospec.metrics import BATCH_MEANS, MIN_SLICES, REPEATS
+from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
 from autospec.records.front import launch_groups
 from autospec.records.stored import StoredTrial
@@ -65,14 +65,16 @@ def level_interval(level: Mapping[str, object] | None, metric: str) -> tuple[flo
 def comparable_interval(level: Mapping[str, object] | None, metric: str) -> tuple[float, float] | None:
     """`level_interval`, where it rests on enough data to decide between configurations
     (the race): the steady aggregate's only when formed by batch means over at least
-    MIN_SLICES whole waves, or over repeat runs (a short window's interval is blind to how
-    waves differ). Summaries written before `agg_ci_method` existed had an aggregate
-    interval only with batch means or the whole run: theirs count."""
+    PRECISE_SLICES whole waves (what a precision target needs too: over a few slices a
+    narrow interval can be luck; in a quick start one said +-1.1% while its level ran and
+    +-13.5% once it drained), or over repeat runs (a short window's interval is blind to
+    how waves differ). Summaries written before `agg_ci_method` existed count as they
+    are."""
     interval = level_interval(level, metric)
     if interval is None or metric != "agg_output_tok_s" or level is None or "agg_ci_method" not in level:
         return interval
     method, slices = level.get("agg_ci_method"), level.get("steady_slices")
-    if method == REPEATS or (method == BATCH_MEANS and isinstance(slices, int) and slices >= MIN_SLICES):
+    if method == REPEATS or (method == BATCH_MEANS and isinstance(slices, int) and slices >= PRECISE_SLICES):
         return interval
     return None
 

@@ -26,7 +26,7 @@ is always measured.
 
 Only intervals that can carry such a decision are compared (`comparable_interval`): a
 figure without an interval is unknown, never exact, on either side, and the steady
-aggregate's interval counts only when batch means over at least 3 whole waves (or
+aggregate's interval counts only when batch means over at least 10 whole waves (or
 repeat runs) formed it. A stop is checked again on the drained level (`level_done`):
 its summary's `precision["race"]` records the stop's kind, the reason the final figures
 give (None: none) and `check`: "confirmed" (they give a stop of the same kind),
