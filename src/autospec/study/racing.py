@@ -30,8 +30,9 @@ aggregate's interval counts only when batch means over at least 10 whole waves (
 repeat runs) formed it. A stop is checked again on the drained level (`level_done`):
 its summary's `precision["race"]` records the stop's kind, the reason the final figures
 give (None: none) and `check`: "confirmed" (they give a stop of the same kind),
-"contradicted" (they give none, or another kind) or "unchecked" (they carry no
-comparable interval). Only a confirmed stop says the configuration was beaten.
+"contradicted" (they give none, or another kind; "dominated" and "outclassed" count as
+one, both say it cannot enter the front) or "unchecked" (they carry no comparable
+interval). Only a confirmed stop says the configuration was beaten.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ STOP_KINDS = ("slo", "dominated", "outclassed")
 
 def _interval(summary: LevelSummary, metric: str) -> Interval | None:
     """The summary's interval of `metric` where it can carry a race decision."""
-    return comparable_interval(summary.as_dict(), metric)
+    stored = {"cis": summary.cis, "agg_ci_method": summary.agg_ci_method, "steady_slices": summary.steady_slices}
+    return comparable_interval(stored, metric)
 
 
 def _kind(reason: str | None) -> str | None:
@@ -160,7 +162,8 @@ class Race:
         return summary
 
     def _check(self, stopped: str, final: str | None, concurrency: int, summary: LevelSummary) -> str:
-        if _kind(final) == stopped:
+        beaten = {"dominated", "outclassed"}  # either says the configuration cannot enter the front
+        if _kind(final) == stopped or (stopped in beaten and _kind(final) in beaten):
             return "confirmed"
         names = [o.metric for o in self.objectives if o.concurrency == concurrency]
         names += [b.metric for b in self.bounds if b.concurrency == concurrency]
