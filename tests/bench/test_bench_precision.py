@@ -147,6 +147,10 @@ def test_a_narrow_aggregate_interval_on_few_waves_is_thin_not_precise(method: st
     assert stop_rule(thin, goal(agg, cap_s=1.5), 1.0, 10).reason == "cap"  # type: ignore[union-attr]
     repeats = dataclasses.replace(thin, agg_ci_method="repeats")
     assert figure_state(repeats, agg)[0] == "precise"  # runs are independent: their spread is known
+    # nor does a thin interval settle a constraint, however far beyond its bound it lies
+    slo = Figure("agg_output_tok_s", 0.02, low=1500.0)
+    assert figure_state(thin, slo)[0] == "thin" and stop_rule(thin, goal(slo), 1.0, 10) is None
+    assert figure_state(repeats, slo)[0] == "settled"
 
 
 def test_figures_without_an_interval_do_not_hold_a_level_back() -> None:

@@ -145,7 +145,8 @@ def thin_interval(summary: LevelSummary, metric: str) -> bool:
 def figure_state(summary: LevelSummary, figure: Figure) -> tuple[str, float | None]:
     """(state, relative half-width) of one figure in `summary`. States: "precise"
     (within target), "settled" (a constraint's interval lies on one side of a bound),
-    "wide", "thin" (within target, but on too few waves to trust: `thin_interval`),
+    "wide", "thin" (within target or beyond a bound, but on too few waves to trust:
+    `thin_interval`),
     "unknown" (no interval yet), "steady-short" (the aggregate's steady window is under
     half the run), "unmeasurable" (no value: measuring more cannot help, or a figure
     without intervals)."""
@@ -155,7 +156,8 @@ def figure_state(summary: LevelSummary, figure: Figure) -> tuple[str, float | No
     interval = summary.cis.get(figure.metric)
     half = metric_uncertainty(summary, figure.metric)
     relative = None if half is None or value == 0 else half / abs(value)
-    if interval is not None and _settled(interval, figure):
+    thin = thin_interval(summary, figure.metric)
+    if interval is not None and _settled(interval, figure) and not thin:
         return "settled", relative
     if figure.metric == "agg_output_tok_s" and summary.steady_short:
         return "steady-short", relative
@@ -163,7 +165,7 @@ def figure_state(summary: LevelSummary, figure: Figure) -> tuple[str, float | No
         return "unknown", None
     if relative > figure.target_rel_ci:
         return "wide", relative
-    return ("thin" if thin_interval(summary, figure.metric) else "precise"), relative
+    return ("thin" if thin else "precise"), relative
 
 
 def _settled(interval: tuple[float, float], figure: Figure) -> bool:
