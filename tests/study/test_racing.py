@@ -133,3 +133,14 @@ def test_levels_the_race_did_not_stop_carry_no_check():
     r = race()
     done = r.level_done(1, summary(1, output_tok_s=(180.0, 190.0)))
     assert race_check(done.as_dict()) is None and (done.precision or {}).get("race") is None
+
+
+def test_a_percentile_with_only_a_lower_bound_can_still_show_a_max_slo_broken():
+    """The p99 of 64 requests has no upper order statistic: its lower bound alone says a
+    max is surely broken, and never that a min is."""
+    bounds = (_Bound("ttft_ms_p99", 32, None, 2000.0), _Bound("tpot_ms_p99", 32, 5.0, None))
+    r = race(bounds=bounds, members=())
+    why = r.verdict(32, summary(32, ttft_ms_p99=(2100.0, math.nan)))
+    assert why is not None and why.startswith("slo: ttft_ms_p99@c32 is above its max 2000")
+    assert r.verdict(32, summary(32, ttft_ms_p99=(1900.0, math.nan))) is None
+    assert r.verdict(32, summary(32, tpot_ms_p99=(3.0, math.nan))) is None  # below the min? unknown upper side

@@ -83,6 +83,18 @@ def _interval(summary: LevelSummary, metric: str) -> Interval | None:
     return comparable_interval(stored, metric)
 
 
+def _one_sided(summary: LevelSummary, metric: str) -> Interval | None:
+    """Like `_interval`, but an interval with one side unknown counts, that side open: the
+    p99 of 64 requests has a lower bound and no upper one, which can still show an SLO's
+    max surely broken."""
+    found = summary.cis.get(metric)
+    if found is None or all(math.isnan(x) for x in found):
+        return None
+    if any(math.isnan(x) for x in found):
+        return (-math.inf if math.isnan(found[0]) else float(found[0]), math.inf if math.isnan(found[1]) else float(found[1]))
+    return _interval(summary, metric)
+
+
 def _kind(reason: str | None) -> str | None:
     head = (reason or "").split(":", 1)[0]
     return head if head in STOP_KINDS else None
@@ -206,7 +218,7 @@ class Race:
         for b in self.bounds:
             if b.concurrency != concurrency:
                 continue
-            found = _interval(summary, b.metric)
+            found = _one_sided(summary, b.metric)
             if found is None:
                 continue
             if b.high is not None and found[0] > b.high:
