@@ -54,22 +54,24 @@ batch, its stalls), which the bootstrap cannot (`method` says which):
                   rates with their spread taken robustly (median absolute deviation: the
                   prefill every wave repeats lowers a few slices, which is no noise in a
                   window of whole cycles), widened by sqrt((1 + r) / (1 - r)) for their
-                  lag-1 autocorrelation r, and added in quadrature to the bootstrap's. On
-                  the simulator (seed profile, C=32, eight 64-request runs of one server)
-                  it said +-1.4-2.4%, mean +-1.95%, where the runs' figures scattered by
-                  +-1.85% (1.96 sd); sub-wave slices without the robust spread said
-                  +-8-11%, the bootstrap alone +-0.7-1.1%. It cannot see how waves differ
-                  (a stall that recurs every few waves), so reports flag it, the race
-                  does not compare it and it never meets a precision target
+                  lag-1 autocorrelation r, and added in quadrature to the bootstrap's.
+                  Against the simulator (seed profile, C=32, sixteen 64-request runs of one
+                  server, `benchmarks/interval_calibration.py`) it said +-1.98% on average
+                  where the runs' figures scattered by +-1.51% (1.96 sd), every interval
+                  holding their mean; sub-wave slices without the robust spread said
+                  +-7.97%, the bootstrap alone +-1.01% (13 of 16 held). It cannot see how
+                  waves differ (a stall that recurs every few waves), so reports flag it,
+                  the race does not compare it and it never meets a precision target
 
 A window with no interval over time keeps the bootstrap's, and the other way round (only a
 window with one request and no time has none). On SGLang 0.5.16 / H200 (NGRAM, 16 draft
-tokens, C=32) the bootstrap alone said +-1% after windows of 1.3-3 s. The interval describes how fast
-requests were served (acceptance, step times), not the launch-to-launch noise of a server
-(docs/benchmarking.md, "Confidence"). `slices` (whole waves the window holds) says how far
-the interval can be trusted: a precision target counts as met only with `PRECISE_SLICES`
-of them. `share` (the window's share of the level's run) says how much of the run was
-steady; a window below `MIN_SHARE` of the run is flagged (`short`).
+tokens, C=32) the bootstrap alone said +-1% after windows of 1.3-3 s. The interval
+describes how fast requests were served (acceptance, step times), not the launch-to-launch
+noise of a server (docs/benchmarking.md, "Confidence"). `slices` (whole waves the window
+holds) says how far the interval can be trusted: a precision target counts as met, and
+the race compares it, only with `PRECISE_SLICES` of them. `share` (the window's share of
+the level's run) says how much of the run was steady; a window below `MIN_SHARE` of the
+run is flagged (`short`).
 """
 
 from __future__ import annotations
