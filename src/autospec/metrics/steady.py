@@ -52,16 +52,14 @@ batch, its stalls), which the bootstrap cannot (`method` says which):
     short-window  a window under 3 waves (sim C=32 at its floor of two waves holds one):
                   `SHORT_SLICES` equal sub-wave slices, a Student-t half-width over their
                   rates with their spread taken robustly (median absolute deviation: the
-                  prefill every wave repeats lowers a few slices, which is no noise in a
-                  window of whole cycles), widened by sqrt((1 + r) / (1 - r)) for their
-                  lag-1 autocorrelation r, and added in quadrature to the bootstrap's.
-                  Against the simulator (seed profile, C=32, sixteen 64-request runs of one
-                  server, `benchmarks/interval_calibration.py`) it said +-1.98% on average
-                  where the runs' figures scattered by +-1.51% (1.96 sd), every interval
-                  holding their mean; sub-wave slices without the robust spread said
-                  +-7.97%, the bootstrap alone +-1.01% (13 of 16 held). It cannot see how
-                  waves differ (a stall that recurs every few waves), so reports flag it,
-                  the race does not compare it and it never meets a precision target
+                  prefill every wave repeats lowers a slice or two, which is no noise in a
+                  window of whole cycles) unless a slice stalled (under `STALL_SHARE` of
+                  the median: then their standard deviation), widened by
+                  sqrt((1 + r) / (1 - r)) for their lag-1 autocorrelation r, and added in
+                  quadrature to the bootstrap's. It cannot see how waves differ beyond
+                  that, so reports flag it, the race does not compare it and it never
+                  meets a precision target. docs/benchmarking.md ("Confidence") has its
+                  calibration against the simulator and real SGLang 0.5.16 records
 
 A window with no interval over time keeps the bootstrap's, and the other way round (only a
 window with one request and no time has none). On SGLang 0.5.16 / H200 (NGRAM, 16 draft
@@ -102,7 +100,7 @@ __all__ = [
 MIN_SHARE = 0.5
 MIN_SLICES = 3  # batch means need this many slices of one wave each for an interval
 PRECISE_SLICES = 10  # whole waves a window holds before its interval may meet a precision target
-SHORT_SLICES = 20  # sub-wave slices of a window too short for batch means
+SHORT_SLICES = 10  # sub-wave slices of a window too short for batch means
 BATCH_MEANS = "batch-means"
 SHORT_WINDOW = "short-window"
 MAX_SLICES = 30
@@ -354,14 +352,18 @@ def _short_window_half(curves: _TokenCurves, start: float, end: float) -> float:
     """The over-time half-width of a window too short for batch means: a Student-t
     half-width over SHORT_SLICES equal sub-wave slices of [start, end], the slices' spread
     taken robustly (1.4826 x their median absolute deviation) so that the prefills every
-    wave repeats, a few slices at a lower rate, do not count as noise; widened by
+    wave repeats, a few slices at a lower rate, do not count as noise, unless a slice
+    stalled (under STALL_SHARE of the median slice's rate: then their standard deviation,
+    since how many stalls a short window happens to hold is what moves its figure); widened by
     sqrt((1 + r) / (1 - r)) for the slices' lag-1 autocorrelation r (clipped to [0, 0.9]:
     the variance of a mean of an AR(1) series, which a drifting rate resembles). NaN for
     an empty window."""
     if end <= start:
         return math.nan
     rates = _slice_rates(curves, start, end, SHORT_SLICES)
-    spread = 1.4826 * float(np.median(np.abs(rates - np.median(rates))))
+    centre = float(np.median(rates))
+    stalled = bool(np.any(rates < STALL_SHARE * centre))
+    spread = float(rates.std(ddof=1)) if stalled else 1.4826 * float(np.median(np.abs(rates - centre)))
     r = min(max(stats.lag1_autocorrelation(rates), 0.0), 0.9)
     return stats.t_quantile(SHORT_SLICES - 1) * spread / math.sqrt(SHORT_SLICES) * math.sqrt((1 + r) / (1 - r))
 
