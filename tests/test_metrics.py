@@ -97,8 +97,9 @@ def test_identical_requests_give_zero_width_intervals() -> None:
     recs = [ok(0.0, [(0.1, 1), (0.3, 9)]) for _ in range(6)]
     s = summarize(level(*recs))
     assert s.output_tok_s_ci == pytest.approx((s.output_tok_s, s.output_tok_s))
-    # one wave: too short for batch means over time, so the aggregate has no interval yet
-    assert all(math.isnan(v) for v in s.agg_output_tok_s_ci)
+    # one wave: too short for batch means over time; sub-wave slices of identical requests agree
+    assert s.agg_ci_method == "short-window" and s.steady_slices == 0
+    assert s.agg_output_tok_s_ci == pytest.approx((s.agg_output_tok_s, s.agg_output_tok_s))
     assert metric_uncertainty(s, "output_tok_s") == pytest.approx(0.0)
     assert metric_uncertainty(s, "tpot_ms_p50") == pytest.approx(0.0)
 
@@ -247,7 +248,9 @@ def test_steady_window_leaves_out_ramp_up_and_drain_exactly(events: int) -> None
     assert s.agg_output_tok_s == pytest.approx(22 / 3)
     assert s.agg_output_tok_s_whole == pytest.approx(44 / 6.5)  # ramp-up and drain included: lower
     assert s.steady_window_s == pytest.approx(3.0) and s.steady_short
-    assert all(math.isnan(v) for v in s.agg_output_tok_s_ci)  # one cycle: no interval over time yet
+    # one cycle: too short for batch means, the interval comes from sub-wave slices
+    lo, hi = s.agg_output_tok_s_ci
+    assert lo < s.agg_output_tok_s < hi and s.agg_ci_method == "short-window" and s.steady_slices == 1
 
 
 def test_tokens_straddling_the_window_count_pro_rata() -> None:

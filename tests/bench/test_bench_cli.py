@@ -291,16 +291,18 @@ def test_a_one_off_stall_is_left_out_of_a_precise_level(tmp_path: Path, capsys, 
         ]
     )
     assert rc == 0
-    assert re.search(r"after \d+\.\d s stall", capsys.readouterr().out)
+    out = capsys.readouterr().out
     stalled = json.loads(out_json.read_text())["levels"][0]["summary"]
+    assert re.search(r"after \d+\.\d s stall", out), {k: stalled[k] for k in ("n_requests", "steady_share", "precision")}
     assert stalled["stop_reason"] == "target" and stalled["steady_transient_s"] >= 2.0
-    assert stalled["ttft_ms_p99"] >= 2000  # the stall happened while measuring
 
     records = [
         RequestRecord.from_dict({k: v for k, v in row.items() if k not in ("concurrency", "repeat")})
         for row in map(json.loads, out_records.read_text().splitlines())
     ]
     measured = [r for r in records if not r.warmup]
+    # the stall happened while measuring (a level of 10 waves or more dilutes it below the p99)
+    assert max(r.t_first - r.t_sent for r in measured if r.t_first is not None) >= 2.0
     window = steady_window(measured, 8)
     assert window is not None and window.seconds == pytest.approx(stalled["steady_window_s"])
     # The stall is the one stretch of at least 2 s in which no output arrived at all (the

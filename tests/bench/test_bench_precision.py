@@ -23,7 +23,7 @@ from autospec.bench import (
 )
 from autospec.bench.records import LevelResult, RequestRecord
 from autospec.errors import ConfigError
-from autospec.metrics import LevelSummary, summarize
+from autospec.metrics import PRECISE_SLICES, LevelSummary, summarize
 
 from .fake_server import Reply
 
@@ -126,9 +126,31 @@ def test_a_short_steady_window_keeps_the_aggregate_measuring() -> None:
     agg = Figure("agg_output_tok_s", 0.02)
     narrow = {"agg_output_tok_s": (990.0, 1010.0)}
     short = summary_of(agg_output_tok_s=1000.0, cis=narrow, steady_short=True, steady_share=0.3)
-    steady = dataclasses.replace(short, steady_short=False, steady_share=0.8)
+    steady = dataclasses.replace(
+        short, steady_short=False, steady_share=0.8, agg_ci_method="batch-means", steady_slices=PRECISE_SLICES
+    )
     assert figure_state(short, agg)[0] == "steady-short" and stop_rule(short, goal(agg), 1.0, 10) is None
     assert figure_state(steady, agg)[0] == "precise" and stop_rule(steady, goal(agg), 1.0, 10).reason == "target"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("method", "slices"), [("short-window", 1), ("batch-means", 3), ("batch-means", PRECISE_SLICES - 1)])
+def test_a_narrow_aggregate_interval_on_few_waves_is_thin_not_precise(method: str, slices: int) -> None:
+    """A window of few waves can look precise by luck (+-1.1% while running, +-13.5% once
+    drained, in a quick start): the level measures on, and stops at its cap, not at target."""
+    agg = Figure("agg_output_tok_s", 0.02)
+    narrow = {"agg_output_tok_s": (990.0, 1010.0)}
+    thin = summary_of(
+        agg_output_tok_s=1000.0, cis=narrow, steady_short=False, steady_share=0.8, agg_ci_method=method, steady_slices=slices
+    )
+    assert figure_state(thin, agg)[0] == "thin"
+    assert stop_rule(thin, goal(agg), 1.0, 10) is None
+    assert stop_rule(thin, goal(agg, cap_s=1.5), 1.0, 10).reason == "cap"  # type: ignore[union-attr]
+    repeats = dataclasses.replace(thin, agg_ci_method="repeats")
+    assert figure_state(repeats, agg)[0] == "precise"  # runs are independent: their spread is known
+    # nor does a thin interval settle a constraint, however far beyond its bound it lies
+    slo = Figure("agg_output_tok_s", 0.02, low=1500.0)
+    assert figure_state(thin, slo)[0] == "thin" and stop_rule(thin, goal(slo), 1.0, 10) is None
+    assert figure_state(repeats, slo)[0] == "settled"
 
 
 def test_figures_without_an_interval_do_not_hold_a_level_back() -> None:

@@ -35,6 +35,7 @@ def full_record(**changes) -> TrialRecord:
         values=[200.0, 1800.0],
         constraints={"ttft_ms_p99@c32": -10.0},
         log_path="/tmp/x/server.log",
+        intervals={"agg_output_tok_s@c32": {"value": 1800.0, "ci95": [1700.0, 1900.0], "method": "short-window"}},
     )
     base.update(changes)
     return TrialRecord(**base)

@@ -94,6 +94,8 @@ class Config:
     errors: int = 0
     retractions: int = 0
     stall_s: float = 0.0  # a one-off stall left out of the C=32 level's steady window
+    c32_method: str | None = None  # how the C=32 aggregate's interval was formed (agg_ci_method)
+    c32_race: str | None = None  # the race stopped C=32: how the drained level judged it
     reason: str = ""
     launched: bool | None = None
     state: str = "complete"
@@ -148,6 +150,14 @@ def bench_of(cfg: Config) -> dict[str, dict[str, Any]]:
         out[str(c)] = _level(c, agg, per_request, cfg.rel_hw, cfg.n, cfg.errors if c == 32 else 0, accept)
         if c == 32 and cfg.stall_s:
             out[str(c)]["steady_transient_s"] = cfg.stall_s
+        if c == 32 and cfg.c32_method:
+            out[str(c)].update(agg_ci_method=cfg.c32_method, steady_slices=1 if cfg.c32_method == "short-window" else 12)
+        if c == 32 and cfg.c32_race:
+            why = "dominated: trial 1 is better on every objective beyond both 95% intervals"
+            out[str(c)].update(
+                stop_reason="external",
+                precision={"stop": "external", "detail": why, "race": {"stop": "dominated", "check": cfg.c32_race}},
+            )
     return out
 
 

@@ -168,3 +168,31 @@ def test_the_notes_name_the_figures_that_left_out_a_one_off_stall(tmp_path, caps
     ]
     assert main(["pareto", *made.args]) == 0
     assert f"trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)" in capsys.readouterr().out
+
+
+def test_short_window_intervals_are_flagged_and_named_and_contradicted_race_stops_noted(tmp_path):
+    """Every figure shows its interval; one from a window under 3 waves carries F, and
+    JSON names the method; a race stop the drained level did not confirm is a note."""
+    import optuna
+
+    from .factory import Config, build_study
+
+    configs = [
+        Config(steps=2, c1=180.0, c32=2100.0, c32_method="short-window", rel_hw=0.08, c32_race="contradicted"),
+        Config(steps=4, c1=250.0, c32=1500.0, c32_method="batch-means"),
+        Config(steps=5, c1=240.0, c32=1400.0, c32_method="batch-means", c32_race="confirmed"),
+    ]
+    made = build_study(tmp_path, configs)
+    data = snapshot(optuna.load_study(study_name=made.name, storage=made.storage))
+    table = build_table(data, None)
+    flagged = {row.number: [w.code for w in row.warnings] for row in table.rows}
+    assert "F" in flagged[0] and "F" not in flagged[1]
+    text = format_text(table)
+    assert "2100.0 +-168.0" in text and "F (few-waves)" in text
+    rows = {r["number"]: r for r in table_json(table)}
+    assert rows[0]["objectives"]["agg_output_tok_s@c32"]["interval_method"] == "short-window"
+    assert rows[1]["objectives"]["agg_output_tok_s@c32"]["interval_method"] == "batch-means"
+    assert all(m["half_width"] is not None for r in rows.values() for m in r["objectives"].values())
+    notes = [n for n in study_warnings(data, None) if n.startswith("race stops")]
+    assert len(notes) == 1 and "trial 0 C=32 (contradicted)" in notes[0] and "trial 2" not in notes[0]
+    assert {t.number for t in data.front} == {0, 1}  # a contradicted stop does not keep a trial off the front

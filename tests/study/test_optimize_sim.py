@@ -43,6 +43,12 @@ def test_study_runs_records_every_trial_and_resumes_to_the_target(tmp_path, fast
             assert attrs["bench"]["1"]["n_ok"] == 2
             assert attrs["bench"]["1"]["gc_frozen"] is True and attrs["bench"]["4"]["gc_frozen"] is True
             assert t.values[0] > 0 and t.values[1] > 0
+            # every objective with its 95% interval, in one attribute the dashboard lists
+            assert set(attrs["intervals"]) == set(study.metric_names)
+            for name, entry in attrs["intervals"].items():
+                lo, hi = entry["ci95"]
+                assert lo <= entry["value"] <= hi, name
+            assert attrs["intervals"]["agg_output_tok_s@c4"]["method"] in ("batch-means", "short-window")
             assert {"launch", "bench", "teardown", "total"} <= set(attrs["seconds"])
             assert t.constraints["feasible"] == 0
         elif not attrs["launched"]:
@@ -72,6 +78,8 @@ def test_study_runs_records_every_trial_and_resumes_to_the_target(tmp_path, fast
         {"name": "agg_output_tok_s@c4", "direction": "maximize"},
     ]
     assert out["front"], "a 6-trial study has a non-empty front"
+    for row in out["table"]:
+        assert all(m["half_width"] is not None for m in row["objectives"].values()), row
     feasible_numbers = {t.number for t in study.trials if t.constraints.get("feasible") == 0}
     assert {row["number"] for row in out["front"]} <= feasible_numbers
     assert set(out["counts"]) >= {"measured", "failed", "interrupted", "infeasible", "duplicate", "launched"}

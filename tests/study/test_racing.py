@@ -5,14 +5,17 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
+
 from autospec.metrics import LevelSummary
+from autospec.records.launches import race_check
 from autospec.study.racing import Race, RaceObjective, _Bound
 
 C1 = RaceObjective(0, "output_tok_s", 1, True)
 C32 = RaceObjective(1, "agg_output_tok_s", 32, True)
 
 
-def summary(concurrency: int, **cis: tuple[float, float]) -> LevelSummary:
+def summary(concurrency: int, method: str = "batch-means", slices: int = 10, **cis: tuple[float, float]) -> LevelSummary:
     required = {
         f.name: math.nan
         for f in dataclasses.fields(LevelSummary)
@@ -28,7 +31,7 @@ def summary(concurrency: int, **cis: tuple[float, float]) -> LevelSummary:
         accept_length=None,
         completion_tokens=0,
     )
-    return LevelSummary(**required, cis=dict(cis))
+    return LevelSummary(**required, cis=dict(cis), agg_ci_method=method, steady_slices=slices)
 
 
 # The front: trial 3 fast at C=1, trial 7 fast at C=32.
@@ -78,3 +81,66 @@ def test_a_surely_broken_slo_stops_the_level_even_without_a_front():
     why = r.verdict(32, summary(32, ttft_ms_p99=(2100.0, 2300.0)))
     assert why is not None and why.startswith("slo: ttft_ms_p99@c32 is above its max 2000")
     assert r.verdict(1, summary(1, output_tok_s=(80.0, 95.0))).startswith("slo: output_tok_s@c1 is below its min 100")
+
+
+def test_a_front_member_without_an_interval_is_unknown_not_exact():
+    """A member whose C=32 figure has no interval must not count as a zero-width one:
+    that made a quick start stop a level as dominated whose final figure was the best."""
+    r = race(members=((7, ((200.0, 210.0), None)),))
+    r.level_done(1, summary(1, output_tok_s=(180.0, 190.0)))
+    assert r.verdict(32, summary(32, agg_output_tok_s=(1400.0, 1450.0))) is None
+
+
+@pytest.mark.parametrize(("method", "slices"), [("short-window", 1), ("whole-run", 0), ("batch-means", 3), ("batch-means", 9)])
+def test_an_aggregate_interval_on_too_few_waves_does_not_race(method: str, slices: int):
+    r = race()
+    r.level_done(1, summary(1, output_tok_s=(180.0, 190.0)))
+    assert r.verdict(32, summary(32, method, slices, agg_output_tok_s=(1400.0, 1450.0))) is None
+    assert r.verdict(32, summary(32, "batch-means", 10, agg_output_tok_s=(1400.0, 1450.0))).startswith("dominated")
+    assert r.verdict(32, summary(32, "repeats", 0, agg_output_tok_s=(1400.0, 1450.0))).startswith("dominated")
+
+
+def stopped(level: LevelSummary, why: str) -> LevelSummary:
+    return dataclasses.replace(level, stop_reason="external", precision={"stop": "external", "detail": why})
+
+
+def test_a_race_stop_is_checked_again_on_the_drained_level():
+    r = race()
+    r.level_done(1, summary(1, output_tok_s=(180.0, 190.0)))
+    why = r.verdict(32, summary(32, agg_output_tok_s=(1400.0, 1450.0)))
+    # Drained, the level still lies below trial 3 on both objectives: the stop holds.
+    held = r.level_done(32, stopped(summary(32, agg_output_tok_s=(1420.0, 1470.0)), why))
+    assert held.precision["race"] == {"stop": "dominated", "final": why, "check": "confirmed"}
+    assert race_check(held.as_dict()) == "confirmed"
+
+
+def test_a_race_stop_the_drained_level_contradicts_is_recorded_as_such_and_not_as_dominated():
+    r = race()
+    r.level_done(1, summary(1, output_tok_s=(180.0, 190.0)))
+    why = r.verdict(32, summary(32, agg_output_tok_s=(1400.0, 1450.0)))
+    assert why.startswith("dominated")
+    # Drained, the C=32 figure is the best of the study: no front member beats it.
+    final = r.level_done(32, stopped(summary(32, agg_output_tok_s=(1950.0, 2050.0)), why))
+    assert final.precision["race"]["check"] == "contradicted" and final.precision["race"]["final"] is None
+    assert race_check(final.as_dict()) == "contradicted"
+    assert final.precision["detail"] == why  # what was decided stays on record, next to its check
+    # Drained to a window too short to compare: nothing confirms the stop either.
+    thin = r.level_done(32, stopped(summary(32, "short-window", 1, agg_output_tok_s=(1300.0, 1350.0)), why))
+    assert thin.precision["race"]["check"] == "unchecked" and race_check(thin.as_dict()) != "confirmed"
+
+
+def test_levels_the_race_did_not_stop_carry_no_check():
+    r = race()
+    done = r.level_done(1, summary(1, output_tok_s=(180.0, 190.0)))
+    assert race_check(done.as_dict()) is None and (done.precision or {}).get("race") is None
+
+
+def test_a_percentile_with_only_a_lower_bound_can_still_show_a_max_slo_broken():
+    """The p99 of 64 requests has no upper order statistic: its lower bound alone says a
+    max is surely broken, and never that a min is."""
+    bounds = (_Bound("ttft_ms_p99", 32, None, 2000.0), _Bound("tpot_ms_p99", 32, 5.0, None))
+    r = race(bounds=bounds, members=())
+    why = r.verdict(32, summary(32, ttft_ms_p99=(2100.0, math.nan)))
+    assert why is not None and why.startswith("slo: ttft_ms_p99@c32 is above its max 2000")
+    assert r.verdict(32, summary(32, ttft_ms_p99=(1900.0, math.nan))) is None
+    assert r.verdict(32, summary(32, tpot_ms_p99=(3.0, math.nan))) is None  # below the min? unknown upper side

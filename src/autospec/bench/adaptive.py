@@ -11,7 +11,8 @@ target relative half-widths, floor and ceiling in requests, a time cap) and the
 elapsed time; it answers None (continue) or a `Stop` with one of the reasons
 
     target    every figure's interval is within its target (a constraint's figure
-              also counts once its interval lies wholly on one side of the bound)
+              also counts once its interval lies wholly on one side of the bound; the
+              steady aggregate only once its window holds `PRECISE_SLICES` whole waves)
     cap       measuring one more slice (`check_every_s`) would pass the time cap
     ceiling   the level sent `max_requests`
     failed    the level failed its error threshold
@@ -54,8 +55,11 @@ from autospec.bench.runner import LevelPlan, ProgressCallback, run_level_with
 from autospec.bench.workloads import Workload
 from autospec.errors import ConfigError
 from autospec.metrics import (
+    BATCH_MEANS,
     DEFAULT_MAX_ERROR_RATE,
     METRICS,
+    PRECISE_SLICES,
+    REPEATS,
     LevelSummary,
     metric_uncertainty,
     metric_value,
@@ -128,25 +132,40 @@ class Stop:
     detail: str
 
 
+def thin_interval(summary: LevelSummary, metric: str) -> bool:
+    """The aggregate's interval rests on too few whole waves to meet a target: fewer than
+    `PRECISE_SLICES` (a window under 3 waves has a short-window interval, erring wide but
+    blind to how waves differ; batch means over a few slices estimate their spread from
+    a few degrees of freedom, so a narrow one can be luck)."""
+    if metric != "agg_output_tok_s" or summary.agg_ci_method == REPEATS:
+        return False
+    return summary.agg_ci_method != BATCH_MEANS or summary.steady_slices < PRECISE_SLICES
+
+
 def figure_state(summary: LevelSummary, figure: Figure) -> tuple[str, float | None]:
     """(state, relative half-width) of one figure in `summary`. States: "precise"
     (within target), "settled" (a constraint's interval lies on one side of a bound),
-    "wide", "unknown" (no interval yet), "steady-short" (the aggregate's steady window
-    is under half the run), "unmeasurable" (no value: measuring more cannot help, or a
-    figure without intervals)."""
+    "wide", "thin" (within target or beyond a bound, but on too few waves to trust:
+    `thin_interval`),
+    "unknown" (no interval yet), "steady-short" (the aggregate's steady window is under
+    half the run), "unmeasurable" (no value: measuring more cannot help, or a figure
+    without intervals)."""
     value = metric_value(summary, figure.metric)
     if figure.metric in NO_INTERVAL or math.isnan(value):
         return "unmeasurable", None
     interval = summary.cis.get(figure.metric)
     half = metric_uncertainty(summary, figure.metric)
     relative = None if half is None or value == 0 else half / abs(value)
-    if interval is not None and _settled(interval, figure):
+    thin = thin_interval(summary, figure.metric)
+    if interval is not None and _settled(interval, figure) and not thin:
         return "settled", relative
     if figure.metric == "agg_output_tok_s" and summary.steady_short:
         return "steady-short", relative
     if relative is None:
         return "unknown", None
-    return ("precise" if relative <= figure.target_rel_ci else "wide"), relative
+    if relative > figure.target_rel_ci:
+        return "wide", relative
+    return ("thin" if thin else "precise"), relative
 
 
 def _settled(interval: tuple[float, float], figure: Figure) -> bool:

@@ -313,6 +313,7 @@ def _steady(s: LevelSummary) -> str:
     if math.isnan(s.steady_share):
         return "-"
     text = f"{s.steady_share:.0%}" + (" short" if s.steady_short else "")
+    text += f", {s.steady_slices} waves" if s.agg_ci_method in ("batch-means", "short-window") else ""
     return text + (f", after {s.steady_transient_s:.1f} s stall" if s.steady_transient_s > 0 else "")
 
 
@@ -368,8 +369,9 @@ def render_table(levels: list[dict[str, Any]]) -> str:
         "per-req = completion tokens / (done - sent), mean over requests; agg = tokens per second while C "
         "requests were in flight, ramp-up, drain and a one-off stall left out (steady = the share of the level "
         "at full concurrency, 'after N s stall' = the seconds of it left out for a one-off stall; "
-        "whole = all tokens / level wall time); ± = half-width of the 95% interval (t over requests, "
-        "bootstrap over the steady window's requests, or t over repeat runs); accept in () came from the "
+        "whole = all tokens / level wall time; N waves = whole waves the steady window held); ± = half-width "
+        "of the 95% interval (t over requests; agg: batch means over waves, or with under 3 waves sub-wave "
+        "slices and a bootstrap over the window's requests; t over repeat runs); accept in () came from the "
         "server, not the responses"
     )
     return table(headers, rows, align_right=[True] * 13 + [False]) + "\n" + legend

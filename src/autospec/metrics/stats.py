@@ -10,7 +10,9 @@ from scipy.stats, all deterministic for the same data):
                                    requests has no upper bound)
     ratio of sums (accept length)  paired percentile bootstrap (`bootstrap_ratio_ci`,
                                    `scipy.stats.bootstrap`, seeded with BOOTSTRAP_SEED)
-    steady-state throughput        batch means: Student-t over sub-window rates
+    steady-state throughput        batch means: Student-t over sub-window rates (a
+                                   window under 3 waves: over sub-wave slices, widened
+                                   for their lag-1 autocorrelation)
     repeat runs                    Student-t over the runs' values
 
 Intervals are 95% two-sided throughout; (nan, nan) where unknown. scipy.stats is
@@ -38,6 +40,17 @@ def preload() -> None:
     happen inside a running level: the precision loop summarises records while requests
     are in flight, and a stall there would delay the client's timestamps."""
     import scipy.stats  # noqa: F401
+
+
+def lag1_autocorrelation(values: Sequence[float] | np.ndarray) -> float:
+    """The lag-1 sample autocorrelation sum((x_i - m)(x_i+1 - m)) / sum((x_i - m)^2);
+    0 below 3 values or without spread."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size < 3:
+        return 0.0
+    dev = arr - arr.mean()
+    denominator = float(np.dot(dev, dev))
+    return float(np.dot(dev[:-1], dev[1:])) / denominator if denominator > 0 else 0.0
 
 
 def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:

@@ -39,21 +39,37 @@ token at the first output and the rest spread evenly until the request ended; so
 request straddling either edge counts pro rata. Failed requests hold a slot (they
 count as in flight) but bring no tokens.
 
-The interval is the wider of two. A paired bootstrap over the requests that received
-output inside the window, each with its tokens there and its time there since its first
-output: the window's rate is (mean number of requests receiving output) x sum(tokens) /
+The interval combines two. A paired bootstrap over the requests that received output
+inside the window, each with its tokens there and its time there since its first output:
+the window's rate is (mean number of requests receiving output) x sum(tokens) /
 sum(time), the first factor measured exactly, so the ratio's relative spread is applied
-to the rate. And batch means over time: the window cut into equal slices of at least one
-wave (the median request latency, a closed loop's period; 3 to 30 slices), a Student-t interval
-over the slices' rates. Requests of one wave share their batch, so they are not
-independent samples; slices are closer to it, and a window too short for 3 slices has no
-interval at all (the precision loop then keeps measuring). On SGLang 0.5.16 / H200 (NGRAM,
-16 draft tokens, C=32) the bootstrap alone said +-1% after windows of 1.3-3 s. It
-describes how fast requests were served (acceptance, step times), not where in its cycle
-of prefills the window happened to cut, nor the launch-to-launch noise of a server
-(docs/benchmarking.md, "Confidence"). `share` (the window's share of the level's run)
-says how much of the run was steady; a window below `MIN_SHARE` of the run is flagged
-(`short`).
+to the rate. And an interval over time, which sees what requests of one wave share (their
+batch, its stalls), which the bootstrap cannot (`method` says which):
+
+    batch-means   the window cut into equal slices of at least one wave (the median
+                  request latency, a closed loop's period; 3 to 30 slices), a Student-t
+                  interval over the slices' rates; the wider of it and the bootstrap
+    short-window  a window under 3 waves (sim C=32 at its floor of two waves holds one):
+                  `SHORT_SLICES` equal sub-wave slices, a Student-t half-width over their
+                  rates with their spread taken robustly (median absolute deviation: the
+                  prefill every wave repeats lowers a slice or two, which is no noise in a
+                  window of whole cycles) unless a slice stalled (under `STALL_SHARE` of
+                  the median: then their standard deviation), widened by
+                  sqrt((1 + r) / (1 - r)) for their lag-1 autocorrelation r, and added in
+                  quadrature to the bootstrap's. It cannot see how waves differ beyond
+                  that, so reports flag it, the race does not compare it and it never
+                  meets a precision target. docs/benchmarking.md ("Confidence") has its
+                  calibration against the simulator and real SGLang 0.5.16 records
+
+A window with no interval over time keeps the bootstrap's, and the other way round (only a
+window with one request and no time has none). On SGLang 0.5.16 / H200 (NGRAM, 16 draft
+tokens, C=32) the bootstrap alone said +-1% after windows of 1.3-3 s. The interval
+describes how fast requests were served (acceptance, step times), not the launch-to-launch
+noise of a server (docs/benchmarking.md, "Confidence"). `slices` (whole waves the window
+holds) says how far the interval can be trusted: a precision target counts as met, and
+the race compares it, only with `PRECISE_SLICES` of them. `share` (the window's share of
+the level's run) says how much of the run was steady; a window below `MIN_SHARE` of the
+run is flagged (`short`).
 """
 
 from __future__ import annotations
@@ -70,10 +86,23 @@ from autospec.metrics import stats
 if TYPE_CHECKING:
     from autospec.request_records import RequestRecord
 
-__all__ = ["MIN_SHARE", "STALL_SHARE", "SteadyWindow", "steady_window", "tokens_between"]
+__all__ = [
+    "BATCH_MEANS",
+    "MIN_SHARE",
+    "PRECISE_SLICES",
+    "SHORT_WINDOW",
+    "STALL_SHARE",
+    "SteadyWindow",
+    "steady_window",
+    "tokens_between",
+]
 
 MIN_SHARE = 0.5
 MIN_SLICES = 3  # batch means need this many slices of one wave each for an interval
+PRECISE_SLICES = 10  # whole waves a window holds before its interval may meet a precision target
+SHORT_SLICES = 10  # sub-wave slices of a window too short for batch means
+BATCH_MEANS = "batch-means"
+SHORT_WINDOW = "short-window"
 MAX_SLICES = 30
 STALL_SHARE = 0.5  # a slice of one wave that delivered under this share of the median slice's rate stalled
 MAX_STALL_SLICES = 400  # slices the stall search cuts the window into at most (each at least one wave)
@@ -91,6 +120,8 @@ class SteadyWindow:
     interval: tuple[float, float]  # 95% interval of `rate`
     requests: int = 0  # requests that received output inside the window
     transient_s: float = 0.0  # seconds at full concurrency before `start` left out: a one-off stall
+    slices: int = 0  # whole waves (one median request latency each) the window holds
+    method: str | None = None  # how `interval` was formed over time: BATCH_MEANS or SHORT_WINDOW
 
     @property
     def seconds(self) -> float:
@@ -250,11 +281,24 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> SteadyW
     streamed = np.clip(np.minimum(ends, end) - np.maximum(first, start), 0.0, None)
     inside = streamed > 0
     rate = float(tokens.sum()) / (end - start)
-    interval = _wider(
-        _relative_interval(tokens[inside], streamed[inside], rate), _batch_means_interval(curves, start, end, cycle)
-    )
+    slices = _whole_slices(start, end, cycle)
+    method = BATCH_MEANS if slices >= MIN_SLICES else SHORT_WINDOW
+    per_request = _relative_interval(tokens[inside], streamed[inside], rate)
+    if method == BATCH_MEANS:
+        interval = _wider(per_request, _batch_means_interval(curves, start, end, slices))
+    else:
+        interval = _short_window_interval(curves, start, end, per_request, rate)
     return SteadyWindow(
-        start, end, run_start, run_end, float(tokens.sum()), interval, int(inside.sum()), transient_s=start - formed
+        start,
+        end,
+        run_start,
+        run_end,
+        float(tokens.sum()),
+        interval,
+        int(inside.sum()),
+        transient_s=start - formed,
+        slices=slices,
+        method=method,
     )
 
 
@@ -283,21 +327,66 @@ def _cycle(records: Sequence[RequestRecord]) -> float:
     return float(np.median(spans)) if spans else math.inf
 
 
-def _batch_means_interval(curves: _TokenCurves, start: float, end: float, cycle: float) -> tuple[float, float]:
-    """Student-t interval of the rate over equal slices of [start, end], each at least one
-    `cycle` long (at most MAX_SLICES): requests of one wave share their batch, so slices,
-    not requests, are what vary independently. NaN with fewer than MIN_SLICES."""
-    count = min(int((end - start) // cycle), MAX_SLICES) if math.isfinite(cycle) and cycle > 0 else 0
-    if count < MIN_SLICES:
-        return stats.NAN_INTERVAL
+def _whole_slices(start: float, end: float, cycle: float) -> int:
+    """Slices of one `cycle` (a wave) that [start, end] holds, at most MAX_SLICES."""
+    if not (math.isfinite(cycle) and cycle > 0):
+        return 0
+    return min(int((end - start) // cycle), MAX_SLICES)
+
+
+def _slice_rates(curves: _TokenCurves, start: float, end: float, count: int) -> np.ndarray:
     edges = np.linspace(start, end, count + 1)
-    return stats.t_interval(np.diff(curves.total_upto(edges)) / np.diff(edges))
+    return np.diff(curves.total_upto(edges)) / np.diff(edges)
+
+
+def _batch_means_interval(curves: _TokenCurves, start: float, end: float, slices: int) -> tuple[float, float]:
+    """Student-t interval of the rate over `slices` equal slices of [start, end], each at
+    least one wave long: requests of one wave share their batch, so slices, not
+    requests, are what vary independently. NaN with fewer than MIN_SLICES."""
+    if slices < MIN_SLICES:
+        return stats.NAN_INTERVAL
+    return stats.t_interval(_slice_rates(curves, start, end, slices))
+
+
+def _short_window_half(curves: _TokenCurves, start: float, end: float) -> float:
+    """The over-time half-width of a window too short for batch means: a Student-t
+    half-width over SHORT_SLICES equal sub-wave slices of [start, end], the slices' spread
+    taken robustly (1.4826 x their median absolute deviation) so that the prefills every
+    wave repeats, a few slices at a lower rate, do not count as noise, unless a slice
+    stalled (under STALL_SHARE of the median slice's rate: then their standard deviation,
+    since how many stalls a short window happens to hold is what moves its figure); widened by
+    sqrt((1 + r) / (1 - r)) for the slices' lag-1 autocorrelation r (clipped to [0, 0.9]:
+    the variance of a mean of an AR(1) series, which a drifting rate resembles). NaN for
+    an empty window."""
+    if end <= start:
+        return math.nan
+    rates = _slice_rates(curves, start, end, SHORT_SLICES)
+    centre = float(np.median(rates))
+    stalled = bool(np.any(rates < STALL_SHARE * centre))
+    spread = float(rates.std(ddof=1)) if stalled else 1.4826 * float(np.median(np.abs(rates - centre)))
+    r = min(max(stats.lag1_autocorrelation(rates), 0.0), 0.9)
+    return stats.t_quantile(SHORT_SLICES - 1) * spread / math.sqrt(SHORT_SLICES) * math.sqrt((1 + r) / (1 - r))
+
+
+def _short_window_interval(
+    curves: _TokenCurves, start: float, end: float, per_request: tuple[float, float], rate: float
+) -> tuple[float, float]:
+    """A short window's interval: its over-time half-width (`_short_window_half`) and the
+    per-request bootstrap's, added in quadrature (each may miss what the other sees: time
+    slices the noise all requests share, requests how they differ), around `rate`."""
+    over_time = _short_window_half(curves, start, end)
+    boot = (per_request[1] - per_request[0]) / 2 if not any(math.isnan(x) for x in per_request) else 0.0
+    if math.isnan(over_time) or not math.isfinite(rate):
+        return per_request
+    half = math.hypot(over_time, boot)
+    return rate - half, rate + half
 
 
 def _wider(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
-    """The wider of two intervals around the same figure; unknown if either is."""
-    if any(math.isnan(x) for x in (*a, *b)):
-        return stats.NAN_INTERVAL
+    """The wider of two intervals around the same figure; the known one if only one is."""
+    a_known, b_known = not any(math.isnan(x) for x in a), not any(math.isnan(x) for x in b)
+    if not (a_known and b_known):
+        return a if a_known else b
     return a if a[1] - a[0] >= b[1] - b[0] else b
 
 

@@ -30,10 +30,11 @@ unless stated:
 
 Uncertainty: 95% intervals (`autospec.metrics.stats` says which method for which
 figure). One run: Student-t over requests for means, order statistics for
-percentiles, batch means over the steady window for the aggregate, a seeded paired
-bootstrap for ratios (accept length, the whole-run aggregate). Several repeat runs
-(`summarize_repeats`): a Student-t interval over the runs' values for output_tok_s and
-agg_output_tok_s, which also captures run-to-run noise.
+percentiles, batch means over the steady window for the aggregate (sub-wave slices in a
+window under 3 waves), a seeded paired bootstrap for ratios (accept length, the
+whole-run aggregate). Several repeat runs (`summarize_repeats`): a Student-t interval
+over the runs' values for output_tok_s and agg_output_tok_s, which also captures
+run-to-run noise. `agg_ci_method` says which interval the aggregate has (AGG_CI_METHODS).
 
 `intervals` (a set of metric names) limits the intervals computed to those figures:
 the precision loop summarises the records so far while a level runs, and needs only
@@ -51,12 +52,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autospec.metrics import stats
-from autospec.metrics.steady import MIN_SHARE, SteadyWindow, steady_window
+from autospec.metrics.steady import BATCH_MEANS, MIN_SHARE, SHORT_WINDOW, SteadyWindow, steady_window
 
 if TYPE_CHECKING:  # bench sits above metrics; only its record types are read here
     from autospec.request_records import LevelResult, RequestRecord
 
 DEFAULT_MAX_ERROR_RATE = 0.05
+
+WHOLE_RUN = "whole-run"  # no steady window: the whole run's bootstrap over requests
+REPEATS = "repeats"  # Student-t over repeat runs' figures
+#: how `agg_output_tok_s_ci` was formed (`LevelSummary.agg_ci_method`)
+AGG_CI_METHODS = (BATCH_MEANS, SHORT_WINDOW, WHOLE_RUN, REPEATS)
 
 _NAN = math.nan
 _NAN2 = stats.NAN_INTERVAL
@@ -75,7 +81,9 @@ class LevelSummary:
     `agg_output_tok_s`, `steady_transient_s` the seconds at full concurrency left out
     before it (a one-off stall), `steady_share` the share of the run at full concurrency
     (both together), `steady_short` is True when that share is below half (the figure is
-    then mostly ramp-up and drain, or the whole-run figure where there was no window). Precision (set by the precision loop,
+    then mostly ramp-up and drain, or the whole-run figure where there was no window),
+    `steady_slices` the whole waves the window holds and `agg_ci_method` how the
+    aggregate's interval was formed (one of AGG_CI_METHODS; None without a value). Precision (set by the precision loop,
     None for a fixed request count): `stop_reason` is why the level stopped measuring
     ("target", "cap", "ceiling", "failed" or "external"), `precision` the details
     (targets, relative half-widths, cap and elapsed seconds, the hook's reason).
@@ -119,6 +127,8 @@ class LevelSummary:
     steady_share: float = _NAN
     steady_short: bool = True
     steady_transient_s: float = 0.0
+    steady_slices: int = 0
+    agg_ci_method: str | None = None
     accept_length_source: str | None = None
     stop_reason: str | None = None
     precision: dict[str, Any] | None = None
@@ -272,7 +282,7 @@ def _summarize_records(
     transient_s = float(sum(w.transient_s for w in steady))
     run_s = float(sum(w.run_seconds for w in steady))
     share = (steady_s + transient_s) / run_s if run_s > 0 else 0.0
-    agg = _aggregate(steady, bool(ok), whole, cis, intervals)
+    agg, agg_method = _aggregate(steady, bool(ok), whole, cis, intervals)
 
     n_total = len(measured)
     return LevelSummary(
@@ -314,6 +324,8 @@ def _summarize_records(
         steady_share=share,
         steady_short=share < MIN_SHARE,
         steady_transient_s=transient_s,
+        steady_slices=int(sum(w.slices for w in steady)),
+        agg_ci_method=agg_method,
         accept_length_source="response" if accept is not None else None,
     )
 
@@ -349,17 +361,18 @@ def _aggregate(
     whole: float,
     cis: dict[str, tuple[float, float]],
     intervals: Collection[str] | None,
-) -> float:
-    """The level's aggregate: tokens per second of the steady windows (the whole run's
-    figure when there is none); its interval is put in `cis`."""
+) -> tuple[float, str | None]:
+    """(the level's aggregate, how its interval was formed): tokens per second of the
+    steady windows (the whole run's figure when there is none); its interval is put in
+    `cis` (several windows: none here, `summarize_repeats` forms it over the runs)."""
     steady_s = float(sum(w.seconds for w in steady))
     if steady_s > 0 and any_ok:
         if _wanted(intervals, "agg_output_tok_s"):
             cis["agg_output_tok_s"] = steady[0].interval if len(steady) == 1 else _NAN2
-        return float(sum(w.tokens for w in steady)) / steady_s
+        return float(sum(w.tokens for w in steady)) / steady_s, steady[0].method if len(steady) == 1 else None
     if _wanted(intervals, "agg_output_tok_s"):
         cis["agg_output_tok_s"] = cis.get("agg_output_tok_s_whole", _NAN2)
-    return whole
+    return whole, WHOLE_RUN if math.isfinite(whole) else None
 
 
 def _whole_run_interval(req: _Requests, whole: float) -> tuple[float, float]:
@@ -436,6 +449,7 @@ def summarize_repeats(
         output_tok_s_ci=cis["output_tok_s"],
         agg_output_tok_s=stats.mean(run_aggs),
         agg_output_tok_s_ci=cis["agg_output_tok_s"],
+        agg_ci_method=REPEATS,
         failed_reason=failed,
         cis=cis,
         gc_frozen=runs[0].metadata.get("gc_frozen"),

@@ -14,11 +14,24 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
 from autospec.records.front import launch_groups
 from autospec.records.stored import StoredTrial
 
-__all__ = ["ObjectiveRef", "PooledStudy", "level_interval", "launch_figure", "pool_study"]
+__all__ = [
+    "ObjectiveRef",
+    "PooledStudy",
+    "comparable_interval",
+    "level_interval",
+    "launch_figure",
+    "pool_study",
+    "race_check",
+    "RACE_CHECKS",
+]
+
+#: `precision["race"]["check"]` of a level the race stopped, once the drained level is known
+RACE_CHECKS = ("confirmed", "contradicted", "unchecked")
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,33 @@ def level_interval(level: Mapping[str, object] | None, metric: str) -> tuple[flo
     except (TypeError, ValueError):
         return None
     return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else None
+
+
+def comparable_interval(level: Mapping[str, object] | None, metric: str) -> tuple[float, float] | None:
+    """`level_interval`, where it rests on enough data to decide between configurations
+    (the race): the steady aggregate's only when formed by batch means over at least
+    PRECISE_SLICES whole waves (what a precision target needs too: over a few slices a
+    narrow interval can be luck; in a quick start one said +-1.1% while its level ran and
+    +-13.5% once it drained), or over repeat runs (a short window's interval is blind to
+    how waves differ). Summaries written before `agg_ci_method` existed count as they
+    are."""
+    interval = level_interval(level, metric)
+    if interval is None or metric != "agg_output_tok_s" or level is None or "agg_ci_method" not in level:
+        return interval
+    method, slices = level.get("agg_ci_method"), level.get("steady_slices")
+    if method == REPEATS or (method == BATCH_MEANS and isinstance(slices, int) and slices >= PRECISE_SLICES):
+        return interval
+    return None
+
+
+def race_check(level: Mapping[str, object] | None) -> str | None:
+    """How the drained level judged the race's stop of this level (one of RACE_CHECKS;
+    None: the race did not stop it). Only a "confirmed" stop says the configuration was
+    beaten; a "contradicted" one says the final figures do not show it."""
+    precision = level.get("precision") if level else None
+    race = precision.get("race") if isinstance(precision, Mapping) else None
+    check = race.get("check") if isinstance(race, Mapping) else None
+    return str(check) if check in RACE_CHECKS else None
 
 
 def launch_figure(trial: StoredTrial, ref: ObjectiveRef) -> LaunchFigure | None:

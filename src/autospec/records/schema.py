@@ -92,7 +92,10 @@ def _int_keys(bench: Mapping[Any, Any]) -> dict[int, dict[str, Any]]:
 class TrialRecord:
     """Everything a trial chain produced. `values` (objective values in the study's
     order) and `constraints` (SLO name -> violation, <= 0 satisfied) are None/empty when
-    nothing was measured; a duplicate carries its source's."""
+    nothing was measured; a duplicate carries its source's. `intervals`: per objective and
+    constraint name (`metric@cC`), {"value", "ci95": [lo, hi] or None, "method"}, the
+    figure's 95% interval as its level measured it, in one place for optuna-dashboard
+    (the level summaries in `bench` hold the same)."""
 
     outcome: str
     candidate: Mapping[str, Any]
@@ -108,6 +111,7 @@ class TrialRecord:
     constraints: dict[str, float] = field(default_factory=dict)
     duplicate_of: int | None = None
     log_path: str | None = None
+    intervals: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:
@@ -142,6 +146,8 @@ class TrialRecord:
             attrs["log_path"] = self.log_path
         if self.values is not None:
             attrs["values"] = list(self.values)
+        if self.intervals:
+            attrs["intervals"] = {k: dict(v) for k, v in self.intervals.items()}
         return attrs
 
     @classmethod
@@ -174,6 +180,7 @@ class TrialRecord:
             constraints=dict(constraints or {}) if measured else {},
             duplicate_of=int(duplicate_of) if isinstance(duplicate_of, int) else None,
             log_path=attrs.get("log_path") or None,
+            intervals={str(k): dict(v) for k, v in (attrs.get("intervals") or {}).items() if isinstance(v, Mapping)},
         )
 
 

@@ -8,6 +8,9 @@ few samples and high spread rather than hiding them.
     V  high-variance  an objective's 95% interval is wider than +-MAX_RELATIVE_HALF_WIDTH
     W  short-steady   an aggregate objective's steady window (C requests in flight) was
                       under half of its level's run: the figure leans on ramp-up/drain
+    F  few-waves      an aggregate objective's steady window held under 3 waves: its
+                      interval comes from sub-wave slices (erring wide) and cannot show
+                      how waves differ
     E  errors         some requests failed at a measured level (below the failure threshold)
     R  kv-retraction  the server ran out of KV cache and retracted requests while measured
     I  imported       numbers come from an import, not from an autospec measurement
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autospec.metrics import SHORT_WINDOW
 from autospec.records import WITHDRAWN
+from autospec.records.launches import race_check
 from autospec.report.data import StudyData, TrialView
 
 __all__ = ["TrialWarning", "WARNING_KINDS", "trial_warnings", "study_warnings", "MIN_SAMPLES", "MAX_RELATIVE_HALF_WIDTH"]
@@ -45,6 +50,12 @@ WARNING_KINDS: dict[str, tuple[str, str]] = {
         "was under half of its level's run; the figure is rough (raise [bench] min_requests or "
         "max_share_of_launch)",
     ),
+    "few-waves": (
+        "F",
+        "an aggregate objective's steady window held under 3 waves of C requests; its interval comes from "
+        "slices of one wave (it errs wide, and cannot show how waves differ; raise [bench] min_requests, or "
+        "relaunch with --confirm K)",
+    ),
     "errors": ("E", "some requests failed while measuring (below the failure threshold); the figures exclude them"),
     "kv-retraction": ("R", "the KV cache filled up and SGLang retracted requests during the benchmark"),
     "imported": ("I", "imported from earlier measurements (autospec import); not measured by this study"),
@@ -67,7 +78,7 @@ def trial_warnings(data: StudyData, trial: TrialView) -> list[TrialWarning]:
     if trial.imported:
         source = trial.imported.get("source", "an import") if isinstance(trial.imported, dict) else "an import"
         out.append(TrialWarning("imported", f"from {source}"))
-    few, wide, short = [], [], []
+    few, wide, short, waves = [], [], [], []
     for i, objective in enumerate(data.objectives):
         m = trial.objective_measure(objective, i)
         if m is None:
@@ -81,12 +92,16 @@ def trial_warnings(data: StudyData, trial: TrialView) -> list[TrialWarning]:
             share = level.get("steady_share")
             shown = f"{share:.0%} of the run" if isinstance(share, (int, float)) else "no window"
             short.append(f"{objective.name}: steady {shown}")
+        if objective.metric in _STEADY_METRICS and m.method == SHORT_WINDOW:
+            waves.append(f"{objective.name}: +-{m.relative:.1%} from sub-wave slices" if m.relative else objective.name)
     if few:
         out.append(TrialWarning("few-samples", "; ".join(few)))
     if wide:
         out.append(TrialWarning("high-variance", "; ".join(wide)))
     if short:
         out.append(TrialWarning("short-steady", "; ".join(short)))
+    if waves:
+        out.append(TrialWarning("few-waves", "; ".join(waves)))
     errors = [
         f"C={c}: {lvl.get('n_errors')} of {lvl.get('n_requests')}"
         for c, lvl in sorted(trial.bench.items())
@@ -125,8 +140,26 @@ def study_warnings(data: StudyData, baseline: TrialView | None) -> list[str]:
     if running:
         notes.append(f"{len(running)} trial(s) still running or queued; the front can still change")
     notes.extend(stall_notes(data))
+    notes.extend(race_notes(data))
     notes.extend(launch_notes(data))
     return notes
+
+
+def race_notes(data: StudyData) -> list[str]:
+    """Race stops (`autospec.study.racing`) that the drained level did not confirm: the
+    trial's figures stand as measured, and it is not taken as beaten."""
+    found = []
+    for trial in data.measured:
+        for c, level in sorted(trial.bench.items()):
+            check = race_check(level)
+            if check in ("contradicted", "unchecked"):
+                found.append(f"trial {trial.number} C={c} ({check})")
+    if not found:
+        return []
+    return [
+        "race stops that the drained level did not confirm (the level was stopped early as beaten, its final "
+        f"figures do not show it; they stand as measured): {', '.join(found)}"
+    ]
 
 
 def stall_notes(data: StudyData) -> list[str]:

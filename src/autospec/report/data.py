@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from autospec.metrics import SHORT_WINDOW
 from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, pooled_values, read_trials
 from autospec.records import dominates as _dominates
@@ -103,12 +104,14 @@ def parse_objective(name: str, direction: str) -> Objective:
 
 @dataclass(frozen=True)
 class Measure:
-    """A figure with the half-width of its 95% interval (None when unknown) and the
-    number of successful requests behind it."""
+    """A figure with the half-width of its 95% interval (None when unknown), the number
+    of successful requests behind it and, for the steady aggregate, how the interval was
+    formed (`autospec.metrics.AGG_CI_METHODS`; "short-window" is flagged in reports)."""
 
     value: float
     half_width: float | None = None
     n: int | None = None
+    method: str | None = None
 
     @property
     def relative(self) -> float | None:
@@ -171,7 +174,8 @@ class TrialView:
         interval = level_interval(level, metric)
         half = None if interval is None else (interval[1] - interval[0]) / 2.0
         n = level.get("n_ok")
-        return Measure(value, half, int(n) if isinstance(n, (int, float)) else None)
+        method = level.get("agg_ci_method") if metric == "agg_output_tok_s" else None
+        return Measure(value, half, int(n) if isinstance(n, (int, float)) else None, str(method) if method else None)
 
     def value(self, index: int) -> float:
         """Objective `index` as stored (NaN when the trial has no values)."""
@@ -348,8 +352,11 @@ def _pooled(
     with the successful requests of every launch behind it."""
     measures: list[Measure | None] = []
     for i, (o, p) in enumerate(zip(objectives, pooled)):
-        counts = [m.n for m in (v.objective_measure(o, i) for v in group) if m is not None and m.n is not None]
-        measures.append(None if p is None else Measure(p.value, p.half, sum(counts) if counts else None))
+        launches = [m for m in (v.objective_measure(o, i) for v in group) if m is not None]
+        counts = [m.n for m in launches if m.n is not None]
+        methods = {m.method for m in launches if m.method}
+        method = SHORT_WINDOW if SHORT_WINDOW in methods else (methods.pop() if len(methods) == 1 else None)
+        measures.append(None if p is None else Measure(p.value, p.half, sum(counts) if counts else None, method))
     between = tuple(o.name for o, p in zip(objectives, pooled) if p is not None and p.between_dominates)
     return replace(
         root,

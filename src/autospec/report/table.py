@@ -146,7 +146,8 @@ def build_table(data: StudyData, baseline: TrialView | None = None, marks: dict[
 
 def _legend(data: StudyData, baseline: TrialView | None, level: int | None, rows: Sequence[TableRow]) -> list[str]:
     lines = [
-        "value +-h: mean and half-width of its 95% interval (bootstrap over requests, or Student-t over repeat runs)",
+        "value +-h: value and half-width of its 95% interval (Student-t over requests; the steady aggregate: "
+        "batch means over waves, or sub-wave slices in a window under 3 waves (F); Student-t over repeat runs)",
     ]
     for o in data.objectives:
         lines.append(f"{o.name}: {o.label}, {'higher' if o.maximize else 'lower'} is better")
@@ -256,7 +257,12 @@ def format_markdown(table: ParetoTable) -> str:
 
 
 def _measure_json(m: Measure | None) -> dict[str, Any] | None:
-    return None if m is None else {"value": m.value, "half_width": m.half_width, "n": m.n}
+    if m is None:
+        return None
+    out: dict[str, Any] = {"value": m.value, "half_width": m.half_width, "n": m.n}
+    if m.method is not None:
+        out["interval_method"] = m.method
+    return out
 
 
 def table_json(table: ParetoTable) -> list[dict[str, Any]]:

@@ -52,13 +52,25 @@ class ChainHooks:
     a text stops that level early (stored as stop reason "external" with the text as
     its detail), None lets it go on; e.g. for racing configurations that are clearly
     dominated (`autospec.study.racing`). `level_done(concurrency, summary)` is called
-    with each level's final summary."""
+    with each level's final summary, and may answer the summary to keep instead (the
+    race adds how the drained level judged its stop); None keeps it as it is."""
 
     phase: Callable[[str], None] = lambda name: None
     spawned: Callable[[dict[str, Any]], None] = lambda info: None
     measured: Callable[[TrialRecord], None] = lambda record: None
     stop_level: Callable[[int, LevelSummary], str | None] = lambda concurrency, summary: None
-    level_done: Callable[[int, LevelSummary], None] = lambda concurrency, summary: None
+    level_done: Callable[[int, LevelSummary], LevelSummary | None] = lambda concurrency, summary: None
+
+
+def _interval_entry(summary: LevelSummary, metric: str) -> dict[str, Any]:
+    """`TrialRecord.intervals`' entry for one figure of a level."""
+    interval = summary.cis.get(metric)
+    known = interval is not None and all(math.isfinite(x) for x in interval)
+    return {
+        "value": metric_value(summary, metric),
+        "ci95": [float(interval[0]), float(interval[1])] if known and interval is not None else None,
+        "method": summary.agg_ci_method if metric == "agg_output_tok_s" else None,
+    }
 
 
 @dataclass
@@ -248,6 +260,9 @@ class TrialChain:
             record.reason = f"{', '.join(missing)} could not be measured (no successful request reported it)"
             return
         record.values = [measured[o.name] for o in self.space.objectives]
+        record.intervals = {
+            spec.name: _interval_entry(summaries[spec.concurrency], spec.metric) for spec in self.space.measured_specs
+        }
         for c in self.space.constraints:
             record.constraints[c.name] = c.violation(measured[c.name])
         if any(v > 0 for v in record.constraints.values()):
@@ -286,9 +301,9 @@ class TrialChain:
                 estimate = await tracker.end(result)
                 if estimate is not None:
                     summary = with_accept_length(summary, estimate.value, estimate.source)
+                summary = hooks.level_done(c, summary) or summary
                 summaries[c] = summary
                 record.bench[c] = summary.as_dict()
-                hooks.level_done(c, summary)
                 try:
                     server.check_alive()
                 except LaunchError as err:

@@ -23,18 +23,30 @@ Otherwise None (go on). Time saved this way ends the trial sooner, so it goes to
 next configuration. The rule looks many times at a growing sample, so a stop is a
 little likelier than 5% per look suggests; only clear gaps stop a level, and its floor
 is always measured.
+
+Only intervals that can carry such a decision are compared (`comparable_interval`): a
+figure without an interval is unknown, never exact, on either side, and the steady
+aggregate's interval counts only when batch means over at least 10 whole waves (or
+repeat runs) formed it. A stop is checked again on the drained level (`level_done`):
+its summary's `precision["race"]` records the stop's kind, the reason the final figures
+give (None: none) and `check`: "confirmed" (they give a stop of the same kind),
+"contradicted" (they give none, or another kind; "dominated" and "outclassed" count as
+one, both say it cannot enter the front) or "unchecked" (they carry no comparable
+interval). Only a confirmed stop says the configuration was beaten.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from autospec.config import SearchSpace
 from autospec.metrics import LevelSummary
-from autospec.records import StorageUnavailable, StoredTrial, TrialStore, pareto_front
-from autospec.records.launches import ObjectiveRef, pool_study
+from autospec.records import StorageUnavailable, StoredTrial, TrialStore, launch_groups, pareto_front
+from autospec.records.launches import ObjectiveRef, comparable_interval, pool_study
 
 __all__ = ["Race", "RaceObjective"]
 
@@ -61,11 +73,43 @@ class _Bound:
     high: float | None
 
 
+#: the kinds of stop a verdict's text starts with
+STOP_KINDS = ("slo", "dominated", "outclassed")
+
+
 def _interval(summary: LevelSummary, metric: str) -> Interval | None:
+    """The summary's interval of `metric` where it can carry a race decision."""
+    stored = {"cis": summary.cis, "agg_ci_method": summary.agg_ci_method, "steady_slices": summary.steady_slices}
+    return comparable_interval(stored, metric)
+
+
+def _one_sided(summary: LevelSummary, metric: str) -> Interval | None:
+    """Like `_interval`, but an interval with one side unknown counts, that side open: the
+    p99 of 64 requests has a lower bound and no upper one, which can still show an SLO's
+    max surely broken."""
     found = summary.cis.get(metric)
-    if found is None or not all(math.isfinite(x) for x in found):
+    if found is None or all(math.isnan(x) for x in found):
         return None
-    return float(found[0]), float(found[1])
+    if any(math.isnan(x) for x in found):
+        return (-math.inf if math.isnan(found[0]) else float(found[0]), math.inf if math.isnan(found[1]) else float(found[1]))
+    return _interval(summary, metric)
+
+
+def _kind(reason: str | None) -> str | None:
+    head = (reason or "").split(":", 1)[0]
+    return head if head in STOP_KINDS else None
+
+
+def _member_interval(group: Sequence[StoredTrial], ref: ObjectiveRef, value: float, half: float | None) -> Interval | None:
+    """A front configuration's pooled interval on one objective, where every launch of it
+    has a comparable one (unknown otherwise: never taken as exact)."""
+    if half is None or not math.isfinite(value):
+        return None
+    for t in group:
+        level = t.record.bench.get(ref.concurrency) if t.record is not None and ref.concurrency is not None else None
+        if comparable_interval(level, ref.metric) is None:
+            return None
+    return value - half, value + half
 
 
 def _surely_better(theirs: Interval | None, mine: Interval, maximize: bool) -> bool:
@@ -91,19 +135,17 @@ class Race:
             RaceObjective(i, o.metric, o.concurrency, o.direction == "maximize") for i, o in enumerate(space.objectives)
         )
         bounds = tuple(_Bound(c.metric, c.concurrency, c.min, c.max) for c in space.constraints)
-        pooled = pool_study(trials, [ObjectiveRef(o.index, o.metric, o.concurrency) for o in objectives])
+        refs = [ObjectiveRef(o.index, o.metric, o.concurrency) for o in objectives]
+        pooled = pool_study(trials, refs)
+        groups = launch_groups(trials)
         members = []
         for t in pareto_front(trials, [o.maximize for o in objectives]):
             figures = pooled.configurations.get(t.number, [])
+            group = groups.get(t.number, [t])
             members.append(
                 (
                     t.number,
-                    tuple(
-                        None
-                        if p is None or not math.isfinite(p.value)
-                        else (p.value - (p.half or 0.0), p.value + (p.half or 0.0))
-                        for p in figures
-                    ),
+                    tuple(None if p is None else _member_interval(group, ref, p.value, p.half) for ref, p in zip(refs, figures)),
                 )
             )
         return cls(objectives, bounds, tuple(members))
@@ -120,8 +162,26 @@ class Race:
         except StorageUnavailable:
             return None
 
-    def level_done(self, concurrency: int, summary: LevelSummary) -> None:
+    def level_done(self, concurrency: int, summary: LevelSummary) -> LevelSummary:
+        """Keep the drained level's `summary` for the later levels' verdicts; a level the
+        race stopped comes back with `precision["race"]` (module docstring)."""
+        stopped = _kind(summary.precision.get("detail")) if summary.precision and summary.stop_reason == "external" else None
+        if stopped is not None:
+            final = self.verdict(concurrency, summary)
+            race: dict[str, Any] = {"stop": stopped, "final": final, "check": self._check(stopped, final, concurrency, summary)}
+            summary = dataclasses.replace(summary, precision={**(summary.precision or {}), "race": race})
         self.finished[concurrency] = summary
+        return summary
+
+    def _check(self, stopped: str, final: str | None, concurrency: int, summary: LevelSummary) -> str:
+        beaten = {"dominated", "outclassed"}  # either says the configuration cannot enter the front
+        if _kind(final) == stopped or (stopped in beaten and _kind(final) in beaten):
+            return "confirmed"
+        names = [o.metric for o in self.objectives if o.concurrency == concurrency]
+        names += [b.metric for b in self.bounds if b.concurrency == concurrency]
+        if not any(_interval(summary, name) is not None for name in names):
+            return "unchecked"
+        return "contradicted"
 
     def verdict(self, concurrency: int, summary: LevelSummary) -> str | None:
         """A reason to stop measuring the level at `concurrency` whose records so far give
@@ -158,7 +218,7 @@ class Race:
         for b in self.bounds:
             if b.concurrency != concurrency:
                 continue
-            found = _interval(summary, b.metric)
+            found = _one_sided(summary, b.metric)
             if found is None:
                 continue
             if b.high is not None and found[0] > b.high:
