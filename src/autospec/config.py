@@ -22,6 +22,7 @@ A search-space file is TOML (docs/search-spaces.md has the full reference)::
                     (optional: target_rel_ci, share_of_launch override [bench]'s for it)
     [[constraints]] metric = "ttft_ms_p99", concurrency = 32, max = 2000
     [baseline]    the user's current deployment (flags), enqueued by --baseline
+    [study]       confirm = 5 (launches of --trials that may confirm the picks; --confirm overrides)
 
 Each table is a pydantic dataclass: unknown keys are rejected in every table, and
 values keep the types the file gave them (the study fingerprint depends on it). Every
@@ -396,6 +397,16 @@ class BenchSpec(KnownKeys):
         return explicit if explicit is not None else max(DEFAULT_MAX_WAVES * concurrency, self.num_requests(concurrency))
 
 
+@dataclass(frozen=True, config=_TABLE)
+class StudySpec(KnownKeys):
+    """How the study spends its launches: `confirm` is the most launches of ``--trials``
+    that may confirm the picks (0: none; None: a quarter of the budget, the default).
+    ``autospec optimize --confirm K`` overrides it. Not part of the fingerprint: it
+    changes what is launched, not what the measurements mean."""
+
+    confirm: Annotated[int, Strict(), Field(ge=0)] | None = None
+
+
 def _command(raw: Any) -> tuple[str, ...]:
     words = raw.split() if isinstance(raw, str) else raw
     if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
@@ -442,6 +453,7 @@ class SearchSpace:
     objectives: tuple[ObjectiveSpec, ...]
     constraints: tuple[ConstraintSpec, ...] = ()
     baseline: Mapping[str, Any] | None = None
+    study: StudySpec = dataclass_field(default_factory=StudySpec)
     #: fixed flags set on the command line, as the user wrote them (``{"tp_size": "--tp-size 2"}``),
     #: so that an error about one names the command line, not the file; not part of the fingerprint
     flag_origins: Mapping[str, str] = dataclass_field(default_factory=dict)
@@ -542,6 +554,7 @@ class _SpaceFile(KnownKeys):
     objectives: tuple[ObjectiveSpec, ...] = ()
     constraints: tuple[ConstraintSpec, ...] = ()
     baseline: dict[str, Any] | None = None
+    study: StudySpec = Field(default_factory=StudySpec)
 
 
 _SPACE_FILE = TypeAdapter(_SpaceFile)
@@ -583,6 +596,7 @@ def parse_search_space(data: Mapping[str, Any], *, source: str = "<search space>
         objectives=tables.objectives or _DEFAULT_OBJECTIVES,
         constraints=tables.constraints,
         baseline=tables.baseline or None,
+        study=tables.study,
     )
     _validate_space(space)
     return space

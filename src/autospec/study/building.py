@@ -31,7 +31,7 @@ from autospec.study.processes.gpu_guard import GpuGuard
 from autospec.study.processes.stopping import StopSignals
 from autospec.study.proposing.compiled import CompiledSpace, compile_space
 from autospec.study.proposing.proposer import Answered
-from autospec.study.proposing.queue import QueuePolicy, QueueSettings
+from autospec.study.proposing.queue import QueuePolicy, QueueSettings, confirmation_launches
 from autospec.study.proposing.samplers import ModelSampler, make_sampler, optuna_notes_silenced, unsupported_reason
 from autospec.study.request import NullObserver, Observer, OptimizeRequest, OptimizeResult
 from autospec.study.run import GpuIdle, StudyRun
@@ -106,7 +106,7 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
         )
 
     settings = QueueSettings(
-        n_trials=req.n_trials, baseline=req.baseline, learn=req.learn, confirm=req.confirm, hardware=req.hardware, seed=req.seed
+        n_trials=req.n_trials, baseline=req.baseline, learn=req.learn, confirm=confirmation_launches(req.n_trials, req.confirm), hardware=req.hardware, seed=req.seed
     )
     queue = QueuePolicy(compiled, gate, store, settings, _sampler_factory(req, compiled, gate, model_sampler, log), log, answered)
     pending, artifacts = PendingResults(layout.pending_dir), Artifacts(layout.artifacts_dir)
