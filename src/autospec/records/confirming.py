@@ -123,8 +123,11 @@ def overlap(a: Pooled, b: Pooled) -> bool:
 
 
 def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
-    figures = {n: per[index] for n, per in pooled.configurations.items() if per[index] is not None}
-    figures = {n: p for n, p in figures.items() if p is not None and math.isfinite(p.value)}
+    figures: dict[int, Pooled] = {}
+    for n, per in pooled.configurations.items():
+        p = per[index]
+        if p is not None and math.isfinite(p.value):
+            figures[n] = p
     if not figures:
         return None
     ranked = sorted(figures, key=lambda n: (-_score(figures[n], maximize), n))
@@ -197,9 +200,7 @@ def disagreeing_objectives(trials: Sequence[StoredTrial], refs: Sequence[Objecti
         if len(group) < 2:
             continue
         found = [
-            ref.index
-            for ref in refs
-            if launches_disagree([f for f in (launch_figure(t, ref) for t in group) if f is not None])
+            ref.index for ref in refs if launches_disagree([f for f in (launch_figure(t, ref) for t in group) if f is not None])
         ]
         if found:
             out[number] = found

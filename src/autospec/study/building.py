@@ -106,7 +106,12 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
         )
 
     settings = QueueSettings(
-        n_trials=req.n_trials, baseline=req.baseline, learn=req.learn, confirm=confirmation_launches(req.n_trials, req.confirm), hardware=req.hardware, seed=req.seed
+        n_trials=req.n_trials,
+        baseline=req.baseline,
+        learn=req.learn,
+        confirm=confirmation_launches(req.n_trials, req.confirm),
+        hardware=req.hardware,
+        seed=req.seed,
     )
     queue = QueuePolicy(compiled, gate, store, settings, _sampler_factory(req, compiled, gate, model_sampler, log), log, answered)
     pending, artifacts = PendingResults(layout.pending_dir), Artifacts(layout.artifacts_dir)
