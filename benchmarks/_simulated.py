@@ -695,8 +695,11 @@ class SimulatedChain:
     ``run(number, candidate, hooks) -> TrialRecord`` contract.
 
     Extra keywords: ``profile`` (default: the default profile), ``noise`` (relative
-    Gaussian noise on every measured figure, 0 = noiseless) and ``seed`` (its
-    `random.Random` stream, drawn in trial order), ``write_logs`` (write the simulated
+    Gaussian noise on every measured figure, 0 = noiseless; each level then also stores
+    the 95% interval that noise implies, value +- 1.96 x noise x value, as the precision
+    loop's ``cis``), ``launch_noise`` (a relative Gaussian offset drawn once per launch
+    and applied to every figure of it: the between-launch spread, invisible to the
+    launch's own intervals) and ``seed`` (their `random.Random` stream, drawn in trial order), ``write_logs`` (write the simulated
     server log and bench.json where the real chain would, and name the log in records
     and failure messages; default off: no files, ``log_path`` None), ``load_seconds`` /
     ``warmup_seconds`` (default: the profile's, i.e. a real GPU's pace).
@@ -720,6 +723,7 @@ class SimulatedChain:
         *,
         profile: Profile | None = None,
         noise: float = 0.0,
+        launch_noise: float = 0.0,
         seed: int | None = 0,
         write_logs: bool = False,
         load_seconds: float | None = None,
@@ -737,6 +741,7 @@ class SimulatedChain:
         self.profile = profile or load_profile()
         self.oracle = PredictedOracle(self.profile, space)
         self.noise = float(noise)
+        self.launch_noise = float(launch_noise)
         self.rng = random.Random(seed)
         self.write_logs = write_logs
         self.load_seconds, self.warmup_seconds = load_seconds, warmup_seconds
@@ -816,11 +821,17 @@ class SimulatedChain:
         """Predicted levels -> record.bench, values, constraints (TrialChain._bench's rules)."""
         figures: dict[int, dict[str, float]] = {}
         record.seconds["bench"] = 0.0
+        offset = 1.0 + self.launch_noise * self.rng.gauss(0.0, 1.0) if self.launch_noise else 1.0
         for i, c in enumerate(self.space.bench.concurrency):
             hooks.phase(f"bench c={c}")
             level = self.oracle.level(launch.flags, c, first=(i == 0))
-            figures[c] = self._noisy(level.metrics)
+            figures[c] = {name: v * offset for name, v in self._noisy(level.metrics).items()}
+            cis = {}
+            if self.noise:
+                cis = {n: [v - 1.96 * self.noise * abs(v), v + 1.96 * self.noise * abs(v)] for n, v in figures[c].items()}
+                cis = {n: ci for n, ci in cis.items() if all(math.isfinite(x) for x in ci)}
             record.bench[c] = {
+                **({"cis": cis} if cis else {}),
                 "concurrency": c,
                 "n_requests": level.num_requests,
                 "n_ok": level.num_requests,
@@ -926,6 +937,7 @@ def run_study(
     n_trials: int = 20,
     profile: Profile | None = None,
     noise: float = 0.0,
+    launch_noise: float = 0.0,
     studies_dir: Path | str,
     learn: bool = True,
     sglang_version: str | None = None,
@@ -972,7 +984,7 @@ def run_study(
     )
 
     def chain_factory(**kwargs: Any) -> SimulatedChain:
-        return SimulatedChain(**kwargs, profile=profile, noise=noise, seed=seed)
+        return SimulatedChain(**kwargs, profile=profile, noise=noise, launch_noise=launch_noise, seed=seed)
 
     run(request, observer, chain_factory)
     handle = open_storage(request.storage, name, studies_dir)

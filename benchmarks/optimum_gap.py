@@ -13,6 +13,18 @@ seed. Ways of measuring:
 
     python benchmarks/optimum_gap.py --output-len 256 --time-scale 0.25   # every profile, 5 seeds, both ways
     python benchmarks/optimum_gap.py --profiles seed-qwen35-122b-4x-rtxpro6000 --seeds 1 2 --modes precise
+    python benchmarks/optimum_gap.py --chain simulated --modes precise --launch-noise 0.1 --noise 0.01 --confirm 0
+
+Columns per objective: the best configuration on the study's front (as before), the
+best of every configuration the study launched (`launched`: what the search reached;
+the gap between the two is what deciding from noisy measurements lost) and the study's
+own pick for that objective (`pick`: `autospec pareto`'s latency pick for the
+lowest-concurrency objective, its throughput pick for the highest), all valued without
+noise. ``--chain simulated`` runs the real study loop with the in-process simulated chain
+(`_simulated.run_study`: deterministic, seconds per study) instead of simulator servers,
+with ``--noise`` (each launch's measuring error, with the interval it implies) and
+``--launch-noise`` (an offset per launch, the between-launch spread); ``--confirm K``
+is passed to the study (default: the tool's default).
 
 Studies that run at once share the machine's cores with their simulators and clients, and a
 starved client reads fast configurations (many small streamed chunks) as slower than they are:
@@ -37,7 +49,7 @@ from _studies import run_study
 sys.path.insert(0, str(Path(__file__).parent))
 from efficiency import CASES, load_case
 
-from autospec.report import snapshot
+from autospec.report import recommend, snapshot
 from autospec.sim import predict
 from autospec.space import grid
 
@@ -62,6 +74,46 @@ def space_file(case_space: str, mode: str, folder: Path) -> str:
     return str(out)
 
 
+def _pick_of(data) -> dict[int, str]:
+    """Objective index -> the pick chosen on it (latency: lowest concurrency, throughput: highest)."""
+    lat, thr = data.latency_objective, data.throughput_objective
+    return {lat: "latency"} if lat == thr else {lat: "latency", thr: "throughput"}
+
+
+def _run(args, folder: Path, study_name: str, name: str, mode: str, seed: int, space, profile, extra: list[str]):
+    """One study, as a user runs it (simulator servers) or with the in-process chain."""
+    if args.chain == "simulated":
+        from _simulated import run_study as run_in_process
+
+        if args.output_len:
+            space = space.with_overrides(output_len=args.output_len)
+        t0 = time.monotonic()
+        study = run_in_process(
+            space,
+            seed=seed,
+            sampler=args.sampler,
+            n_trials=args.trials,
+            profile=profile,
+            noise=args.noise,
+            launch_noise=args.launch_noise,
+            studies_dir=folder / study_name,
+            study_name=study_name,
+            extra={"confirm": args.confirm},
+        )
+        return study, time.monotonic() - t0
+    confirm = ["--confirm", str(args.confirm)] if args.confirm is not None else []
+    return run_study(  # a folder each: studies that run at once must not share the simulated GPU
+        folder / study_name,
+        study_name,
+        trials=args.trials,
+        seed=seed,
+        sampler=args.sampler,
+        space=space_file(CASES[name].space, mode, folder),
+        time_scale=args.time_scale,
+        extra=["--sim-profile", name, *extra, *confirm],
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profiles", nargs="+", default=list(CASES), choices=list(CASES), metavar="PROFILE")
@@ -72,6 +124,10 @@ def main() -> None:
     ap.add_argument("--time-scale", type=float, default=0.5)
     ap.add_argument("--jobs", type=int, default=1, help="studies run at once")
     ap.add_argument("--output-len", type=int, default=None, help="override every space's [workload] output_len")
+    ap.add_argument("--chain", choices=("server", "simulated"), default="server", help="simulator servers or in-process")
+    ap.add_argument("--noise", type=float, default=0.01, help="--chain simulated: each figure's measuring error")
+    ap.add_argument("--launch-noise", type=float, default=0.05, help="--chain simulated: the between-launch spread")
+    ap.add_argument("--confirm", type=int, default=None, help="the study's --confirm K (default: the tool's default)")
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     if args.jobs > max(1, cores // 2):
@@ -81,7 +137,7 @@ def main() -> None:
             file=sys.stderr,
         )
 
-    results: dict[tuple[str, str], list[tuple[int, list[float], float]]] = {}
+    results: dict[tuple[str, str], list[tuple[int, list[list[float]], float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in args.profiles:
@@ -117,33 +173,30 @@ def main() -> None:
                 flush=True,
             )
 
-            def one(job, name=name, truth=truth, optimum=optimum, space=space, extra=extra):
+            def one(job, name=name, truth=truth, optimum=optimum, space=space, extra=extra, profile=profile):
                 mode, seed = job
                 study_name = f"gap-{name}-{mode}-{seed}"
-                study, wall = run_study(  # a folder each: studies that run at once must not share the simulated GPU
-                    folder / study_name,
-                    study_name,
-                    trials=args.trials,
-                    seed=seed,
-                    sampler=args.sampler,
-                    space=space_file(CASES[name].space, mode, folder),
-                    time_scale=args.time_scale,
-                    extra=["--sim-profile", name, *extra],
-                )
-                front = snapshot(study).front
-                picks = [max(front, key=lambda t, o=o: truth(t.flags, o), default=None) for o in space.objectives]
-                ratios = [
-                    truth(p.flags, o) / optimum[i] if p is not None else 0.0
-                    for i, (o, p) in enumerate(zip(space.objectives, picks))
-                ]
-                short = [f" (front's best: {p.flags})" if p is not None and r < 0.99 else "" for p, r in zip(picks, ratios)]
+                study, wall = _run(args, folder, study_name, name, mode, seed, space, profile, extra)
+                data = snapshot(study)
+                front, launched = data.front, data.measured
+                picks = recommend(data)
+                pick_of = _pick_of(data)
+                rows = []
+                for i, o in enumerate(space.objectives):
+                    best = max(front, key=lambda t, o=o: truth(t.flags, o), default=None)
+                    reached = max(launched, key=lambda t, o=o: truth(t.flags, o), default=None)
+                    chosen = picks[pick_of[i]].trial if pick_of.get(i) in picks else None
+                    rows.append([truth(t.flags, o) / optimum[i] if t is not None else 0.0 for t in (best, reached, chosen)])
+                confirmations = sum(1 for t in data.trials if t.confirm_of is not None and t.kind == "relaunch")
                 print(
                     f"{name} {mode} seed {seed}: "
-                    + ", ".join(f"{o.name} {r:.3f}{x}" for o, r, x in zip(space.objectives, ratios, short))
-                    + f"; {wall:.0f} s",
+                    + ", ".join(
+                        f"{o.name} front {r[0]:.3f} launched {r[1]:.3f} pick {r[2]:.3f}" for o, r in zip(space.objectives, rows)
+                    )
+                    + f"; {confirmations} confirmation(s); {wall:.0f} s",
                     flush=True,
                 )
-                return mode, seed, ratios, wall
+                return mode, seed, rows, wall
 
             jobs = [(mode, seed) for mode in args.modes for seed in args.seeds]
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -151,15 +204,22 @@ def main() -> None:
                     results.setdefault((name, mode), []).append((seed, ratios, wall))
 
     print()
-    print("| profile | measuring | objective | median best/optimum | worst | median study wall s |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| profile | measuring | objective | median front best/optimum | worst | median launched best/optimum | "
+        "median gap | median pick/optimum | worst pick | median study wall s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (name, mode), rows in results.items():
         space, _ = load_case(CASES[name])
         for i, o in enumerate(space.objectives):
-            r = [row[1][i] for row in rows]
+            front = [row[1][i][0] for row in rows]
+            reached = [row[1][i][1] for row in rows]
+            pick = [row[1][i][2] for row in rows]
+            gap = [b - a for a, b in zip(front, reached)]
             print(
-                f"| {name} | {mode} | {o.name} | {statistics.median(r):.3f} | {min(r):.3f} | "
-                f"{statistics.median(row[2] for row in rows):.0f} |"
+                f"| {name} | {mode} | {o.name} | {statistics.median(front):.3f} | {min(front):.3f} | "
+                f"{statistics.median(reached):.3f} | {statistics.median(gap):.3f} | {statistics.median(pick):.3f} | "
+                f"{min(pick):.3f} | {statistics.median(row[2] for row in rows):.0f} |"
             )
 
 

@@ -104,6 +104,9 @@ def test_latency_objective_defaults_to_minimize():
         ),
         ({"params__x": {"type": "int", "low": 1, "high": 2, "when": {"nope": 1}}}, "when refers to nope"),
         ({"surprise": 1}, "unknown key 'surprise'"),
+        ({"study__confirm": -1}, "[study] confirm must be >= 0"),
+        ({"study__confirm": 2.5}, "[study] confirm must be an integer"),
+        ({"study__confirmations": 2}, "[study] unknown key 'confirmations'"),
     ],
 )
 def test_bad_space_is_one_line_error_naming_the_problem(changes, needle):
@@ -122,6 +125,13 @@ def test_malformed_toml_and_missing_file(tmp_path: Path):
         load_search_space(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         load_search_space(tmp_path / "missing.toml")
+
+
+def test_study_confirm_is_read_and_leaves_the_fingerprint_alone():
+    assert parse_search_space(MINIMAL).study.confirm is None  # unset: the tool's default share
+    three = parse_search_space(with_(study__confirm=3))
+    assert three.study.confirm == 3 and parse_search_space(with_(study__confirm=0)).study.confirm == 0
+    assert three.fingerprint() == parse_search_space(MINIMAL).fingerprint()
 
 
 def test_fingerprint_changes_with_the_space_and_not_with_the_source():

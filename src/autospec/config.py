@@ -24,6 +24,7 @@ A search-space file is TOML (docs/search-spaces.md has the full reference)::
     [baseline]    the user's current deployment (flags), enqueued by --baseline
     [references]  measure = true | false: the reference points (no speculation, SGLang's
                   defaults, adaptive); unset: on when the budget allows (--references)
+    [study]       confirm = 5 (launches of --trials that may confirm the picks; --confirm overrides)
 
 Each table is a pydantic dataclass: unknown keys are rejected in every table, and
 values keep the types the file gave them (the study fingerprint depends on it). Every
@@ -399,6 +400,16 @@ class BenchSpec(KnownKeys):
         return explicit if explicit is not None else max(DEFAULT_MAX_WAVES * concurrency, self.num_requests(concurrency))
 
 
+@dataclass(frozen=True, config=_TABLE)
+class StudySpec(KnownKeys):
+    """How the study spends its launches: `confirm` is the most launches of ``--trials``
+    that may confirm the picks (0: none; None: a quarter of the budget, the default).
+    ``autospec optimize --confirm K`` overrides it. Not part of the fingerprint: it
+    changes what is launched, not what the measurements mean."""
+
+    confirm: Annotated[int, Strict(), Field(ge=0)] | None = None
+
+
 def _command(raw: Any) -> tuple[str, ...]:
     words = raw.split() if isinstance(raw, str) else raw
     if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
@@ -455,6 +466,7 @@ class SearchSpace:
     baseline: Mapping[str, Any] | None = None
     #: ``[references] measure``: measure the reference points (None: the budget decides); not fingerprinted
     references: bool | None = None
+    study: StudySpec = dataclass_field(default_factory=StudySpec)
     #: fixed flags set on the command line, as the user wrote them (``{"tp_size": "--tp-size 2"}``),
     #: so that an error about one names the command line, not the file; not part of the fingerprint
     flag_origins: Mapping[str, str] = dataclass_field(default_factory=dict)
@@ -556,6 +568,7 @@ class _SpaceFile(KnownKeys):
     constraints: tuple[ConstraintSpec, ...] = ()
     baseline: dict[str, Any] | None = None
     references: ReferencesSpec = Field(default_factory=ReferencesSpec)
+    study: StudySpec = Field(default_factory=StudySpec)
 
 
 _SPACE_FILE = TypeAdapter(_SpaceFile)
@@ -598,6 +611,7 @@ def parse_search_space(data: Mapping[str, Any], *, source: str = "<search space>
         constraints=tables.constraints,
         baseline=tables.baseline or None,
         references=tables.references.measure,
+        study=tables.study,
     )
     _validate_space(space)
     return space

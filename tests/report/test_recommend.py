@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from autospec.report import recommend
 from autospec.report.data import StudyData, TrialView, parse_objective
 
@@ -31,7 +33,12 @@ def test_throughput_pick_and_knee(data):
 def test_without_a_baseline_the_latency_pick_is_the_fastest_at_c1(data):
     picks = recommend(data, None)
     assert picks["latency"].trial.number == 3
-    assert picks["latency"].why.endswith("is fastest at C=1: 261.0 +-2.6 tok/s.")
+    assert "is fastest at C=1: 261.0 +-2.6 tok/s. It rests on 1 launch;" in picks["latency"].why
+    # one launch and no relaunch in the study: its interval cannot include the between-launch spread
+    assert picks["latency"].why.endswith(
+        "its C=1 interval excludes trial 1 (250.0), but the between-launch spread is not measured yet, "
+        "so one launch cannot settle it."
+    )
 
 
 def test_when_no_front_configuration_matches_the_baseline_the_sentence_says_what_it_costs(data):
@@ -95,3 +102,41 @@ def test_practically_equal_values_are_decided_by_the_other_objective():
     assert (
         "has the practically highest aggregate output throughput at C=32: 1786.0 tok/s; tied at C=32 with trial(s) 40"
     ) in without_41["throughput"].why
+
+
+def _launch(number: int, c1: float, c32: float, half: float, confirm_of: int | None = None) -> TrialView:
+    """One launch with its own bench summary (95% half-width `half` on both figures)."""
+    bench = {
+        1: {"output_tok_s": c1, "n_ok": 8, "cis": {"output_tok_s": [c1 - half, c1 + half]}},
+        32: {"agg_output_tok_s": c32, "n_ok": 64, "cis": {"agg_output_tok_s": [c32 - half, c32 + half]}},
+    }
+    kind = "relaunch" if confirm_of is not None else "front"
+    return replace(_view(number, [c1, c32]), kind=kind, bench=bench, confirm_of=confirm_of)
+
+
+def test_a_pick_on_pooled_launches_says_how_many_and_whether_it_separates_and_where_they_disagree():
+    from autospec.metrics.relaunch import Spread
+    from autospec.report.data import Measure
+
+    objectives = [parse_objective("output_tok_s@c1", "maximize"), parse_objective("agg_output_tok_s@c32", "maximize")]
+    # trial 1 launched twice: 300 and 320 at C=1 (each +-2: they disagree beyond their intervals), pooled 310 +-6;
+    # trial 2 once: 250 +-5 at C=1 (the spread included), far below; at C=32 2000 vs 1990: overlapping
+    root = replace(
+        _launch(1, 300.0, 1990.0, 2.0),
+        values=[310.0, 1990.0],
+        launches=2,
+        pooled=(Measure(310.0, 6.0), Measure(1990.0, 30.0)),
+    )
+    other = replace(_launch(2, 250.0, 2000.0, 2.0), pooled=(Measure(250.0, 5.0), Measure(2000.0, 40.0)))
+    trials = [root, other, _launch(3, 320.0, 1990.0, 2.0, confirm_of=1)]
+    spread = {o.name: Spread(0.03, 1, 1) for o in objectives}
+    picks = recommend(StudyData("m", objectives, trials, spread=spread), None)
+
+    latency = picks["latency"].why
+    assert picks["latency"].trial.number == 1
+    assert "It rests on 2 launches; its C=1 interval separates it from the runner-up, trial 2 (250.0)" in latency
+    assert "its launches disagree beyond their own intervals at C=1" in latency
+    throughput = picks["throughput"].why
+    assert picks["throughput"].trial.number == 1  # tied with trial 2 at C=32, and faster at C=1
+    assert "tied at C=32 with trial(s) 2" in throughput
+    assert "It rests on 2 launches; its C=32 interval overlaps that of trial 2 (2000.0): not separated" in throughput

@@ -196,19 +196,6 @@ def test_a_transient_failure_is_failed_queued_again_and_not_counted(tmp_path):
     assert f"trial {first.number}: outcome=port_in_use" in events and "queued again" in events
 
 
-def test_confirmations_relaunch_front_configurations_after_the_target_and_are_not_counted(tmp_path):
-    chain = ScriptedChain(["ok"] * 3)
-    run = worker(optuna.storages.InMemoryStorage(), tmp_path, chain, n_trials=2, confirm=1)
-
-    result = run.run()
-
-    assert result.stopped_because is StopReason.TARGET and result.launched == 2
-    trials = shared_trials(run)
-    (relaunch,) = [t for t in trials if t.markers.confirm_of is not None]
-    assert not relaunch.counts_as_launch
-    assert relaunch.params == next(t for t in trials if t.number == relaunch.markers.confirm_of).params
-
-
 def test_a_stop_signal_during_a_trial_records_it_interrupted_and_queues_it_again(tmp_path):
     def interrupt(number: int) -> None:
         raise KeyboardInterrupt

@@ -53,10 +53,18 @@ def study_trials(storage: str, name: str):
 
 
 def assert_exact_and_unique(trials, n):
+    """Exactly `n` launches; the search launched no configuration twice, and the
+    confirmation launches (at most a quarter of the budget, the default) relaunch
+    configurations the search launched."""
     launched = [t for t in trials if t.counts_as_launch]
     assert len(launched) == n
-    twice = [p for p, k in Counter(tuple(sorted(t.params.items())) for t in launched).items() if k > 1]
+    searched = [t for t in launched if t.markers.confirm_of is None]
+    twice = [p for p, k in Counter(tuple(sorted(t.params.items())) for t in searched).items() if k > 1]
     assert not twice, f"launched twice: {twice}"
+    confirmations = [t for t in launched if t.markers.confirm_of is not None]
+    assert len(confirmations) <= n // 4
+    by_number = {t.number: t for t in searched}
+    assert all(t.params == by_number[t.markers.confirm_of].params for t in confirmations)
     return launched
 
 

@@ -93,10 +93,11 @@ def test_the_same_configuration_running_elsewhere_is_never_claimed_twice():
     assert not refused.granted and "trial 1 of another worker" in refused.reason
 
 
-def test_confirmation_relaunches_neither_count_toward_the_target_nor_are_limited_by_it():
+def test_confirmation_relaunches_count_toward_the_target_like_any_launch():
     trials = [_trial(0, _C, {"x": 1}, launched=True), _trial(1, _R, {"x": 2}, confirm_of=0)]
-    assert decide_claim(trials, 2, {"x": 3}, target=2).granted  # trial 1 is a confirmation: not counted
-    assert decide_claim(trials, 2, {"x": 1}, target=1, counts_toward_target=False).granted
+    refused = decide_claim(trials, 2, {"x": 3}, target=2)  # trial 1, a confirmation running elsewhere, takes a launch
+    assert not refused.granted and "1 running on other workers" in refused.reason
+    assert decide_claim(trials, 2, {"x": 3}, target=3).granted
 
 
 def _contend(lock_of, holders=3, rounds=4):

@@ -106,10 +106,11 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--confirm",
         type=int,
-        default=0,
+        default=None,
         metavar="K",
-        help="after the trials, relaunch front configurations K times in all (fewest launches first) to "
-        "measure the between-launch spread; every interval then includes it (default 0)",
+        help="at most K of the --trials launches relaunch what the picks depend on, at the end of the budget, "
+        "until the picks are separated beyond the between-launch spread (0: off; default: the space file's "
+        "[study] confirm, else a quarter of --trials)",
     )
     p.add_argument(
         "--no-race",
@@ -228,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         signals=getattr(args, "stop_signals", None),
         storage_patience_s=args.storage_patience,
         allow_foreign_gpu_memory=args.allow_foreign_gpu_memory,
-        confirm=args.confirm,
+        confirm=args.confirm if args.confirm is not None else space.study.confirm,
         race=not args.no_race,
         slot=slot,
         hardware=target.hardware,
@@ -243,7 +244,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
     """One-line errors for numbers out of range, before anything is opened."""
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1 (got {args.trials})")
-    if args.confirm < 0:
+    if args.confirm is not None and args.confirm < 0:
         raise UsageError(f"--confirm must be 0 or more relaunches (got {args.confirm}); e.g. --confirm 3")
     if args.storage_patience < 0:
         raise UsageError(f"--storage-patience {args.storage_patience:g} must be >= 0 seconds; e.g. 120")

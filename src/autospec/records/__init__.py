@@ -5,6 +5,7 @@ stored trials are read back and classified. The only code that knows attribute k
              outcome names
     stored   StoredTrial, TrialClass, classify, read_trials (the one reader)
     front    pareto_front (the one Pareto front), launch_groups (relaunches pooled in)
+    confirming  what the picks rest on (contests) and which relaunch settles them
     store    TrialStore (the one writer: records, constraints, the dashboard's mirror,
              worker/server identities, queued trials)
     retry    StorageRetry (riding out a storage that is briefly away)

@@ -105,11 +105,9 @@ class StoredTrial:
 
     @property
     def counts_as_launch(self) -> bool:
-        """Counts towards ``--trials``: COMPLETE, a server was started, and not a
-        confirmation relaunch (those are counted by ``--confirm``)."""
-        return (
-            self.state == _State.COMPLETE and self.record is not None and self.record.launched and self.markers.confirm_of is None
-        )
+        """Counts towards ``--trials``: COMPLETE and a server was started (confirmation
+        relaunches included: they are launches of the budget)."""
+        return self.state == _State.COMPLETE and self.record is not None and self.record.launched
 
     @property
     def has_measurement(self) -> bool:

@@ -236,7 +236,7 @@ class StudyData:
             failed=kinds.count("failed"),
             interrupted=kinds.count("interrupted"),
             running=kinds.count("running"),
-            launched=sum(1 for t in self.trials if t.state == "complete" and t.launched and t.confirm_of is None),
+            launched=sum(1 for t in self.trials if t.state == "complete" and t.launched),
         )
 
     def trial(self, number: int) -> TrialView | None:

@@ -15,6 +15,10 @@
 - knee: the balanced choice: the configuration whose worst objective, as a share of the
   best value on the front, is highest (max-min of normalised objectives).
 
+The latency and throughput picks then say what they rest on (`autospec.report.support`):
+how many launches, whether their interval separates them from the runner-up, and
+where their launches disagree beyond their own intervals.
+
 The low- and high-concurrency objectives are the ones measured at the lowest and highest
 concurrency (`StudyData.latency_objective` / `throughput_objective`).
 """
@@ -25,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from autospec.report.data import Measure, Objective, StudyData, TrialView
+from autospec.report.support import support_note
 from autospec.report.table import compact
 
 __all__ = ["Pick", "recommend", "PICKS", "share_of_best"]
@@ -158,7 +163,7 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
                 f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
                 f"{_fmt(_value(baseline, data, thr), ot)})."
             )
-    picks["latency"] = Pick("latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}")
+    picks["latency"] = Pick("latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}{support_note(data, t, lat)}")
 
     # throughput
     t, tied = _best(front, data, thr, lat)
@@ -168,7 +173,9 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     extra += f"; at {_where(ol)} it gives {_fmt(a_l, ol)}" if lat != thr else ""
     if baseline is not None:
         extra += f"; at {_where(ot)} {_ratio_text(a_t, _value(baseline, data, thr))}"
-    picks["throughput"] = Pick("throughput", t, f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.")
+    picks["throughput"] = Pick(
+        "throughput", t, f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.{support_note(data, t, thr)}"
+    )
 
     # knee
     scored = [(min(share_of_best(data, t, front)), t) for t in front]

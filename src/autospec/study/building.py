@@ -31,7 +31,7 @@ from autospec.study.processes.gpu_guard import GpuGuard
 from autospec.study.processes.stopping import StopSignals
 from autospec.study.proposing.compiled import CompiledSpace, compile_space
 from autospec.study.proposing.proposer import Answered
-from autospec.study.proposing.queue import QueuePolicy, QueueSettings
+from autospec.study.proposing.queue import QueuePolicy, QueueSettings, confirmation_launches
 from autospec.study.proposing.references import reference_names, references_wanted
 from autospec.study.proposing.samplers import ModelSampler, make_sampler, optuna_notes_silenced, unsupported_reason
 from autospec.study.request import NullObserver, Observer, OptimizeRequest, OptimizeResult
@@ -68,7 +68,7 @@ def _queue_settings(req: OptimizeRequest, compiled: CompiledSpace) -> QueueSetti
         n_trials=req.n_trials,
         baseline=req.baseline,
         learn=req.learn,
-        confirm=req.confirm,
+        confirm=confirmation_launches(req.n_trials, req.confirm),
         hardware=req.hardware,
         seed=req.seed,
         references=references,

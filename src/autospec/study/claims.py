@@ -6,7 +6,7 @@ study's lock (`StudyLock`) it reads the study and records itself on the trial (i
 worker record) only when
 
 - the launched trials plus the trials other workers have claimed (RUNNING with a worker
-  record; confirmation relaunches excluded) are fewer than N, and
+  record; confirmation relaunches included, they count in N) are fewer than N, and
 - no other claimed trial runs the same configuration.
 
 Otherwise the trial is *withdrawn* (FAIL, outcome ``withdrawn``; samplers ignore it and
@@ -41,12 +41,8 @@ _RUNNING = optuna.trial.TrialState.RUNNING
 
 def claimed_by_others(trials: Sequence[StoredTrial], own_number: int | None = None) -> list[StoredTrial]:
     """RUNNING trials other than `own_number` that a worker claimed (its worker record
-    is on them), confirmation relaunches excluded (``--confirm`` counts those)."""
-    return [
-        t
-        for t in trials
-        if t.state == _RUNNING and t.worker is not None and t.number != own_number and t.markers.confirm_of is None
-    ]
+    is on them), confirmation relaunches included."""
+    return [t for t in trials if t.state == _RUNNING and t.worker is not None and t.number != own_number]
 
 
 @dataclass(frozen=True)

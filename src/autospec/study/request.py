@@ -71,7 +71,7 @@ class OptimizeRequest:
     signals: StopSignals | None = None
     storage_patience_s: float = STORAGE_PATIENCE_S
     allow_foreign_gpu_memory: bool = False
-    confirm: int = 0  # relaunches of front configurations once n_trials are launched (--confirm)
+    confirm: int | None = None  # at most this many of n_trials confirm the picks (--confirm); None: a quarter
     race: bool = True  # stop measuring clearly dominated configurations early (autospec.study.racing)
     slot: Slot | None = None  # the GPU slot this run's servers use (autospec.study.slots); None: all GPUs
     hardware: str | None = None  # what the servers run on, e.g. "NVIDIA H200 x1" (memory lessons are kept per hardware)

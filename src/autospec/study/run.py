@@ -21,9 +21,10 @@ Contract:
   (`autospec.study.claims`); a worker whose claim is refused goes on, and waits while
   the rest of the budget is claimed by others, because their launches can still end
   without counting (a transient failure, a dead worker) and then it takes over.
-- ``--confirm K``: once N trials are launched, up to K relaunches of front configurations
-  (`autospec.study.proposing.queue`; not counted in N; counted over the study, so a
-  resumed run does not repeat them).
+- ``--confirm K`` (default: a quarter of N): within the last K launches of the budget,
+  relaunches of the configurations the picks depend on, while a pick is unsettled
+  (`autospec.study.proposing.queue`, `autospec.records.confirming`); they count in N,
+  and K is counted over the study, so a resumed run does not repeat them.
 - Racing (on unless ``race`` is false): a level stops measuring once the configuration
   clearly cannot change the front (`autospec.study.racing`).
 
@@ -110,6 +111,20 @@ class InFlight:
     idle_before_launch: float | None = None  # seconds the GPU was free before this launch
 
 
+def interrupted_record(current: InFlight, second_signal: bool) -> TrialRecord:
+    """The record of the trial in flight when a stop signal came (outcome "interrupted")."""
+    how = "server killed at once by a second signal" if second_signal else "server torn down"
+    if current.log_path is None:
+        how = "no server was running"
+    return TrialRecord(
+        outcome=INTERRUPTED,
+        candidate=current.candidate,
+        reason=f"stopped by a signal during {current.phase}; {how}",
+        launched=current.log_path is not None,
+        log_path=str(current.log_path) if current.log_path else None,
+    )
+
+
 @dataclass
 class GpuIdle:
     """How long the GPU waited for the tuner before each launch of this run: from
@@ -180,6 +195,7 @@ class StudyRun:
                     if self.current is not None and self.current.beat is not None:
                         self.current.beat.stop()
             self._store_model_summary()
+            self._log_picks()
             if stopped is StopReason.EXHAUSTED:
                 self.obs.message(
                     "every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch"
@@ -236,19 +252,39 @@ class StudyRun:
                 # this worker found exhausted may change once something else finishes.
                 self._wait_for_others()
                 continue
+            if self._confirm_picks(trials):
+                trials = self.store.read()
             if self._step(trials) is Asked.NOTHING:
+                if not elsewhere and self._confirm_picks(self.store.read(), exhausted=True):
+                    continue  # nothing is left to search: the rest of the budget may confirm
                 if not elsewhere:
                     return StopReason.EXHAUSTED
                 stuck_at = finished
                 self._wait_for_others()
-        while True:
-            with self.lock.held():  # other workers may be queueing confirmations too
-                queued = self.queue.enqueue_confirmation()
-            if not queued:
-                return StopReason.TARGET
-            if deadline is not None and time.monotonic() >= deadline:
-                return StopReason.TIMEOUT
-            self._step(self.store.read())
+        return StopReason.TARGET
+
+    def _confirm_picks(self, trials: Sequence[StoredTrial], exhausted: bool = False) -> bool:
+        """Within the confirmation window (or anywhere once the space is `exhausted`), queue
+        a relaunch of what the picks depend on (`QueuePolicy.enqueue_confirmation`), under
+        the lock: other workers queue too. True when one was queued."""
+        if not (exhausted or self.queue.in_confirmation_window(trials)):
+            return False
+        with self.signals.deferred(), self.lock.held():
+            line = self.queue.enqueue_confirmation(self.store.read(), exhausted=exhausted)
+        if line:
+            self._log(line)
+        return bool(line)
+
+    def _log_picks(self) -> None:
+        """With confirmation on: one line on what each pick rests on."""
+        if self.queue.settings.confirm <= 0:
+            return
+        try:
+            summary = self.queue.confirmation_summary(self.store.read())
+        except StorageUnavailable:
+            return
+        if summary:
+            self._log(f"picks: {summary}")
 
     def _wait_for_others(self) -> None:
         self.obs.phase("waiting for other workers")
@@ -302,7 +338,7 @@ class StudyRun:
             def withdraw(reason: str) -> None:
                 self.finisher.finish(trial, TrialRecord(outcome=WITHDRAWN, candidate=current.candidate, reason=reason))
 
-            if not claim_trial(self.store, self.lock, trial, self.req.n_trials, current.confirm_of is None, worker, withdraw):
+            if not claim_trial(self.store, self.lock, trial, self.req.n_trials, True, worker, withdraw):
                 return Asked.WITHDRAWN
             self.current = current
         return current
@@ -376,7 +412,7 @@ class StudyRun:
                 self._told(current)
             if not ending.failed:
                 self.queue.finished(number, record, confirmation or current.reference is not None)
-                if record.launched and not confirmation:
+                if record.launched:
                     self.launched += 1
         self.obs.trial_finished(number, record, self.launched, self.req.n_trials)
         if record.launched and not ending.failed:
@@ -405,9 +441,6 @@ class StudyRun:
         queue its parameters again. Returns a note for the message ("" when all went well)."""
         if current.beat is not None:
             current.beat.stop()
-        how = "server killed at once by a second signal" if self.signals.count >= 2 else "server torn down"
-        if current.log_path is None:
-            how = "no server was running"
         trial = current.trial
         try:
             straggler = stop_stragglers(current.launch_id, self.launcher)
@@ -415,13 +448,7 @@ class StudyRun:
                 self.events.write(straggler)
             if self.store.is_finished(trial):
                 return ""
-            record = TrialRecord(
-                outcome=INTERRUPTED,
-                candidate=current.candidate,
-                reason=f"stopped by a signal during {current.phase}; {how}",
-                launched=current.log_path is not None,
-                log_path=str(current.log_path) if current.log_path else None,
-            )
+            record = interrupted_record(current, second_signal=self.signals.count >= 2)
             self.finisher.finish(trial, record, note=f" (after {time.monotonic() - current.started:.1f}s)")
             return ""
         except Exception as exc:  # the storage may be what failed; the next run recovers the trial

@@ -14,8 +14,11 @@ parameters, with `Markers` saying why); `QueuePolicy` decides what is queued:
   gate would launch; when none is left, nothing (the space is exhausted);
 - after a launch: a mem-fraction push (`mem_push`) while the budget lasts, at most one
   launch in `PUSH_SHARE`;
-- once the budget is launched: confirmation relaunches of front configurations
-  (``--confirm K``: fewest launches first, counted over the study).
+- within the last launches of the budget, as many as the confirmations still allowed
+  (``--confirm K``, counted over the study): a relaunch of what the picks depend on
+  (`autospec.records.confirming`) while one of them is unsettled; the search goes on
+  when every pick is settled or tied. Confirmations count towards ``--trials``; no
+  mem-fraction push is queued within that window.
 
 It also keeps the feasibility gate taught (`teach_gate`) with what every finished trial
 showed, this worker's and the others'. The callers hold the study's lock where queueing
@@ -43,9 +46,10 @@ from autospec.records import (
     StoredTrial,
     TrialRecord,
     TrialStore,
-    launch_groups,
     pareto_front,
 )
+from autospec.records.confirming import MIN_LAUNCHES, Contest, contests, next_confirmation
+from autospec.records.launches import ObjectiveRef
 from autospec.space import calibration_points, grid, to_distribution_params
 from autospec.study.proposing.compiled import CompiledSpace
 from autospec.study.proposing.mem_push import Measured, PushAnswer, push_candidate
@@ -54,10 +58,19 @@ from autospec.study.proposing.references import enqueue_references
 from autospec.study.proposing.samplers import ModelSampler
 from autospec.study.slots import crowded_out
 
-__all__ = ["QueuePolicy", "QueueSettings", "teach_gate", "MAX_IDLE_ASKS", "PUSH_SHARE"]
+__all__ = [
+    "QueuePolicy",
+    "QueueSettings",
+    "teach_gate",
+    "confirmation_launches",
+    "MAX_IDLE_ASKS",
+    "PUSH_SHARE",
+    "CONFIRM_SHARE",
+]
 
 MAX_IDLE_ASKS = 60  # trials in a row ended without a launch before a random launchable one is queued
 PUSH_SHARE = 3  # at most 1/PUSH_SHARE of the launch budget goes to mem-fraction pushes
+CONFIRM_SHARE = 4  # by default at most 1/CONFIRM_SHARE of the launch budget may go to confirmation
 BASELINE_ENQUEUED = "autospec:baseline_enqueued"
 CALIBRATION_ENQUEUED = "autospec:calibration_enqueued"
 _WAITING = optuna.trial.TrialState.WAITING
@@ -88,6 +101,13 @@ def teach_gate(trials: Iterable[StoredTrial], gate: FeasibilityGate, hardware: s
             gate.learn_success(resolved, r.startup or {})
 
 
+def confirmation_launches(n_trials: int, confirm: int | None) -> int:
+    """How many of `n_trials` launches may confirm the picks: `confirm` when given (0: none),
+    else ``n_trials // CONFIRM_SHARE``; never all of them (one launch at least searches)."""
+    wanted = n_trials // CONFIRM_SHARE if confirm is None else confirm
+    return max(0, min(wanted, n_trials - 1))
+
+
 def _startup(t: StoredTrial) -> Mapping[str, Any]:
     return (t.record.startup if t.record else None) or {}
 
@@ -99,7 +119,7 @@ class QueueSettings:
     n_trials: int
     baseline: bool = False
     learn: bool = True
-    confirm: int = 0
+    confirm: int = 0  # confirmation launches within n_trials (resolved: `confirmation_launches`)
     hardware: str | None = None
     seed: int | None = None
     references: bool = False  # queue the reference points (decided by `references_wanted`)
@@ -136,6 +156,9 @@ class QueuePolicy:
         self._taught: set[int] = set()
         self._background = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="autospec-propose")
         self._next: concurrent.futures.Future[Proposal] | None = None
+        objectives = self.space.objectives
+        self._refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
+        self._where = {i: f"C={o.concurrency}" for i, o in enumerate(objectives)}
 
     # ------------------------------------------------------------------ once per run
     def prepare(self, trials: Sequence[StoredTrial]) -> None:
@@ -290,6 +313,8 @@ class QueuePolicy:
         if not self.settings.learn or launched >= self.settings.n_trials:
             return ""
         trials = self.store.read()
+        if self.in_confirmation_window(trials):
+            return ""
         pushes = [t for t in trials if t.markers.mem_push is not None]
         budget = max(1, self.settings.n_trials // PUSH_SHARE)
         if len(pushes) >= budget or any(t.outcome in LAUNCH_FAILURE_KINDS for t in pushes):
@@ -315,26 +340,55 @@ class QueuePolicy:
         first = self.gate.measurement_of(verdict.resolved) if verdict.status == "duplicate" else None
         return "measured" if first is not None and first.values is not None else "no"
 
-    # ------------------------------------------------------------------ once the budget is launched
-    def enqueue_confirmation(self) -> bool:
-        """Queue the next confirmation relaunch (``--confirm``); False when K were made or
-        nothing is on the front. Call under the study's lock."""
-        trials = self.store.read()
-        confirmations = [t for t in trials if t.markers.confirm_of is not None]
-        if any(t.state == _WAITING for t in confirmations):
-            return True  # queued by an earlier run, or queued again after an interruption
-        made = [t for t in confirmations if t.state in (_COMPLETE, _RUNNING)]  # running on another worker counts
-        if len(made) >= self.settings.confirm:
-            return False
-        front = pareto_front(trials, self.store.maximize)
-        if not front:
-            return False
-        launches = {number: len(group) for number, group in launch_groups(trials).items()}
-        attempts = {t.number: sum(1 for m in made if m.markers.confirm_of == t.number) for t in front}
-        target = min(front, key=lambda t: (launches.get(t.number, 1) + attempts[t.number], t.number))
+    # ------------------------------------------------------------------ the end of the budget
+    def confirmation_left(self, trials: Sequence[StoredTrial]) -> int:
+        """Confirmation launches still allowed (``--confirm K`` counted over the study:
+        complete ones and those running on a worker; a queued one is not made yet)."""
+        made = [t for t in trials if t.markers.confirm_of is not None and t.state in (_COMPLETE, _RUNNING)]
+        return max(self.settings.confirm - len(made), 0)
+
+    def in_confirmation_window(self, trials: Sequence[StoredTrial]) -> bool:
+        """The launches left in the budget (launched and claimed ones subtracted) are no
+        more than the confirmations still allowed: from here on the picks come first."""
+        taken = sum(1 for t in trials if t.counts_as_launch or (t.state == _RUNNING and t.worker is not None))
+        remaining = self.settings.n_trials - taken
+        return 0 < remaining <= self.confirmation_left(trials)
+
+    def standing(self, trials: Sequence[StoredTrial]) -> list[Contest]:
+        """What the picks rest on now (`autospec.records.confirming.contests`)."""
+        return contests(trials, self._refs, self.store.maximize)
+
+    def enqueue_confirmation(self, trials: Sequence[StoredTrial], exhausted: bool = False) -> str:
+        """Within the confirmation window (or, once the search is `exhausted`, while any
+        confirmation is allowed), queue a relaunch of the configuration the picks depend
+        on most (`next_confirmation`), unless something is queued already (a confirmation
+        queued by an earlier run or again after an interruption included) or every pick is
+        settled or tied. Call under the study's lock. Returns a line saying what was
+        queued and why, or "" (the search goes on)."""
+        if self.settings.confirm <= 0 or any(t.state == _WAITING for t in trials):
+            return ""
+        if not (self.in_confirmation_window(trials) or (exhausted and self.confirmation_left(trials) > 0)):
+            return ""
+        relaunch = next_confirmation(self.standing(trials), self._where)
+        target = next((t for t in trials if relaunch is not None and t.number == relaunch.trial), None)
+        if relaunch is None or target is None:
+            return ""
         self.store.enqueue(target.retry_params, Markers(confirm_of=target.number))
-        self._log(
-            f"confirmation relaunch {len(made) + 1} of {self.settings.confirm}: trial {target.number}'s "
-            f"configuration ({launches.get(target.number, 1)} launch(es) so far)"
-        )
-        return True
+        made = self.settings.confirm - self.confirmation_left(trials) + 1
+        return f"confirmation relaunch {made} of at most {self.settings.confirm}: {relaunch.reason}"
+
+    def confirmation_summary(self, trials: Sequence[StoredTrial]) -> str:
+        """One line: what each pick objective's leader rests on (empty before any measurement)."""
+        parts = []
+        for c in self.standing(trials):
+            launches = c.launches[c.leader]
+            if c.settled:
+                how = "separated" if c.launches[c.leader] >= MIN_LAUNCHES else "separated by its interval"
+            elif c.tied:
+                how = "tied with trial(s) " + ", ".join(map(str, c.contenders))
+            else:
+                how = "not settled within the budget" + (
+                    f" (within the intervals of trial(s) {', '.join(map(str, c.contenders))})" if c.contenders else ""
+                )
+            parts.append(f"best at {self._where[c.objective]}: trial {c.leader} on {launches} launch(es), {how}")
+        return "; ".join(parts)

@@ -1,0 +1,207 @@
+"""What the picks of a study rest on, and which relaunch would settle them (pure).
+
+A *contest* is one pick objective (the lowest- and the highest-concurrency objective: the
+latency and the throughput pick): its leader is the measured configuration with the best
+pooled value (relaunches pooled in, `autospec.records.launches.pool_study`), its
+*contenders* the other measured configurations whose pooled 95% interval overlaps the
+leader's (the difference is within the two half-widths combined in quadrature; once
+relaunches measured the between-launch spread, every half-width includes it). The
+*runner-up* is the best of the others, overlapping or not.
+
+A contest is *settled* when no contender is left and the leader's interval can be
+trusted: it rests on at least `MIN_LAUNCHES` launches, or the between-launch spread of
+that objective is measured (so its single-launch interval includes it). A contest that is
+not settled is *tied* once every configuration in it has `MAX_LAUNCHES` launches, or
+once all of them rest on `MIN_LAUNCHES` and differ by at most `TIE_MARGIN` (a difference
+too small to matter, and too small to resolve in a few launches): the report names those
+ties instead of spending more launches on them.
+
+`next_confirmation` chooses the relaunch that settles the most: among the configurations
+of unsettled, untied contests that may be launched again, the one with the fewest
+launches (a leader before its contenders, then the lower trial number).
+`disagreeing_objectives` says where a configuration's launches disagree beyond their own
+intervals (the launches differ by more than their within-launch intervals allow: the
+between-launch spread shows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autospec.metrics.relaunch import LaunchFigure, Pooled
+from autospec.records.front import launch_groups
+from autospec.records.launches import ObjectiveRef, PooledStudy, launch_figure, pool_study
+from autospec.records.stored import StoredTrial
+
+__all__ = [
+    "MIN_LAUNCHES",
+    "MAX_LAUNCHES",
+    "TIE_MARGIN",
+    "Contest",
+    "Relaunch",
+    "contests",
+    "pick_objectives",
+    "next_confirmation",
+    "launches_needed",
+    "overlap",
+    "launches_disagree",
+    "disagreeing_objectives",
+]
+
+MIN_LAUNCHES = 2  # a pick rests on this many launches, unless its interval (spread included) separates it
+MAX_LAUNCHES = 3  # no configuration is launched more often than this to settle a pick
+TIE_MARGIN = 0.01  # relative: configurations this close, each launched MIN_LAUNCHES times, are tied
+
+
+@dataclass(frozen=True)
+class Contest:
+    """One pick objective's standing (see the module docstring). `launches[n]`: measured
+    launches of trial n's configuration, for the leader and every contender."""
+
+    objective: int
+    leader: int
+    contenders: tuple[int, ...]
+    runner_up: int | None
+    launches: Mapping[int, int]
+    spread_known: bool
+    close: bool  # every contender is within TIE_MARGIN of the leader
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        return (self.leader, *self.contenders)
+
+    @property
+    def settled(self) -> bool:
+        return not self.contenders and (self.launches[self.leader] >= MIN_LAUNCHES or self.spread_known)
+
+    @property
+    def tied(self) -> bool:
+        """Unsettled, and no relaunch is worth making (see the module docstring)."""
+        if self.settled:
+            return False
+        counts = [self.launches[n] for n in self.members]
+        return all(c >= MAX_LAUNCHES for c in counts) or (self.close and all(c >= MIN_LAUNCHES for c in counts))
+
+    def wanting(self) -> list[int]:
+        """The configurations a relaunch would help, fewest launches first."""
+        if self.settled or self.tied:
+            return []
+        limit = MIN_LAUNCHES if self.close else MAX_LAUNCHES
+        members = [n for n in self.members if self.launches[n] < limit]
+        return sorted(members, key=lambda n: (self.launches[n], n != self.leader, n))
+
+
+@dataclass(frozen=True)
+class Relaunch:
+    """The configuration to launch again (`trial`, the first trial of it) and why."""
+
+    trial: int
+    launches: int
+    reason: str
+
+
+def pick_objectives(refs: Sequence[ObjectiveRef]) -> list[int]:
+    """The objectives the picks decide on: the lowest-concurrency one (latency pick) and
+    the highest-concurrency one (throughput pick), as the report's picks choose them."""
+    if not refs:
+        return []
+    low = min(refs, key=lambda r: (r.concurrency or 0, r.index)).index
+    high = max(refs, key=lambda r: (r.concurrency or 0, r.index)).index
+    return [low] if low == high else [low, high]
+
+
+def _score(p: Pooled, maximize: bool) -> float:
+    return p.value if maximize else -p.value
+
+
+def overlap(a: Pooled, b: Pooled) -> bool:
+    """The two pooled figures cannot be told apart: their difference is within the
+    combined 95% half-widths (a figure without an interval counts as exact)."""
+    return abs(a.value - b.value) <= math.hypot(a.half or 0.0, b.half or 0.0)
+
+
+def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
+    figures: dict[int, Pooled] = {}
+    for n, per in pooled.configurations.items():
+        p = per[index]
+        if p is not None and math.isfinite(p.value):
+            figures[n] = p
+    if not figures:
+        return None
+    ranked = sorted(figures, key=lambda n: (-_score(figures[n], maximize), n))
+    leader, others = ranked[0], ranked[1:]
+    best = figures[leader]
+    contenders = tuple(n for n in others if overlap(best, figures[n]))
+    close = all(abs(best.value - figures[n].value) <= TIE_MARGIN * abs(best.value) for n in contenders)
+    return Contest(
+        objective=index,
+        leader=leader,
+        contenders=contenders,
+        runner_up=others[0] if others else None,
+        launches={n: figures[n].launches for n in (leader, *contenders)},
+        spread_known=index in pooled.spread,
+        close=close,
+    )
+
+
+def contests(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef], maximize: Sequence[bool]) -> list[Contest]:
+    """The contest of each pick objective (`pick_objectives`) over the study's `trials`."""
+    pooled = pool_study(trials, refs)
+    found = [_contest(pooled, i, maximize[i]) for i in pick_objectives(refs)]
+    return [c for c in found if c is not None]
+
+
+def next_confirmation(standing: Sequence[Contest], where: Mapping[int, str] | None = None) -> Relaunch | None:
+    """The relaunch that settles the most (module docstring); None when every contest is
+    settled or tied. `where` names objectives in the reason (index -> "C=32")."""
+    names = where or {}
+    best: tuple[tuple[int, bool, int], Contest, int] | None = None
+    for contest in standing:
+        for n in contest.wanting():
+            key = (contest.launches[n], n != contest.leader, n)
+            if best is None or key < best[0]:
+                best = (key, contest, n)
+    if best is None:
+        return None
+    _, contest, n = best
+    at = names.get(contest.objective, f"objective {contest.objective}")
+    if not contest.contenders:
+        reason = f"trial {n} leads at {at} on {contest.launches[n]} launch(es), before the between-launch spread is measured"
+    else:
+        rivals = ", ".join(str(m) for m in contest.members if m != n)
+        role = "leads" if n == contest.leader else "is within the intervals of the leader"
+        reason = f"trial {n} {role} at {at}, not separated from trial(s) {rivals}"
+    return Relaunch(n, contest.launches[n], reason)
+
+
+def launches_needed(standing: Sequence[Contest]) -> int:
+    """How many relaunches would at least be needed to settle every contest: each
+    configuration wanting one up to `MIN_LAUNCHES`, one more for those already there."""
+    wanting = {n: c.launches[n] for c in standing for n in c.wanting()}
+    return sum(max(MIN_LAUNCHES - k, 1) for k in wanting.values())
+
+
+def launches_disagree(figures: Sequence[LaunchFigure]) -> bool:
+    """Two launches of one configuration differ by more than their own 95% intervals
+    allow (both intervals known); False with fewer than two such launches."""
+    known = [f for f in figures if f.half is not None and math.isfinite(f.value)]
+    return any(
+        abs(a.value - b.value) > math.hypot(a.half or 0.0, b.half or 0.0) for i, a in enumerate(known) for b in known[i + 1 :]
+    )
+
+
+def disagreeing_objectives(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> dict[int, list[int]]:
+    """Trial number -> the objectives (indices) on which that configuration's launches
+    disagree beyond their own intervals; configurations launched once are left out."""
+    out: dict[int, list[int]] = {}
+    for number, group in launch_groups(trials).items():
+        if len(group) < 2:
+            continue
+        found = [
+            ref.index for ref in refs if launches_disagree([f for f in (launch_figure(t, ref) for t in group) if f is not None])
+        ]
+        if found:
+            out[number] = found
+    return out

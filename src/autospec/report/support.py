@@ -1,0 +1,77 @@
+"""What a pick rests on, in one sentence (pure).
+
+For a pick chosen on one objective: how many launches its figure pools, whether its 95%
+interval (the between-launch spread included once relaunches measured it) separates it
+from the runner-up on that objective (the best other measured configuration), and where
+its own launches disagree beyond their intervals. Separation follows
+`autospec.records.confirming`, the rule the study's confirmation launches stop on: a
+pick on one launch counts as separated only once the study has measured the spread.
+"""
+
+from __future__ import annotations
+
+from autospec.metrics.relaunch import LaunchFigure, Pooled
+from autospec.records.confirming import MIN_LAUNCHES, launches_disagree, overlap
+from autospec.report.data import Measure, StudyData, TrialView
+
+__all__ = ["support_note", "runner_up", "disagreeing_launches"]
+
+
+def _measure(t: TrialView, data: StudyData, i: int) -> Measure:
+    m = t.objective_measure(data.objectives[i], i)
+    return m if m is not None else Measure(t.value(i))
+
+
+def _pooled(m: Measure, launches: int) -> Pooled:
+    return Pooled(m.value, m.half_width, launches, m.half_width, None)
+
+
+def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
+    """The best measured configuration on objective `i` other than `chosen`."""
+    others = [t for t in data.measured if t.number != chosen.number]
+    if not others:
+        return None
+    sign = 1.0 if data.objectives[i].maximize else -1.0
+    return max(others, key=lambda t: (sign * _measure(t, data, i).value, -t.number))
+
+
+def disagreeing_launches(data: StudyData, chosen: TrialView) -> list[str]:
+    """Objective names on which `chosen`'s launches differ beyond their own intervals."""
+    group = [chosen, *(t for t in data.trials if t.confirm_of == chosen.number and t.kind == "relaunch" and t.measured)]
+    if len(group) < 2:
+        return []
+    found = []
+    for o in data.objectives:
+        if o.concurrency is None:
+            continue
+        figures = [m for m in (t.measure(o.metric, o.concurrency) for t in group) if m is not None]
+        if launches_disagree([LaunchFigure(m.value, m.half_width) for m in figures]):
+            found.append(f"C={o.concurrency}")
+    return found
+
+
+def support_note(data: StudyData, chosen: TrialView, i: int) -> str:
+    """' It rests on 2 launches; ...' (see the module docstring); '' without a figure."""
+    o = data.objectives[i]
+    where = f"C={o.concurrency}" if o.concurrency is not None else o.name
+    n = chosen.launches
+    text = f" It rests on {n} launch{'es' if n != 1 else ''}"
+    other = runner_up(data, chosen, i)
+    if other is None:
+        text += "; nothing else was measured to compare it with"
+    else:
+        a, b = _measure(chosen, data, i), _measure(other, data, i)
+        spread_known = o.name in data.spread
+        if overlap(_pooled(a, n), _pooled(b, other.launches)):
+            text += f"; its {where} interval overlaps that of trial {other.number} ({b.value:.1f}): not separated"
+        elif n < MIN_LAUNCHES and not spread_known:
+            text += (
+                f"; its {where} interval excludes trial {other.number} ({b.value:.1f}), but the between-launch spread "
+                "is not measured yet, so one launch cannot settle it"
+            )
+        else:
+            text += f"; its {where} interval separates it from the runner-up, trial {other.number} ({b.value:.1f})"
+    differ = disagreeing_launches(data, chosen)
+    if differ:
+        text += f"; its launches disagree beyond their own intervals at {', '.join(differ)} (launch-to-launch spread)"
+    return text + "."
