@@ -8,7 +8,7 @@ import random
 import pytest
 from scipy import stats
 
-from autospec.metrics.relaunch import LaunchFigure, between_launch_spread, pool_launches
+from autospec.metrics.relaunch import PRIOR_CV, PRIOR_DF, LaunchFigure, between_launch_spread, pool_launches
 
 
 def test_spread_is_the_scatter_of_launch_means_beyond_their_measuring_error():
@@ -61,12 +61,29 @@ def test_a_known_spread_widens_every_configuration_and_relaunches_narrow_it_agai
 
     spread = Spread(cv=0.03, df=4, configurations=2)
     once = pool_launches([LaunchFigure(1000.0, 10.0)], spread)
-    t = stats.t.ppf(0.975, 4)
-    assert once.between_half == pytest.approx(t * 30.0)
-    assert once.half == pytest.approx(math.hypot(t * 30.0, 10.0))
+    cv, df = spread.shrunk()
+    assert 0.03 < cv < PRIOR_CV and df == 4 + PRIOR_DF  # between the measurement and the prior
+    t = stats.t.ppf(0.975, df)
+    assert once.between_half == pytest.approx(t * cv * 1000.0)
+    assert once.half == pytest.approx(math.hypot(t * cv * 1000.0, 10.0))
     assert once.between_dominates  # 3% between launches against +-1% within one
     thrice = pool_launches([LaunchFigure(v, 10.0) for v in (980.0, 1000.0, 1020.0)], spread)
     assert thrice.value == pytest.approx(1000.0) and thrice.launches == 3
-    assert thrice.between_half == pytest.approx(t * 30.0 / math.sqrt(3))
+    assert thrice.between_half == pytest.approx(t * cv * 1000.0 / math.sqrt(3))
     assert thrice.within_half == pytest.approx(10.0 / math.sqrt(3))
     assert thrice.half < once.half
+
+
+def test_one_relaunch_widens_intervals_by_a_few_spreads_not_by_t_with_one_degree_of_freedom():
+    """One relaunch pair (df 1) says little about the spread; the prior keeps a
+    single launch's interval within a few spreads of its value, where t(1) = 12.7 would
+    make it +-74% at a measured 5.8%."""
+    from autospec.metrics.relaunch import Spread
+
+    spread = between_launch_spread([[LaunchFigure(230.7, 2.0), LaunchFigure(209.2, 2.0)]])
+    assert spread is not None and spread.df == 1 and spread.cv > 0.05
+    once = pool_launches([LaunchFigure(200.0, 2.0)], spread)
+    assert once.half is not None and 0.05 * 200.0 < once.half < 0.25 * 200.0
+    # many relaunches: the data decide, the prior no longer matters
+    many = Spread(cv=0.10, df=400, configurations=200).shrunk()
+    assert many[0] == pytest.approx(0.10, rel=0.01)

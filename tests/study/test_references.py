@@ -219,6 +219,7 @@ def test_the_loop_launches_references_as_queued_unraced_and_hides_them_from_the_
         learn=False,
         launcher=Launcher(),
         references=True,
+        confirm=0,  # the two search launches stay search launches
     )
     chain = _Chain()
     handle = StorageHandle(optuna.storages.InMemoryStorage(), "memory", heartbeat=False, local_path=None)

@@ -19,6 +19,16 @@ combines the two parts in quadrature: t(df) * cv * mu / sqrt(L) (the spread, kno
 degrees of freedom) and 1.96 * sqrt(mean(se_i^2) / L) (the measuring error). With cv
 unknown (no relaunches yet) only the measuring error counts, which is what a single
 launch can say.
+
+A spread measured from one or two relaunches is itself barely known (t(1) = 12.7), and
+taken at face value it widens every configuration's interval many times over (seen on an
+H200: one relaunch, cv 5.8%, made every C=1 interval +-74%). So the intervals use the
+measured cv shrunk towards a prior, `PRIOR_CV` worth `PRIOR_DF` degrees of freedom (the
+conjugate scaled-inverse-chi-square update: cv^2 = (df0 cv0^2 + df cv^2) / (df0 + df), known
+to df0 + df degrees of freedom). The prior is what launches of SGLang 0.5.16 on one H200
+showed (NGRAM-4 at C=32, three launches: 2.6%; the 8B-shaped target, one relaunch: 5.8% at
+C=1, 7.3% at C=32) and within the 7-20% reported between identical runs elsewhere; with
+many relaunches the data decide.
 """
 
 from __future__ import annotations
@@ -30,9 +40,11 @@ from dataclasses import dataclass
 
 from scipy import stats as _stats
 
-__all__ = ["LaunchFigure", "Spread", "Pooled", "between_launch_spread", "pool_launches"]
+__all__ = ["LaunchFigure", "Spread", "Pooled", "between_launch_spread", "pool_launches", "PRIOR_CV", "PRIOR_DF"]
 
 _Z95 = 1.959963984540054
+PRIOR_CV = 0.05  # relative between-launch sd before relaunches measured it (module docstring)
+PRIOR_DF = 4  # the prior's weight, in degrees of freedom
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,12 @@ class Spread:
     cv: float
     df: int
     configurations: int
+
+    def shrunk(self) -> tuple[float, int]:
+        """(cv, degrees of freedom) the intervals use: the measured cv shrunk towards
+        `PRIOR_CV` (module docstring)."""
+        df = self.df + PRIOR_DF
+        return math.sqrt((PRIOR_DF * PRIOR_CV**2 + self.df * self.cv**2) / df), df
 
 
 @dataclass(frozen=True)
@@ -107,5 +125,6 @@ def pool_launches(launches: Sequence[LaunchFigure], spread: Spread | None) -> Po
     within = _Z95 * math.sqrt(within_var) if known else None
     if spread is None:
         return Pooled(mean, within, n, within, None)
-    between = float(_stats.t.ppf(0.975, spread.df)) * spread.cv * abs(mean) / math.sqrt(n)
+    cv, df = spread.shrunk()
+    between = float(_stats.t.ppf(0.975, df)) * cv * abs(mean) / math.sqrt(n)
     return Pooled(mean, math.hypot(between, within or 0.0), n, within, between)
