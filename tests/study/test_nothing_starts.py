@@ -89,8 +89,10 @@ def worker(storage: Any, folder: Path, chain: Chain, the_space: Any, learn: bool
 
 def test_weights_that_do_not_fit_end_the_study_after_one_launch_with_the_trial_recorded(tmp_path):
     storage = optuna.storages.InMemoryStorage()
-    chain = Chain([("weights_oom", "out of GPU memory while loading the model")])
-    with pytest.raises(NothingCanStart, match=r"nothing can start: .*--tp-size N") as err:
+    torch = "torch.OutOfMemoryError: CUDA out of memory. GPU 0 has a total capacity of 95.59 GiB of which 0 bytes"
+    chain = Chain([("weights_oom", f"out of GPU memory while loading the model: {torch} (log: /x/server.log)")])
+    line = r"nothing can start: .* at tp_size 1 \(trial 0; GPU 0 has a total capacity of 95.59 GiB\).*--tp-size N.*/x/server"
+    with pytest.raises(NothingCanStart, match=line) as err:
         worker(storage, tmp_path, chain, space()).run()
     assert err.value.exit_code == 3
     assert "\n" not in str(err.value)

@@ -47,6 +47,8 @@ WEIGHT_FLAGS = frozenset(
         "cpu_offload_gb",
     }
 )
+_CAPACITY = re.compile(r"(GPU \d+ has a total capacity of [\d.]+ \w+)")
+_LOG = re.compile(r"\(log: ([^)]+)\)")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments:\s*(.+?)(?:;|$)")
 
 
@@ -64,6 +66,20 @@ def _unrecognized(reason: str) -> list[str]:
     return [w.lstrip("-").replace("-", "_") for w in m.group(1).split() if w.startswith("--")]
 
 
+def _weights_line(number: int, reason: str, fixed: Mapping[str, Any]) -> str:
+    """The weights-do-not-fit line: the GPU's capacity and the server log when the reason
+    (torch's OOM text, launcher's log note) names them."""
+    capacity = _CAPACITY.search(reason)
+    log = _LOG.search(reason)
+    gpu = f"; {capacity.group(1)}" if capacity else ""
+    where = f" (log: {log.group(1)})" if log else ""
+    return (
+        f"nothing can start: the model's weights do not fit in GPU memory at tp_size {fixed.get('tp_size', 1)} "
+        f"(trial {number}{gpu}) and no searched flag changes what is loaded; use more GPUs (--tp-size N) "
+        f"or a quantized or smaller model, then run the command again{where}"
+    )
+
+
 def space_wide_failure(
     trials: Sequence[StoredTrial], searched: Collection[str], fixed: Mapping[str, Any], invocation: str
 ) -> str | None:
@@ -79,11 +95,7 @@ def space_wide_failure(
         if (t.worker or {}).get("invocation") != invocation:
             continue  # an earlier command's: its cause may be fixed since
         if r.outcome == "weights_oom" and not WEIGHT_FLAGS & set(searched):
-            return (
-                f"nothing can start: trial {t.number} ran out of GPU memory loading the weights and no searched "
-                f"flag changes what is loaded ({r.reason}); use more GPUs (--tp-size N) or a quantized or "
-                "smaller model, then run the same command again"
-            )
+            return _weights_line(t.number, r.reason, fixed)
         unknown = [f for f in _unrecognized(r.reason) if f in fixed and f not in searched]
         if r.outcome == "rejected_args" and unknown:
             names = ", ".join("--" + f.replace("_", "-") for f in unknown)
