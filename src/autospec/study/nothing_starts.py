@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autospec.errors import RuntimeFailure
+from autospec.errors import NothingCanStart
 from autospec.records.schema import MEASURED_OUTCOMES
 from autospec.records.stored import StoredTrial
 
@@ -50,12 +50,6 @@ WEIGHT_FLAGS = frozenset(
 _CAPACITY = re.compile(r"(GPU \d+ has a total capacity of [\d.]+ \w+)")
 _LOG = re.compile(r"\(log: ([^)]+)\)")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments:\s*(.+?)(?:;|$)")
-
-
-class NothingCanStart(RuntimeFailure):
-    """No configuration of the search space can start; the message names cause and fix."""
-
-    exit_code = 3
 
 
 def _unrecognized(reason: str) -> list[str]:
