@@ -261,9 +261,7 @@ def test_a_space_without_model_path_runs_with_model_path(tmp_path, capsys):
         ),
     ],
 )
-def test_flag_values_and_names_are_checked_and_named_after_the_option(
-    tmp_path, existing_study, capsys, flags, expected, code
-):
+def test_flag_values_and_names_are_checked_and_named_after_the_option(tmp_path, existing_study, capsys, flags, expected, code):
     space = tmp_path / "good.toml"
     space.write_text(GOOD)
     before = digest(existing_study)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import optuna
 import pytest
@@ -23,7 +23,7 @@ from autospec.study.storage import StorageHandle
 UNKNOWN = "launch_server.py: error: unrecognized arguments: --enable-frobnicate"
 
 
-def space(flags: str = 'tp_size = 1', searched: str = "") -> Any:
+def space(flags: str = "tp_size = 1", searched: str = "") -> Any:
     return parse_search_space(
         tomllib.loads(f"""
 [server.flags]
@@ -132,9 +132,11 @@ def test_a_missing_local_model_path_stops_before_any_launch(tmp_path):
     chain = Chain([("ok", "")])
     missing = tmp_path / "no-such-model"
     the_space = parse_search_space(
-        tomllib.loads(f'[server.flags]\nmodel_path = "{missing}"\n[params.mem_fraction_static]\ntype = "float"\n'
-                      'low = 0.7\nhigh = 0.9\n[bench]\nconcurrency = [1]\n[[objectives]]\nmetric = "output_tok_s"\n'
-                      "concurrency = 1\n"),
+        tomllib.loads(
+            f'[server.flags]\nmodel_path = "{missing}"\n[params.mem_fraction_static]\ntype = "float"\n'
+            'low = 0.7\nhigh = 0.9\n[bench]\nconcurrency = [1]\n[[objectives]]\nmetric = "output_tok_s"\n'
+            "concurrency = 1\n"
+        ),
         source="test",
     )
     with pytest.raises(NothingCanStart, match=f"model path {missing} does not exist"):
@@ -157,7 +159,7 @@ def _stored(outcome: str, reason: str = "") -> Any:
     class T:
         number = 0
         markers = type("M", (), {"reference": None})()
-        worker = {"invocation": "this"}
+        worker: ClassVar[dict[str, str]] = {"invocation": "this"}
 
     t = T()
     t.record = record  # type: ignore[attr-defined]

@@ -27,8 +27,8 @@ from typing import IO, Any
 
 from autospec.config import SearchSpace
 from autospec.errors import AutospecError, UsageError
-from autospec.study.slots import Slot, SlotPlan, gpus_per_trial_of, parse_gpus, plan_slots
 from autospec.study.processes.identity import invocation_id
+from autospec.study.slots import Slot, SlotPlan, gpus_per_trial_of, parse_gpus, plan_slots
 
 __all__ = ["slot_of", "study_options", "run_slot_workers", "HOST_OPTIONS"]
 

@@ -12,8 +12,8 @@ and no launch of the study ever came up:
 Only failures launched by this command count (the ``invocation`` of their worker record,
 `autospec.study.processes.identity.invocation_id`): after the user fixes the cause
 (freed the GPUs, installed a newer SGLang) the same command resumes and searches again;
-changed fixed flags (``--tp-size 4``) make another study anyway. A local model path that does not exist is caught before any launch.
-Pure logic apart from the one ``Path.exists`` check.
+changed fixed flags (``--tp-size 4``) make another study anyway. A local model path that
+does not exist is caught before any launch. Pure logic apart from one ``Path.exists``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,15 @@ from typing import Any
 from autospec.errors import NothingCanStart
 from autospec.records.schema import MEASURED_OUTCOMES
 from autospec.records.stored import StoredTrial
+from autospec.study.proposing.compiled import CompiledSpace
 
-__all__ = ["NothingCanStart", "WEIGHT_FLAGS", "missing_model_path", "space_wide_failure"]
+__all__ = [
+    "NothingCanStart",
+    "WEIGHT_FLAGS",
+    "missing_model_path",
+    "space_wide_failure",
+    "raise_if_nothing_can_start",
+]
 
 # Flags (SGLang 0.5.23 ServerArgs field names) that change which weights are loaded on a GPU.
 WEIGHT_FLAGS = frozenset(
@@ -110,3 +117,19 @@ def missing_model_path(fixed: Mapping[str, Any]) -> str | None:
     if Path(path).expanduser().exists():
         return None
     return f"nothing can start: the model path {path} does not exist; fix model_path in [server.flags] (or --flag)"
+
+
+def _fixed_flags(compiled: CompiledSpace) -> dict[str, Any]:
+    """The run's fixed flags: ``[server.flags]`` with those the space narrowed to one value."""
+    return {**compiled.space.server.flags, **compiled.fixed}
+
+
+def raise_if_nothing_can_start(trials: Sequence[StoredTrial], compiled: CompiledSpace, invocation: str) -> None:
+    """Raise `NothingCanStart` when the local model path is missing or a failure of this
+    command (already recorded) rules out the space; the loop calls it before each ask."""
+    fixed = _fixed_flags(compiled)
+    reason = missing_model_path(fixed) or space_wide_failure(
+        trials, {p.name for p in compiled.declared.params}, fixed, invocation
+    )
+    if reason is not None:
+        raise NothingCanStart(reason)

@@ -61,6 +61,7 @@ from autospec.study.chain import ChainHooks, TrialChain
 from autospec.study.claims import StudyLock, claim_trial, claimed_by_others
 from autospec.study.files import Artifacts, EventLog, PendingResults, StudyLayout
 from autospec.study.finishing import TrialFinisher
+from autospec.study.nothing_starts import raise_if_nothing_can_start
 from autospec.study.processes import recovery
 from autospec.study.processes.gpu_guard import GpuGuard
 from autospec.study.processes.identity import invocation_id, new_launch_id, server_record, this_worker
@@ -72,7 +73,6 @@ from autospec.study.proposing.queue import QueuePolicy
 from autospec.study.proposing.references import ask_reference, reference_of
 from autospec.study.proposing.samplers import optuna_notes_silenced
 from autospec.study.racing import Race
-from autospec.study.nothing_starts import NothingCanStart, missing_model_path, space_wide_failure
 from autospec.study.request import Observer, OptimizeRequest, OptimizeResult, StopReason, StudyInterrupted
 from autospec.study.storage import StorageHandle
 
@@ -213,12 +213,9 @@ class StudyRun:
         self.events.write(line)
 
     def _prepare(self) -> None:
-        """Stop if the model path is missing; store results kept while the storage was away,
-        recover from an earlier tuner's death, clear the GPU, and let the queue policy learn
-        and queue its once-per-study launches."""
-        missing = missing_model_path(self._fixed_flags())
-        if missing is not None:
-            raise NothingCanStart(missing)
+        """Store results kept while the storage was away, recover from an earlier tuner's
+        death, clear the GPU, and let the queue policy learn and queue its once-per-study
+        launches."""
         with self.lock.held():
             lines = self.pending.replay(self.store) + recovery.recover(self.store, self.launcher, self.artifacts)
         for line in lines:
@@ -247,7 +244,7 @@ class StudyRun:
             self.launched = count_launched(trials)
             if self.launched >= self.req.n_trials:
                 break
-            self._stop_if_nothing_starts(trials)
+            raise_if_nothing_can_start(trials, self.compiled, invocation_id())
             if deadline is not None and time.monotonic() >= deadline:
                 return StopReason.TIMEOUT
             elsewhere = len(claimed_by_others(trials))
@@ -267,18 +264,6 @@ class StudyRun:
                 stuck_at = finished
                 self._wait_for_others()
         return StopReason.TARGET
-
-    def _fixed_flags(self) -> dict[str, Any]:
-        return {**self.compiled.space.server.flags, **self.compiled.fixed}
-
-    def _stop_if_nothing_starts(self, trials: Sequence[StoredTrial]) -> None:
-        """Raise `NothingCanStart` when a stored failure rules out the whole space (see
-        `autospec.study.nothing_starts`): the failed trial is already recorded."""
-        searched = {p.name for p in self.compiled.declared.params}
-        reason = space_wide_failure(trials, searched, self._fixed_flags(), invocation_id())
-        if reason is not None:
-            self.events.write(reason)
-            raise NothingCanStart(reason)
 
     def _confirm_picks(self, trials: Sequence[StoredTrial], exhausted: bool = False) -> bool:
         """Within the confirmation window (or anywhere once the space is `exhausted`), queue
