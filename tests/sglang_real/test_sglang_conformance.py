@@ -54,6 +54,10 @@ def eagle(steps, topk, draft, algo="EAGLE", **extra):
     }
 
 
+def dflash(block, **extra):
+    return {"speculative_algorithm": "DFLASH", "speculative_dflash_block_size": block, "attention_backend": "triton", **extra}
+
+
 TRITON16 = {"attention_backend": "triton", "page_size": 16}
 DP2 = {"enable_dp_attention": True, "dp_size": 2, "tp_size": 2}
 
@@ -122,6 +126,10 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("no_speculation", {**TRITON16, "tp_size": 4, "mem_fraction_static": 0.8}, "ok", "ok"),
     ("eagle_all_auto", {"speculative_algorithm": "EAGLE", "attention_backend": "triton"}, "ok", "ok"),
     ("chain_with_running_requests", eagle(3, 1, 4, attention_backend="triton", max_running_requests=32), "ok", "ok"),
+    ("dflash_block_zero", dflash(0), "dflash_block_size_positive", "rejected"),
+    ("dflash_block_differs", dflash(8, speculative_num_draft_tokens=4), "dflash_block_size_mismatch", "rejected"),
+    # DSPARK is not in the table: in this CPU env its hook fails importing `openai` before it
+    # validates; its rules' messages are checked against the source below.
 ]
 
 
