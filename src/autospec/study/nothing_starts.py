@@ -77,7 +77,7 @@ def _weights_line(number: int, reason: str, fixed: Mapping[str, Any]) -> str:
     return (
         f"nothing can start: the model's weights do not fit in GPU memory at tp_size {fixed.get('tp_size', 1)} "
         f"(trial {number}{gpu}) and no searched flag changes what is loaded; use more GPUs (--tp-size N) "
-        f"or a quantized or smaller model, then run the command again{where}"
+        f"or a quantized or smaller model, with another --study name (fixed flags belong to the study){where}"
     )
 
 
