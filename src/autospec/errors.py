@@ -1,6 +1,8 @@
 """The exception tree shared by every layer.
 
     AutospecError                     base; `str(err)` is one line: problem and fix
+    ├── NothingCanStart               no configuration of the space can start (weights do not fit,
+    │                                 a fixed flag SGLang lacks, model path missing); CLI exit code 3
     ├── UsageError                    bad input (files, flags, names); CLI exit code 2
     │   ├── ConfigError               search-space / run file invalid or inconsistent
     │   └── StorageError              storage URL unusable, or study clash
@@ -40,6 +42,13 @@ class AutospecError(Exception):
     """Base class. The message is a single line naming the problem and the fix."""
 
     exit_code = 1
+
+
+class NothingCanStart(AutospecError):
+    """No configuration of the search space can start, whatever is searched
+    (`autospec.study.nothing_starts`); nothing more is launched."""
+
+    exit_code = 3
 
 
 class UsageError(AutospecError):

@@ -287,3 +287,29 @@ def test_every_rule_id_is_documented():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "feasibility.md").read_text(encoding="utf-8")
     assert [rule.id for rule in RULES if f"`{rule.id}`" not in doc] == []
+
+
+DFLASH = {"speculative_algorithm": "DFLASH", "speculative_dflash_block_size": 8}
+DSPARK = {"speculative_algorithm": "DSPARK", "speculative_dspark_block_size": 4}
+
+
+@pytest.mark.parametrize(
+    "flags, rule, message",
+    [
+        ({**DFLASH, "speculative_dflash_block_size": 0}, "dflash_block_size_positive", "got 0."),
+        ({**DFLASH, "speculative_num_draft_tokens": 4}, "dflash_block_size_mismatch", "speculative_dflash_block_size=8."),
+        ({**DSPARK, "speculative_dspark_block_size": 0}, "dspark_block_size_positive", "got 0."),
+        ({**DSPARK, "speculative_num_draft_tokens": 4}, "dspark_draft_is_gamma_plus_one", "(= 5 for gamma=4)"),
+    ],
+)
+def test_block_sizes_of_dflash_and_dspark_are_checked_as_in_sglang_0_5_23(flags, rule, message):
+    verdict = check_static(flags, "0.5.23")
+    assert (verdict.status, verdict.rule) == ("rejected", rule)
+    assert message in verdict.reason
+    assert check_static(flags, "0.5.16").rule != rule  # checked against 0.5.23 only
+
+
+def test_dflash_block_size_is_its_draft_token_count_and_a_matching_pair_is_accepted():
+    assert check_static(DFLASH, "0.5.23").resolved["speculative_num_draft_tokens"] == 8
+    assert check_static({**DFLASH, "speculative_num_draft_tokens": 8}, "0.5.23").ok
+    assert check_static({**DSPARK, "speculative_num_draft_tokens": 5}, "0.5.23").ok

@@ -54,6 +54,10 @@ def eagle(steps, topk, draft, algo="EAGLE", **extra):
     }
 
 
+def dflash(block, **extra):
+    return {"speculative_algorithm": "DFLASH", "speculative_dflash_block_size": block, "attention_backend": "triton", **extra}
+
+
 TRITON16 = {"attention_backend": "triton", "page_size": 16}
 DP2 = {"enable_dp_attention": True, "dp_size": 2, "tp_size": 2}
 
@@ -122,6 +126,8 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("no_speculation", {**TRITON16, "tp_size": 4, "mem_fraction_static": 0.8}, "ok", "ok"),
     ("eagle_all_auto", {"speculative_algorithm": "EAGLE", "attention_backend": "triton"}, "ok", "ok"),
     ("chain_with_running_requests", eagle(3, 1, 4, attention_backend="triton", max_running_requests=32), "ok", "ok"),
+    ("dflash_block_zero", dflash(0), "dflash_block_size_positive", "rejected"),
+    ("dflash_block_differs", dflash(8, speculative_num_draft_tokens=4), "dflash_block_size_mismatch", "rejected"),
 ]
 
 
@@ -143,11 +149,33 @@ def verdicts(preflight, tiny_models):
     return {case[0]: (case, s, p) for case, s, p in zip(CASES, static, sglang)}
 
 
+DSPARK = {"speculative_algorithm": "DSPARK", "attention_backend": "triton"}
+# DSPARK's hook imports `openai` before it validates; the CPU env may lack it. (rule, flags)
+DSPARK_CASES = [
+    ("dspark_block_size_positive", {**DSPARK, "speculative_dspark_block_size": 0}),
+    ("dspark_draft_is_gamma_plus_one", {**DSPARK, "speculative_dspark_block_size": 4, "speculative_num_draft_tokens": 4}),
+]
+
+
 def test_the_table_is_large_and_covers_every_outcome():
     assert len(CASES) >= 20
     assert {c[3] for c in CASES} == {"ok", "rejected", "hardware"}
     rejecting = {r.id for r in rules_for(SGLANG_VERSION) if r.effect == "reject"}
-    assert rejecting <= {c[2] for c in CASES}, rejecting - {c[2] for c in CASES}
+    covered = {c[2] for c in CASES} | {rule for rule, _ in DSPARK_CASES}
+    assert rejecting <= covered, rejecting - covered
+
+
+def test_dspark_block_rules_match_sglangs_resolver_where_it_can_run(preflight, tiny_models):
+    """SGLang 0.5.23 rejects these with the rule's message, or (no `openai` in this env)
+    fails importing it first: then only the static verdict and the source text are checked."""
+    flags = [with_models(f, tiny_models) for _, f in DSPARK_CASES]
+    answers = preflight.check_many([launch_argv(f) for f in flags])
+    rules = {r.id: r for r in rules_for(SGLANG_VERSION)}
+    for (rule_id, _), full, sglang in zip(DSPARK_CASES, flags, answers, strict=True):
+        static = check_static(full, SGLANG_VERSION)
+        assert (static.status, static.rule) == ("rejected", rule_id), static.reason
+        assert sglang.status == "rejected", sglang.reason
+        assert sglang.reason in (rules[rule_id].sglang_message(static.resolved), "No module named 'openai'")
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from autospec.config import SearchSpace
-from autospec.errors import UsageError
+from autospec.errors import NothingCanStart, UsageError
 from autospec.feasibility import ArgvBuilder, PreflightOracle
 from autospec.launcher import GpuProbe, Launcher, flag_words
 from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
@@ -260,15 +260,17 @@ def _check_flag_names(pre: PreflightOracle | None, space: SearchSpace) -> None:
         return
     fix = "use SGLang's ServerArgs field names, e.g. speculative_num_steps"
     for name in _rejected_names(verdict.reason):
-        if name in space.flag_origins:
-            raise UsageError(f"{space.flag_origins[name]}: the server does not accept the flag {name} ({verdict.reason}); {fix}")
+        if name in space.flag_origins:  # fixed on every launch: nothing can start (exit 3)
+            raise NothingCanStart(
+                f"{space.flag_origins[name]}: the server does not accept the flag {name} ({verdict.reason}); {fix}"
+            )
         if space.param(name) is not None:
             raise UsageError(
                 f"{space.source}: [params.{name}] the server does not accept the flag {name} ({verdict.reason}); "
                 f"rename the table: {fix}"
             )
         if name in space.server.flags:
-            raise UsageError(
+            raise NothingCanStart(
                 f"{space.source}: [server.flags] the server does not accept the flag {name} ({verdict.reason}); {fix}"
             )
     raise UsageError(

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from autospec.config import SearchSpace
 from autospec.errors import AutospecError, UsageError
+from autospec.study.processes.identity import invocation_id
 from autospec.study.slots import Slot, SlotPlan, gpus_per_trial_of, parse_gpus, plan_slots
 
 __all__ = ["slot_of", "study_options", "run_slot_workers", "HOST_OPTIONS"]
@@ -115,6 +116,7 @@ def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, 
     when every worker ended with 0, else the highest (at least 1)."""
     out = out or sys.stdout
     words = list(args.argv)
+    invocation_id()  # the workers inherit it: a failure that rules out the space stops them all
     for line in plan.describe():
         print(f"autospec: {line}", file=out)
     procs: list[subprocess.Popen[str]] = []

@@ -52,6 +52,8 @@ ALGO = "speculative_algorithm"
 STEPS = "speculative_num_steps"
 TOPK = "speculative_eagle_topk"
 DRAFT = "speculative_num_draft_tokens"
+DFLASH_BLOCK = "speculative_dflash_block_size"  # 0.5.23: DFLASH's alias of the draft-token count
+DSPARK_BLOCK = "speculative_dspark_block_size"  # 0.5.23: DSPARK's gamma; draft tokens = gamma + 1
 PAGE = "page_size"
 BACKEND = "attention_backend"
 
@@ -109,6 +111,8 @@ class _Fields(dict):
         super().__init__(flags)
         steps, topk = _int(flags, STEPS), _int(flags, TOPK)
         self["max_draft"] = max_draft_tokens(steps, topk) if steps and topk else None
+        gamma = _int(flags, DSPARK_BLOCK)
+        self["dspark_verify_window"] = gamma + 1 if gamma is not None else None
         self.setdefault("allowed", "('flashinfer', 'fa3', 'triton')")  # 0.5.13+ _PAGE_TREE_SPEC_BACKENDS
 
     def __missing__(self, key: str) -> Any:
@@ -135,6 +139,15 @@ def _algo(flags: Mapping[str, Any]) -> str | None:
 
 def _eagle(flags: Mapping[str, Any]) -> bool:
     return _algo(flags) in EAGLE_FAMILY
+
+
+def _block(flags: Mapping[str, Any], algo: str, key: str) -> int | None:
+    """The block size flag `key` when the algorithm is `algo` and it is set, else None."""
+    return _int(flags, key) if _algo(flags) == algo else None
+
+
+def _not_positive(value: int | None) -> bool:
+    return value is not None and value <= 0
 
 
 def _ngram(flags: Mapping[str, Any]) -> bool:
@@ -463,6 +476,62 @@ RULES: tuple[Rule, ...] = (
         lambda f: _ngram(f) and dp_attention_enabled(f),
         where=f"{_SPEC_HOOK} _handle_ngram",
         checked=_ALL,
+    ),
+    # --- DFLASH / DSPARK block sizes (0.5.23: arg_groups/speculative_hook.py _handle_dflash,
+    # _handle_dspark; fields in arg_groups/fields/spec.py). Checked against 0.5.23 only.
+    Rule(
+        "dflash_block_size_positive",
+        ">=0.5.23",
+        "DFLASH requires --speculative-dflash-block-size to be positive, got {speculative_dflash_block_size}.",
+        lambda f: _not_positive(_block(f, "DFLASH", DFLASH_BLOCK)),
+        where=f"{_SPEC_HOOK} _handle_dflash",
+        checked=("0.5.23",),
+    ),
+    Rule(
+        "dflash_block_size_mismatch",
+        ">=0.5.23",
+        "Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set "
+        "but they differ. For DFLASH they must match. "
+        "speculative_num_draft_tokens={speculative_num_draft_tokens}, "
+        "speculative_dflash_block_size={speculative_dflash_block_size}.",
+        lambda f: (
+            (_block(f, "DFLASH", DFLASH_BLOCK) or 0) > 0 and f.get(DRAFT) is not None and _int(f, DRAFT) != _int(f, DFLASH_BLOCK)
+        ),
+        where=f"{_SPEC_HOOK} _handle_dflash",
+        checked=("0.5.23",),
+    ),
+    Rule(
+        "dflash_block_size_sets_draft",
+        ">=0.5.23",
+        "",
+        lambda f: (_block(f, "DFLASH", DFLASH_BLOCK) or 0) > 0 and f.get(DRAFT) is None,
+        effect="rewrite",
+        rewrite=_with(lambda f: {DRAFT: _int(f, DFLASH_BLOCK)}),
+        where=f"{_SPEC_HOOK} _handle_dflash",
+        checked=("0.5.23",),
+        hint="for DFLASH the block size is the number of draft tokens",
+    ),
+    Rule(
+        "dspark_block_size_positive",
+        ">=0.5.23",
+        "DSpark requires --speculative-dspark-block-size to be positive, got {speculative_dspark_block_size}.",
+        lambda f: _not_positive(_block(f, "DSPARK", DSPARK_BLOCK)),
+        where=f"{_SPEC_HOOK} _handle_dspark",
+        checked=("0.5.23",),
+    ),
+    Rule(
+        "dspark_draft_is_gamma_plus_one",
+        ">=0.5.23",
+        "DSpark speculative_num_draft_tokens must equal gamma + 1 "
+        "(= {dspark_verify_window} for gamma={speculative_dspark_block_size}), but got "
+        "speculative_num_draft_tokens={speculative_num_draft_tokens}.",
+        lambda f: (
+            (_block(f, "DSPARK", DSPARK_BLOCK) or 0) > 0
+            and f.get(DRAFT) is not None
+            and _int(f, DRAFT) != (_int(f, DSPARK_BLOCK) or 0) + 1
+        ),
+        where=f"{_SPEC_HOOK} _handle_dspark",
+        checked=("0.5.23",),
     ),
     # --- pipeline parallelism (check_server_args, after resolution) ---------------------
     # 0.5.23: entrypoints/engine.py:1165 calls check_server_args() after resolve_once()

@@ -61,9 +61,10 @@ from autospec.study.chain import ChainHooks, TrialChain
 from autospec.study.claims import StudyLock, claim_trial, claimed_by_others
 from autospec.study.files import Artifacts, EventLog, PendingResults, StudyLayout
 from autospec.study.finishing import TrialFinisher
+from autospec.study.nothing_starts import raise_if_nothing_can_start
 from autospec.study.processes import recovery
 from autospec.study.processes.gpu_guard import GpuGuard
-from autospec.study.processes.identity import new_launch_id, server_record, this_worker
+from autospec.study.processes.identity import invocation_id, new_launch_id, server_record, this_worker
 from autospec.study.processes.owners import owner_env
 from autospec.study.processes.recovery import Heartbeat
 from autospec.study.processes.stopping import StopSignals, stop_stragglers
@@ -243,6 +244,7 @@ class StudyRun:
             self.launched = count_launched(trials)
             if self.launched >= self.req.n_trials:
                 break
+            raise_if_nothing_can_start(trials, self.compiled, invocation_id())
             if deadline is not None and time.monotonic() >= deadline:
                 return StopReason.TIMEOUT
             elsewhere = len(claimed_by_others(trials))

@@ -63,10 +63,22 @@ def _start(pid: int) -> float | None:
     return info.starttime if info is not None and is_alive(pid, info.starttime) else None
 
 
+INVOCATION_ENV = "AUTOSPEC_INVOCATION"
+
+
+def invocation_id() -> str:
+    """One id per `autospec optimize` command: the slot workers it starts inherit it
+    through the environment (``AUTOSPEC_INVOCATION``); set on first use."""
+    if not os.environ.get(INVOCATION_ENV):
+        os.environ[INVOCATION_ENV] = uuid.uuid4().hex
+    return os.environ[INVOCATION_ENV]
+
+
 def this_worker(launch_id: str | None = None) -> dict[str, Any]:
-    """The identity of this tuner process for one trial."""
+    """The identity of this tuner process for one trial (with the command's `invocation_id`)."""
     pid = os.getpid()
     record: dict[str, Any] = {"host": host_name(), "pid": pid, "start_s": _start(pid), "boot_id": boot_id()}
+    record["invocation"] = invocation_id()
     if launch_id:
         record["launch_id"] = launch_id
     return record

@@ -1,0 +1,135 @@
+"""Failures that rule out the whole search space, so the study ends at once.
+
+A launch failure rules out every configuration when no searched parameter can change it
+and no launch of the study ever came up:
+
+- ``weights_oom``: weights load before the KV pool is sized (SGLang 0.5.x), so only
+  flags that change what is loaded or how it is split help; when the space searches
+  none of them (`WEIGHT_FLAGS`), every proposal would fail the same way.
+- ``rejected_args`` for an unrecognized argument that is not searched: it comes from
+  ``[server.flags]`` / ``--flag`` and is on every launch's command line.
+
+Only failures launched by this command count (the ``invocation`` of their worker record,
+`autospec.study.processes.identity.invocation_id`): after the user fixes the cause
+(freed the GPUs, installed a newer SGLang) the same command resumes and searches again;
+changed fixed flags (``--tp-size 4``) make another study anyway. A local model path that
+does not exist is caught before any launch. Pure logic apart from one ``Path.exists``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autospec.errors import NothingCanStart
+from autospec.records.schema import MEASURED_OUTCOMES
+from autospec.records.stored import StoredTrial
+from autospec.study.proposing.compiled import CompiledSpace
+
+__all__ = [
+    "NothingCanStart",
+    "WEIGHT_FLAGS",
+    "missing_model_path",
+    "space_wide_failure",
+    "raise_if_nothing_can_start",
+]
+
+# Flags (SGLang 0.5.23 ServerArgs field names) that change which weights are loaded on a GPU.
+WEIGHT_FLAGS = frozenset(
+    {
+        "model_path",
+        "tp_size",
+        "pp_size",
+        "dp_size",
+        "ep_size",
+        "quantization",
+        "dtype",
+        "load_format",
+        "enable_dp_attention",
+        "speculative_algorithm",
+        "speculative_draft_model_path",
+        "speculative_draft_model_quantization",
+        "cpu_offload_gb",
+    }
+)
+_CAPACITY = re.compile(r"(GPU \d+ has a total capacity of [\d.]+ \w+)")
+_LOG = re.compile(r"\(log: ([^)]+)\)")
+_UNRECOGNIZED = re.compile(r"unrecognized arguments:\s*(.+?)(?:;|$)")
+
+
+def _unrecognized(reason: str) -> list[str]:
+    """The flag names argparse called unrecognized in `reason` (``--x-y`` -> ``x_y``)."""
+    m = _UNRECOGNIZED.search(reason)
+    if m is None:
+        return []
+    return [w.lstrip("-").replace("-", "_") for w in m.group(1).split() if w.startswith("--")]
+
+
+def _weights_line(number: int, reason: str, fixed: Mapping[str, Any]) -> str:
+    """The weights-do-not-fit line: the GPU's capacity and the server log when the reason
+    (torch's OOM text, launcher's log note) names them."""
+    capacity = _CAPACITY.search(reason)
+    log = _LOG.search(reason)
+    gpu = f"; {capacity.group(1)}" if capacity else ""
+    where = f" (log: {log.group(1)})" if log else ""
+    return (
+        f"nothing can start: the model's weights do not fit in GPU memory at tp_size {fixed.get('tp_size', 1)} "
+        f"(trial {number}{gpu}) and no searched flag changes what is loaded; use more GPUs (--tp-size N) "
+        f"or a quantized or smaller model, with another --study name (fixed flags belong to the study){where}"
+    )
+
+
+def space_wide_failure(
+    trials: Sequence[StoredTrial], searched: Collection[str], fixed: Mapping[str, Any], invocation: str
+) -> str | None:
+    """The one-line reason nothing of the space can start, or None. `searched`: the flag
+    names the study searches; `fixed`: the run's fixed flags (``[server.flags]`` with any
+    the space narrowed to one value); `invocation`: this command's id."""
+    if any(t.record is not None and t.record.launched and t.record.outcome in MEASURED_OUTCOMES for t in trials):
+        return None
+    for t in trials:
+        r = t.record
+        if r is None or not r.launched or t.markers.reference is not None:
+            continue
+        if (t.worker or {}).get("invocation") != invocation:
+            continue  # an earlier command's: its cause may be fixed since
+        if r.outcome == "weights_oom" and not WEIGHT_FLAGS & set(searched):
+            return _weights_line(t.number, r.reason, fixed)
+        unknown = [f for f in _unrecognized(r.reason) if f in fixed and f not in searched]
+        if r.outcome == "rejected_args" and unknown:
+            names = ", ".join("--" + f.replace("_", "-") for f in unknown)
+            return (
+                f"nothing can start: the installed SGLang does not know {names} (trial {t.number}: {r.reason}); "
+                "remove it from [server.flags] / --flag or install an SGLang that has it, then run again"
+            )
+    return None
+
+
+def missing_model_path(fixed: Mapping[str, Any]) -> str | None:
+    """The one-line reason when the fixed ``model_path`` is a local path (absolute, or
+    starting with ``.`` or ``~``) that does not exist, else None: a Hugging Face id is
+    left to SGLang."""
+    path = fixed.get("model_path")
+    if not isinstance(path, str) or not path.startswith(("/", ".", "~")):
+        return None
+    if Path(path).expanduser().exists():
+        return None
+    return f"nothing can start: the model path {path} does not exist; fix model_path in [server.flags] (or --flag)"
+
+
+def _fixed_flags(compiled: CompiledSpace) -> dict[str, Any]:
+    """The run's fixed flags: ``[server.flags]`` with those the space narrowed to one value."""
+    return {**compiled.space.server.flags, **compiled.fixed}
+
+
+def raise_if_nothing_can_start(trials: Sequence[StoredTrial], compiled: CompiledSpace, invocation: str) -> None:
+    """Raise `NothingCanStart` when the local model path is missing or a failure of this
+    command (already recorded) rules out the space; the loop calls it before each ask."""
+    fixed = _fixed_flags(compiled)
+    reason = missing_model_path(fixed) or space_wide_failure(
+        trials, {p.name for p in compiled.declared.params}, fixed, invocation
+    )
+    if reason is not None:
+        raise NothingCanStart(reason)
