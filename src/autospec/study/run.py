@@ -182,6 +182,7 @@ class StudyRun:
     sleep: Callable[[float], None] = time.sleep
     launched: int = field(default=0, init=False)  # launched trials in the study, as last read
     current: InFlight | None = field(default=None, init=False)
+    _confirm_line: str = field(default="", init=False)  # the last confirmation line logged
 
     # ------------------------------------------------------------------ the run
     def run(self) -> OptimizeResult:
@@ -195,8 +196,7 @@ class StudyRun:
                 finally:
                     if self.current is not None and self.current.beat is not None:
                         self.current.beat.stop()
-            self._store_model_summary()
-            self._log_picks()
+            self._summarize()
             if stopped is StopReason.EXHAUSTED:
                 self.obs.message(
                     "every configuration of the search space is tried, rejected or predicted to fail; nothing left to launch"
@@ -230,11 +230,17 @@ class StudyRun:
         measured = [t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values]
         self.obs.study_started(self.req.study_name, self.launched, self.req.n_trials, measured)
 
-    def _store_model_summary(self) -> None:
+    def _summarize(self) -> None:
+        """Store the model's summary of the configurations not launched and, with
+        confirmation on, log one line on what each pick rests on."""
         try:
             self.queue.store_model_summary()
+            summary = self.queue.confirmation_summary(self.store.read()) if self.queue.settings.confirm > 0 else ""
         except StorageUnavailable as e:
             self._log(f"the model's summary of the configurations not launched is not stored: {e}")
+            return
+        if summary:
+            self._log(f"picks: {summary}")
 
     def _loop(self) -> StopReason:
         deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None
@@ -273,20 +279,10 @@ class StudyRun:
             return False
         with self.signals.deferred(), self.lock.held():
             line = self.queue.enqueue_confirmation(self.store.read(), exhausted=exhausted)
-        if line:
+        if line and line != self._confirm_line:  # the same relaunch queued again after another worker took it
             self._log(line)
+        self._confirm_line = line or self._confirm_line
         return bool(line)
-
-    def _log_picks(self) -> None:
-        """With confirmation on: one line on what each pick rests on."""
-        if self.queue.settings.confirm <= 0:
-            return
-        try:
-            summary = self.queue.confirmation_summary(self.store.read())
-        except StorageUnavailable:
-            return
-        if summary:
-            self._log(f"picks: {summary}")
 
     def _wait_for_others(self) -> None:
         self.obs.phase("waiting for other workers")
