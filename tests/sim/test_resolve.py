@@ -91,3 +91,20 @@ def test_speculative_adaptive_where_sglang_does_not_run_it_falls_back_to_static_
     adaptive = resolve_args(profile, {**flags, "speculative_adaptive": True})
     assert adaptive.speculative_num_steps == static.speculative_num_steps == 3
     assert any(n.startswith("speculative_adaptive disabled: speculative_algorithm=STANDALONE") for n in adaptive.notes)
+
+
+def test_what_sglang_0_5_23_serves_but_the_simulator_does_not_model_is_refused_in_one_line(capsys):
+    for flags, what in (
+        (("--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8"), "--speculative-algorithm DFLASH"),
+        (("--speculative-algorithm", "DSPARK", "--speculative-dspark-block-size", "4"), "--speculative-algorithm DSPARK"),
+        (
+            ("--speculative-algorithm", "NEXTN", "--speculative-draft-kv-cache-dtype", "fp8_e4m3"),
+            "--speculative-draft-kv-cache-dtype fp8_e4m3",
+        ),
+    ):
+        out = _resolved(capsys, *flags)
+        assert not out["ok"]
+        assert out["error"].startswith(f"the simulator does not model {what} (sglang 0.5.23 ")
+        assert "--server-command" in out["error"] and "\n" not in out["error"]
+    # the target's dtype for the draft is what the simulator serves anyway
+    assert _resolved(capsys, "--speculative-algorithm", "NEXTN", "--speculative-draft-kv-cache-dtype", "auto")["ok"]

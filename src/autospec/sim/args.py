@@ -52,7 +52,7 @@ ATTENTION_BACKENDS = [
     "ascend",
     "intel_xpu",
 ]
-SPECULATIVE_ALGORITHMS = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH"]
+SPECULATIVE_ALGORITHMS = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK"]
 LOAD_FORMATS = [
     "auto",
     "pt",
@@ -146,6 +146,10 @@ def _add_speculative_flags(parser: argparse.ArgumentParser) -> None:
     add("--speculative-adaptive", action="store_true", default=None)  # sglang 0.5.23; see model._adaptive_flags
     add("--speculative-adaptive-config", type=str)
     add("--speculative-attention-mode", type=str, choices=["prefill", "decode"])
+    # sglang 0.5.23 (arg_groups/fields/spec.py); the simulator refuses what it does not model (model.resolve_args)
+    add("--speculative-dflash-block-size", type=int)
+    add("--speculative-dspark-block-size", type=int)
+    add("--speculative-draft-kv-cache-dtype", type=str, choices=["auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"])
     add("--speculative-accept-threshold-single", type=float)
     add("--speculative-accept-threshold-acc", type=float)
 

@@ -294,6 +294,24 @@ def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+#: algorithms sglang 0.5.23 serves that the simulator does not model (no draft-block acceptance model)
+UNMODELLED_ALGORITHMS = ("DFLASH", "DSPARK")
+
+
+def _refuse_unmodelled(algo: str | None, flags: Mapping[str, Any]) -> None:
+    """Refuse, in one line that says so, what sglang 0.5.23 accepts but the simulator does not
+    model: DFLASH and DSPARK (block-diffusion drafts) and a draft KV-cache dtype other than
+    the target's (``--speculative-draft-kv-cache-dtype``, which frees draft-pool memory)."""
+    fix = "measure it on real SGLang (--server-command), or leave it out of the search space"
+    if algo in UNMODELLED_ALGORITHMS:
+        raise ArgumentRejected(f"the simulator does not model --speculative-algorithm {algo} (sglang 0.5.23 serves it); {fix}")
+    dtype = _flag(flags, "speculative_draft_kv_cache_dtype")
+    if dtype not in (None, "auto"):
+        raise ArgumentRejected(
+            f"the simulator does not model --speculative-draft-kv-cache-dtype {dtype} (sglang 0.5.23 accepts it); {fix}"
+        )
+
+
 def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
     """Apply SGLang's rewrites and argument-time rejections to `flags` (ServerArgs field
     names, values already typed; unknown names are ignored). Raises ArgumentRejected with
@@ -301,6 +319,7 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
     version = profile.sglang_version
     algo = _flag(flags, "speculative_algorithm")
     algo = str(algo).upper() if algo else None
+    _refuse_unmodelled(algo, flags)
     if algo is not None and algo not in ALGORITHMS:
         choices = ", ".join(repr(a) for a in ALGORITHMS)
         raise ArgumentRejected(
