@@ -140,3 +140,27 @@ def test_a_broken_oracle_leaves_the_static_rules_in_charge():
     assert gate.prefetch([CHAIN]) == 0
     verdict = gate.verdict({**CHAIN, "page_size": 1})
     assert verdict.status == "ok" and verdict.source == "static"
+
+
+class _SkipEverything:
+    """Learned rules that would skip every configuration."""
+
+    def explain(self, resolved):
+        return "headroom", "predicted to fail at init"
+
+
+def test_a_confirmation_relaunch_of_a_measured_server_is_not_skipped_by_rules_learned_since():
+    from autospec.feasibility.gate import FeasibilityGate
+
+    flags = {
+        "model_path": "m",
+        "speculative_algorithm": "EAGLE",
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4,
+    }
+    gate = FeasibilityGate(rules=_SkipEverything())
+    assert gate.verdict(flags, reuse=False).status == "skipped"  # never measured: the rule stands
+    gate.remember(7, gate.argument_verdict(flags).resolved, [100.0, 900.0], {}, {})
+    assert gate.verdict(flags).status == "skipped"  # a proposal: the rule comes first
+    assert gate.verdict(flags, reuse=False).ok  # a relaunch of trial 7's server: it started and was measured

@@ -61,3 +61,10 @@ def test_launches_disagree_only_beyond_their_own_intervals():
     assert not launches_disagree([LaunchFigure(100.0, 8.0), LaunchFigure(110.0, 8.0)])
     assert not launches_disagree([LaunchFigure(100.0, None), LaunchFigure(200.0, None)])  # no intervals: cannot tell
     assert not launches_disagree([LaunchFigure(100.0, 1.0)])
+
+
+def test_a_configuration_whose_relaunch_was_not_launched_is_not_chosen_again():
+    open_ = contest(leader=4, contenders=(7,), launches={4: 1, 7: 1}, spread_known=True)
+    assert next_confirmation([open_]).trial == 4
+    assert next_confirmation([open_], exclude={4}).trial == 7
+    assert next_confirmation([open_], exclude={4, 7}) is None

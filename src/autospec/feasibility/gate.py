@@ -112,12 +112,15 @@ class FeasibilityGate:
 
     def verdict(self, flags: Mapping[str, Any], reuse: bool = True) -> Verdict:
         """Launch `flags`, or why not. `reuse=False`: a server already measured is launched
-        again (a confirmation relaunch) instead of answered as a duplicate."""
+        again (a confirmation relaunch) instead of answered as a duplicate, and rules
+        learned since do not skip it (it started and was measured)."""
         arguments = self.argument_verdict(flags)
         if not arguments.ok:
             return arguments
         resolved = dict(arguments.resolved)
-        if self.learn:
+        known = self.measured.get(dedup_key(resolved))
+        started_before = not reuse and known is not None and known.values is not None
+        if self.learn and not started_before:
             explained = self.rules.explain(resolved)
             if explained is not None:
                 rule, reason = explained

@@ -27,7 +27,7 @@ between-launch spread shows).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from autospec.metrics.relaunch import LaunchFigure, Pooled
@@ -153,13 +153,18 @@ def contests(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef], maximi
     return [c for c in found if c is not None]
 
 
-def next_confirmation(standing: Sequence[Contest], where: Mapping[int, str] | None = None) -> Relaunch | None:
+def next_confirmation(
+    standing: Sequence[Contest], where: Mapping[int, str] | None = None, exclude: Collection[int] = ()
+) -> Relaunch | None:
     """The relaunch that settles the most (module docstring); None when every contest is
-    settled or tied. `where` names objectives in the reason (index -> "C=32")."""
+    settled or tied. `where` names objectives in the reason (index -> "C=32"); trials in
+    `exclude` are not chosen (a relaunch of them was answered without a launch)."""
     names = where or {}
     best: tuple[tuple[int, bool, int], Contest, int] | None = None
     for contest in standing:
         for n in contest.wanting():
+            if n in exclude:
+                continue
             key = (contest.launches[n], n != contest.leader, n)
             if best is None or key < best[0]:
                 best = (key, contest, n)

@@ -343,8 +343,9 @@ class QueuePolicy:
     # ------------------------------------------------------------------ the end of the budget
     def confirmation_left(self, trials: Sequence[StoredTrial]) -> int:
         """Confirmation launches still allowed (``--confirm K`` counted over the study:
-        complete ones and those running on a worker; a queued one is not made yet)."""
-        made = [t for t in trials if t.markers.confirm_of is not None and t.state in (_COMPLETE, _RUNNING)]
+        launched ones and those running on a worker; a queued one is not made yet, and
+        one the gate answered without a launch takes nothing)."""
+        made = [t for t in trials if t.markers.confirm_of is not None and (t.state == _RUNNING or t.counts_as_launch)]
         return max(self.settings.confirm - len(made), 0)
 
     def in_confirmation_window(self, trials: Sequence[StoredTrial]) -> bool:
@@ -369,7 +370,10 @@ class QueuePolicy:
             return ""
         if not (self.in_confirmation_window(trials) or (exhausted and self.confirmation_left(trials) > 0)):
             return ""
-        relaunch = next_confirmation(self.standing(trials), self._where)
+        unlaunchable = {
+            t.markers.confirm_of for t in trials if t.markers.confirm_of is not None and t.state == _COMPLETE and not t.launched
+        }
+        relaunch = next_confirmation(self.standing(trials), self._where, exclude=unlaunchable)
         target = next((t for t in trials if relaunch is not None and t.number == relaunch.trial), None)
         if relaunch is None or target is None:
             return ""
