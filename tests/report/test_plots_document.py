@@ -21,7 +21,8 @@ def test_pareto_plot_labels_units_and_distinguishes_every_class(data):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == [
         "Pareto front (4), 95% intervals",
-        "latency + throughput pick: #2",
+        "latency pick: #2",
+        "throughput pick: #4",
         "knee pick: #1",  # rings around the picked points
         "dominated (3)",
         "baseline #0 steps=3 mem=0.8 draft=4",  # only the flags that vary between configurations

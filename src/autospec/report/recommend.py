@@ -7,11 +7,15 @@
   Without a baseline, the best low-concurrency configuration.
 - throughput: the best high-concurrency objective.
 
-  For both, configurations tied with the best value count as equal (their difference
-  is within the combined half-widths of the two 95% intervals, which include the
-  between-launch spread once relaunches measured it, or within TIE_MARGIN, 1%), and the
-  other objective decides among them (point estimates); the pick names the trials it
-  chose between. A 0.1% edge at C=1 does not outweigh a clear gain at C=32.
+  For both, the pick is the best pooled value (the best estimate from every launch of
+  each configuration); configurations within TIE_MARGIN (1%) of it count as equal and the
+  other objective decides among them: a 0.1% edge at C=1 does not outweigh a clear gain
+  at C=32. Configurations whose difference from the pick is within the combined
+  half-widths of the two 95% intervals (which include the between-launch spread once
+  relaunches measured it) are named as ties but do not decide: wide intervals say the
+  order is uncertain, not that a worse estimate is as good (letting them decide made
+  the picks of simulated studies with confirmation launches worse:
+  docs/tuning-quality.md).
 - knee: the balanced choice: the configuration whose worst objective, as a share of the
   best value on the front, is highest (max-min of normalised objectives).
 
@@ -71,21 +75,25 @@ def _score(t: TrialView, data: StudyData, i: int) -> float:
     return v if data.objectives[i].maximize else -v
 
 
-def _tied(a: Measure, b: Measure) -> bool:
+def _tied(a: Measure, b: Measure, intervals: bool = True) -> bool:
     """`a` and `b` are equal as far as can be told: within TIE_MARGIN of each other, or
-    their difference within the combined half-widths of their 95% intervals."""
-    slack = max(abs(b.value) * TIE_MARGIN, math.hypot(a.half_width or 0.0, b.half_width or 0.0))
+    (`intervals`) their difference within the combined half-widths of their 95% intervals."""
+    slack = abs(b.value) * TIE_MARGIN
+    if intervals:
+        slack = max(slack, math.hypot(a.half_width or 0.0, b.half_width or 0.0))
     return abs(a.value - b.value) <= slack
 
 
 def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = None) -> tuple[TrialView, list[TrialView]]:
-    """The best trial on objective `i`; among those tied with it (`_tied`), the best on
-    objective `then`. Also returns the tied trials (the chosen one included)."""
+    """The best trial on objective `i`; among those within TIE_MARGIN of it, the best on
+    objective `then`. Also returns the trials tied with the chosen one within their
+    intervals (the chosen one included): named, not deciding (module docstring)."""
     top = max(trials, key=lambda t: (_score(t, data, i), -t.number))
     if then is None or then == i:
         return top, [top]
-    tied = [t for t in trials if _tied(_value(t, data, i), _value(top, data, i))]
-    return max(tied, key=lambda t: (_score(t, data, then), _score(t, data, i), -t.number)), tied
+    equal = [t for t in trials if _tied(_value(t, data, i), _value(top, data, i), intervals=False)]
+    chosen = max(equal, key=lambda t: (_score(t, data, then), _score(t, data, i), -t.number))
+    return chosen, [t for t in trials if t is chosen or _tied(_value(t, data, i), _value(chosen, data, i))]
 
 
 def _lead(tied: list[TrialView], data: StudyData, i: int, superlative: str) -> str:
@@ -97,9 +105,11 @@ def _tie_note(tied: list[TrialView], chosen: TrialView, data: StudyData, i: int,
     if len(tied) < 2:
         return ""
     others = ", ".join(str(t.number) for t in sorted(tied, key=lambda t: t.number) if t is not chosen)
+    within = [t for t in tied if t is not chosen and _tied(_value(t, data, i), _value(chosen, data, i), intervals=False)]
+    decided = f"; among those within {TIE_MARGIN:.0%} it is the best at {_where(data.objectives[j])}" if within else ""
     return (
         f"; tied at {_where(data.objectives[i])} with trial(s) {others} (differences within their 95% "
-        f"intervals or {TIE_MARGIN:.0%}), it is the best of them at {_where(data.objectives[j])}"
+        f"intervals or {TIE_MARGIN:.0%}){decided}"
     )
 
 
