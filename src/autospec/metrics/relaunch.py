@@ -44,7 +44,7 @@ __all__ = ["LaunchFigure", "Spread", "Pooled", "between_launch_spread", "pool_la
 
 _Z95 = 1.959963984540054
 PRIOR_CV = 0.05  # relative between-launch sd before relaunches measured it (module docstring)
-PRIOR_DF = 4  # the prior's weight, in degrees of freedom
+PRIOR_DF = 2  # the prior's weight, in degrees of freedom (as if one configuration had three launches)
 
 
 @dataclass(frozen=True)
