@@ -181,3 +181,9 @@ def test_an_unrecognized_flag_that_is_not_fixed_does_not_rule_out_the_space():
 
 def test_a_failure_of_an_earlier_command_does_not_count():
     assert space_wide_failure([_stored("weights_oom")], set(), {}, "a-later-command") is None
+
+
+def test_missing_model_path_names_where_the_path_was_given():
+    line = missing_model_path({"model_path": "/nonexistent-model"}, "--model-path /nonexistent-model")
+    assert line == "nothing can start: the model path /nonexistent-model does not exist; fix --model-path /nonexistent-model"
+    assert missing_model_path({"model_path": "/nonexistent-model"}).endswith("fix model_path in [server.flags] (or --flag)")

@@ -107,16 +107,17 @@ def space_wide_failure(
     return None
 
 
-def missing_model_path(fixed: Mapping[str, Any]) -> str | None:
+def missing_model_path(fixed: Mapping[str, Any], origin: str | None = None) -> str | None:
     """The one-line reason when the fixed ``model_path`` is a local path (absolute, or
     starting with ``.`` or ``~``) that does not exist, else None: a Hugging Face id is
-    left to SGLang."""
+    left to SGLang. `origin` (e.g. ``--model-path /x``) names where the path was given."""
     path = fixed.get("model_path")
     if not isinstance(path, str) or not path.startswith(("/", ".", "~")):
         return None
     if Path(path).expanduser().exists():
         return None
-    return f"nothing can start: the model path {path} does not exist; fix model_path in [server.flags] (or --flag)"
+    where = origin or "model_path in [server.flags] (or --flag)"
+    return f"nothing can start: the model path {path} does not exist; fix {where}"
 
 
 def _fixed_flags(compiled: CompiledSpace) -> dict[str, Any]:
@@ -128,7 +129,7 @@ def raise_if_nothing_can_start(trials: Sequence[StoredTrial], compiled: Compiled
     """Raise `NothingCanStart` when the local model path is missing or a failure of this
     command (already recorded) rules out the space; the loop calls it before each ask."""
     fixed = _fixed_flags(compiled)
-    reason = missing_model_path(fixed) or space_wide_failure(
+    reason = missing_model_path(fixed, compiled.space.flag_origins.get("model_path")) or space_wide_failure(
         trials, {p.name for p in compiled.declared.params}, fixed, invocation
     )
     if reason is not None:
