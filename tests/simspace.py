@@ -92,3 +92,36 @@ speculative_eagle_topk = 1
 mem_fraction_static = 0.84
 """
     return text
+
+
+def scripted_space_text(max_steps: int) -> str:
+    """A NEXTN chain space (steps 1..`max_steps`, top-k 1, draft tokens) with C=1 and C=4
+    objectives, for study-loop tests whose chain is scripted (no server starts)."""
+    return f"""
+[server.flags]
+model_path = "fake-model"
+speculative_algorithm = "NEXTN"
+
+[params.speculative_num_steps]
+type = "int"
+low = 1
+high = {max_steps}
+
+[params.speculative_eagle_topk]
+type = "categorical"
+choices = [1]
+
+[params.speculative_num_draft_tokens]
+type = "draft_tokens"
+
+[bench]
+concurrency = [1, 4]
+
+[[objectives]]
+metric = "output_tok_s"
+concurrency = 1
+
+[[objectives]]
+metric = "agg_output_tok_s"
+concurrency = 4
+"""

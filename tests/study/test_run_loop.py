@@ -18,38 +18,9 @@ from autospec.records import INTERRUPTED, WITHDRAWN, TrialRecord, read_trials
 from autospec.study import OptimizeRequest, StopReason, StudyInterrupted, build_run
 from autospec.study.run import Asked, InFlight, StudyRun
 from autospec.study.storage import StorageHandle
+from simspace import scripted_space_text
 
-SPACE = parse_search_space(
-    tomllib.loads("""
-[server.flags]
-model_path = "fake-model"
-speculative_algorithm = "NEXTN"
-
-[params.speculative_num_steps]
-type = "int"
-low = 1
-high = 3
-
-[params.speculative_eagle_topk]
-type = "categorical"
-choices = [1]
-
-[params.speculative_num_draft_tokens]
-type = "draft_tokens"
-
-[bench]
-concurrency = [1, 4]
-
-[[objectives]]
-metric = "output_tok_s"
-concurrency = 1
-
-[[objectives]]
-metric = "agg_output_tok_s"
-concurrency = 4
-"""),
-    source="test",
-)
+SPACE = parse_search_space(tomllib.loads(scripted_space_text(3)), source="test")
 
 
 class ScriptedChain:
