@@ -342,6 +342,19 @@ def test_a_one_off_stall_early_in_the_level_is_left_out_of_the_steady_window() -
     assert s.agg_output_tok_s_whole == pytest.approx(528 / 84) and s.agg_output_tok_s == pytest.approx(22 / 3, rel=0.01)
 
 
+def test_a_one_off_stall_is_left_out_also_when_a_later_wave_hiccups() -> None:
+    # The early stall of four waves' time, and later one wave waits 2.5 s more (a loaded
+    # host's hiccup of about one slice): the hiccup stays in the window, the stall does not.
+    records, t = [], 0.0
+    for cycle in range(24):
+        wait = 1.0 + {2: 12.0, 18: 2.5}.get(cycle, 0.0)
+        records += [spread(t, t + wait, t + wait + 2.0, 11), spread(t, t + wait, t + wait + 2.0, 11)]
+        t += wait + 2.0
+    window = steady_window(records, 2)
+    assert window is not None and window.transient_s > 12.0
+    assert window.start >= 6.0 + 1.0 + 12.0 and window.end > 18 * 3.0 + 12.0 + 2.5
+
+
 @pytest.mark.parametrize("stalled", [14, 20])
 def test_a_stall_late_in_the_level_stays_in_the_window(stalled: int) -> None:
     # What follows the stall is shorter than what precedes it: nothing shows it was one-off.

@@ -61,6 +61,22 @@ def test_bench_a_running_server_prints_a_table_and_writes_json(fake_server, tmp_
     assert len(records) == (1 + 4) + (1 + 6) and sum(r["warmup"] for r in records) == 2
 
 
+def test_warmup_waves_send_c_short_requests_before_each_level(fake_server, tmp_path: Path) -> None:
+    asked: list[dict] = []
+    server = fake_server(lambda n, body: (asked.append(body), Reply(tokens=6, per_event=2))[1])
+    out_records = tmp_path / "records.jsonl"
+    argv = ["bench", "--url", server.url, "--concurrency", "1,3", "--output-len", "6", "--warmup-waves", "1"]
+    rc = main([*argv, "--warmup-output-len", "2", "--records", str(out_records), "--quiet"])
+    assert rc == 0
+    records = [json.loads(line) for line in out_records.read_text().splitlines()]
+    assert [r["concurrency"] for r in records if r["warmup"]] == [1, 3, 3, 3]
+    lengths = sorted(b.get("sampling_params", b).get("max_new_tokens", b.get("max_tokens")) for b in asked)
+    assert lengths == [2] * 4 + [6] * (4 + 6)
+    with pytest.raises(SystemExit) as refused:  # one way of warming up at a time
+        main([*argv, "--warmup", "2"])
+    assert refused.value.code == 2
+
+
 def test_top_k_is_sent_with_every_request_and_recorded_with_the_workload(fake_server, tmp_path: Path) -> None:
     server = fake_server(lambda n, body: Reply(tokens=4, per_event=2))
     out_json = tmp_path / "bench.json"

@@ -86,6 +86,15 @@ def test_the_cap_stops_before_a_slice_that_would_pass_it() -> None:
     assert zero is not None and zero.reason == "cap"
 
 
+def test_the_cap_leaves_room_for_the_drain() -> None:
+    # Requests of 3 s each (median): stopping at 56.5 s sends nothing more, and what is in
+    # flight ends by about 59.5 s; one more second of sending would end past 60 s.
+    slow = summary_of(output_tok_s=100.0, cis=WIDE, e2e_ms_p50=3000.0)
+    assert stop_rule(slow, goal(cap_s=60.0), elapsed_s=55.9, sent=10) is None
+    stop = stop_rule(slow, goal(cap_s=60.0), elapsed_s=56.5, sent=10)
+    assert stop is not None and stop.reason == "cap"
+
+
 def test_the_ceiling_stops_a_level_that_is_still_wide() -> None:
     stop = stop_rule(summary_of(output_tok_s=100.0, cis=WIDE), goal(ceiling=50), elapsed_s=1.0, sent=50)
     assert stop == Stop("ceiling", stop.detail) and stop.detail.startswith("50 requests sent (ceiling 50)")

@@ -166,3 +166,21 @@ def test_the_model_says_what_it_expected_and_why_the_rest_was_not_launched(tmp_p
     capsys.readouterr()
     assert run("pareto", "--study", "t", "--studies-dir", studies) == 0
     assert "the model" not in capsys.readouterr().out
+
+
+def test_a_space_of_one_configuration_relaunches_it_with_remeasure(tmp_path, capsys):
+    # Every parameter narrowed to one value: the proposals the study queues carry no free
+    # parameter (Optuna's `fixed_params` is an empty dict), and each is still taken and
+    # launched, not withdrawn again and again.
+    from tests.simspace import sim_space_text
+
+    text = sim_space_text().replace("low = 1\nhigh = 4", "low = 2\nhigh = 2")
+    text = text.replace("low = 0.80\nhigh = 0.88", "low = 0.84\nhigh = 0.84")
+    space = tmp_path / "one.toml"
+    space.write_text(text.replace('[params.speculative_num_draft_tokens]\ntype = "draft_tokens"\n', ""))
+    studies = str(tmp_path / "studies")
+    args = ["optimize", "--space", str(space), "--study", "one", "--studies-dir", studies, *SIM_ARGS]
+    assert run(*args, "--trials", "3", "--remeasure", "--no-references", "--confirm", "0") == 0
+    study = load(tmp_path, "one")
+    assert [t.user_attrs["outcome"] for t in study.trials] == ["ok", "ok", "ok"]
+    assert len({tuple(t.user_attrs["server_args"][3:-4]) for t in study.trials}) == 1

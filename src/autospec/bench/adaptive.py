@@ -13,7 +13,8 @@ elapsed time; it answers None (continue) or a `Stop` with one of the reasons
     target    every figure's interval is within its target (a constraint's figure
               also counts once its interval lies wholly on one side of the bound; the
               steady aggregate only once its window holds `PRECISE_SLICES` whole waves)
-    cap       measuring one more slice (`check_every_s`) would pass the time cap
+    cap       measuring one more slice (`check_every_s`) and draining the requests in
+              flight (about one median request latency) would pass the time cap
     ceiling   the level sent `max_requests`
     failed    the level failed its error threshold
     external  the caller's hook (`should_stop(summary) -> str | None`) said stop,
@@ -213,9 +214,18 @@ def stop_rule(
         return Stop("target", _describe(summary, goal))
     if sent >= goal.max_requests:
         return Stop("ceiling", f"{sent} requests sent (ceiling {goal.max_requests}): {_describe(summary, goal)}")
-    if elapsed_s + (next_look_s if next_look_s is not None else goal.check_every_s) > goal.cap_s:
+    look = next_look_s if next_look_s is not None else goal.check_every_s
+    if elapsed_s + look + drain_seconds(summary) > goal.cap_s:
         return Stop("cap", f"{elapsed_s:.1f} s of {goal.cap_s:.1f} s measured: {_describe(summary, goal)}")
     return None
+
+
+def drain_seconds(summary: LevelSummary) -> float:
+    """How long the requests in flight take to finish once the level stops sending: about
+    one median request latency (0 while none finished). The cap counts it, so a level's
+    measuring, drain included, stays within its cap."""
+    latency = summary.e2e_ms_p50 / 1000.0
+    return latency if math.isfinite(latency) and latency > 0 else 0.0
 
 
 @dataclass

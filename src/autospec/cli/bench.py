@@ -115,7 +115,16 @@ def _add_level_arguments(p: argparse.ArgumentParser) -> None:
     count = levels.add_mutually_exclusive_group()
     count.add_argument("--num-requests", type=int, help="requests per level (default 2 x C, 4 at C=1)")
     count.add_argument("--duration", type=float, help="seconds per level instead of a request count")
-    levels.add_argument("--warmup", type=int, default=0, help="warmup requests before each level (excluded)")
+    warmup = levels.add_mutually_exclusive_group()
+    warmup.add_argument("--warmup", type=int, default=0, help="warmup requests before each level (excluded)")
+    warmup.add_argument(
+        "--warmup-waves",
+        type=int,
+        help="warmup waves of C requests before each level at C, as `autospec optimize` warms up ([bench] warmup_requests)",
+    )
+    levels.add_argument(
+        "--warmup-output-len", type=int, default=0, help="output tokens of a warmup request (default: the workload's)"
+    )
     levels.add_argument(
         "--freeze-gc",
         action="store_true",
@@ -184,9 +193,16 @@ def plans_from_args(args: argparse.Namespace) -> list[LevelPlan]:
         raise UsageError(f"--target-ci {args.target_ci} must be within (0, 1); e.g. 0.02 for +-2%")
     if args.precise and args.max_seconds < 0:
         raise UsageError(f"--max-seconds {args.max_seconds} must be >= 0")
+    if args.warmup < 0 or (args.warmup_waves is not None and args.warmup_waves < 0) or args.warmup_output_len < 0:
+        raise UsageError("--warmup, --warmup-waves and --warmup-output-len must be >= 0; use 0 for none")
     return [
         LevelPlan(
-            c, num_requests=args.num_requests, duration_s=args.duration, warmup_requests=args.warmup, freeze_gc=args.freeze_gc
+            c,
+            num_requests=args.num_requests,
+            duration_s=args.duration,
+            warmup_requests=args.warmup if args.warmup_waves is None else args.warmup_waves * c,
+            warmup_output_len=args.warmup_output_len,
+            freeze_gc=args.freeze_gc,
         )
         for c in parse_concurrency(args.concurrency)
     ]

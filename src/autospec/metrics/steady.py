@@ -18,11 +18,12 @@ One-off stalls are left out as well: a server that meets a batch shape for the f
 time may stop for seconds (measured on SGLang 0.5.16 / H200, triton attention, NGRAM:
 prefill batches of 17 new requests beside 15 running took 4 s, once, in the middle of
 a C=32 level), which a server under steady load paid long ago. The window, cut into
-slices of one wave, starts after the last slice that delivered under `STALL_SHARE` of
-the median slice's rate, if what follows it is free of such slices, holds `MIN_SLICES`
-waves and lasts at least as long as everything the stall cut off (`transient_s`): a
-stall that recurs (a periodic pause) is never that far behind the last one, and stays in
-the window and in its interval.
+slices of one wave, starts after the longest run of slices that delivered under
+`STALL_SHARE` of the median slice's rate, if such slices after it add up to under half
+that run, what follows holds `MIN_SLICES` waves and lasts at least as long as everything
+the stall cut off (`transient_s`): a stall that recurs (a periodic pause, a new server
+meeting batch shapes again and again) stays in the window and in its interval, and so
+does a later hiccup of a slice or so (a loaded host).
 
 Starting and ending where the batch forms makes the window span whole cycles of
 prefill and decode: with identical requests the batches stay in lockstep (waves), and
@@ -48,7 +49,9 @@ batch, its stalls), which the bootstrap cannot (`method` says which):
 
     batch-means   the window cut into equal slices of at least one wave (the median
                   request latency, a closed loop's period; 3 to 30 slices), a Student-t
-                  interval over the slices' rates; the wider of it and the bootstrap
+                  interval by overlapping batch means (batches of one slice, starting at
+                  `OBM_STEPS` offsets per slice: half again the degrees of freedom of the
+                  disjoint slices); the wider of it and the bootstrap
     short-window  a window under 3 waves (sim C=32 at its floor of two waves holds one):
                   `SHORT_SLICES` equal sub-wave slices, a Student-t half-width over their
                   rates with their spread taken robustly (median absolute deviation: the
@@ -104,6 +107,7 @@ SHORT_SLICES = 10  # sub-wave slices of a window too short for batch means
 BATCH_MEANS = "batch-means"
 SHORT_WINDOW = "short-window"
 MAX_SLICES = 30
+OBM_STEPS = 8  # offsets per slice at which overlapping batch means start a batch
 STALL_SHARE = 0.5  # a slice of one wave that delivered under this share of the median slice's rate stalled
 MAX_STALL_SLICES = 400  # slices the stall search cuts the window into at most (each at least one wave)
 
@@ -304,9 +308,12 @@ def steady_window(records: Sequence[RequestRecord], concurrency: int) -> SteadyW
 
 def _after_one_off_stall(curves: _TokenCurves, start: float, end: float, cycle: float) -> float:
     """Where the window [start, end] begins once a one-off stall is left out (module
-    docstring): the end of the last slice (at least one `cycle` long) that delivered under
-    STALL_SHARE of the median slice's rate, if the rest holds MIN_SLICES cycles and lasts
-    at least as long as what it leaves out; otherwise `start`."""
+    docstring): the end of the longest run of consecutive slices (each at least one
+    `cycle` long) that delivered under STALL_SHARE of the median slice's rate, if the
+    slices that did so after it add up to under half that run (more is a stall that
+    recurs) and the rest holds MIN_SLICES cycles and lasts at least as long as what it
+    leaves out; otherwise `start`. A later slice or two of a host's hiccup stays in the
+    window and in its interval."""
     if not (math.isfinite(cycle) and cycle > 0):
         return start
     count = min(int((end - start) // cycle), MAX_STALL_SLICES)
@@ -314,11 +321,29 @@ def _after_one_off_stall(curves: _TokenCurves, start: float, end: float, cycle: 
         return start
     edges = np.linspace(start, end, count + 1)
     delivered = np.diff(curves.total_upto(edges))
-    stalled = np.flatnonzero(delivered < STALL_SHARE * float(np.median(delivered)))
-    if not stalled.size:
+    low = delivered < STALL_SHARE * float(np.median(delivered))
+    if not low.any():
         return start
-    after = float(edges[stalled[-1] + 1])
+    first, last = _longest_run(low)
+    if 2 * int(low[last + 1 :].sum()) >= last - first + 1:
+        return start
+    after = float(edges[last + 1])
     return after if end - after >= max(after - start, MIN_SLICES * cycle) else start
+
+
+def _longest_run(flags: np.ndarray) -> tuple[int, int]:
+    """(first, last) index of the longest run of consecutive True values (the latest of
+    equally long ones); `flags` holds at least one True."""
+    best, run_start = (0, -1), None
+    for i, flag in enumerate(flags):
+        if flag and run_start is None:
+            run_start = i
+        if run_start is not None and (not flag or i == len(flags) - 1):
+            stop = i if flag else i - 1
+            if stop - run_start >= best[1] - best[0]:
+                best = (run_start, stop)
+            run_start = None
+    return best
 
 
 def _cycle(records: Sequence[RequestRecord]) -> float:
@@ -340,12 +365,14 @@ def _slice_rates(curves: _TokenCurves, start: float, end: float, count: int) -> 
 
 
 def _batch_means_interval(curves: _TokenCurves, start: float, end: float, slices: int) -> tuple[float, float]:
-    """Student-t interval of the rate over `slices` equal slices of [start, end], each at
-    least one wave long: requests of one wave share their batch, so slices, not
-    requests, are what vary independently. NaN with fewer than MIN_SLICES."""
+    """Student-t interval of the rate over [start, end] by overlapping batch means: batches
+    of one of `slices` equal slices (each at least one wave: requests of one wave share
+    their batch, so slices, not requests, are what vary independently), at every one of
+    `OBM_STEPS` offsets per slice (`stats.overlapping_batch_means_interval`: over 3 slices
+    3 degrees of freedom where the disjoint slices give 2). NaN with fewer than MIN_SLICES."""
     if slices < MIN_SLICES:
         return stats.NAN_INTERVAL
-    return stats.t_interval(_slice_rates(curves, start, end, slices))
+    return stats.overlapping_batch_means_interval(_slice_rates(curves, start, end, slices * OBM_STEPS), OBM_STEPS)
 
 
 def _short_window_half(curves: _TokenCurves, start: float, end: float) -> float:

@@ -142,11 +142,9 @@ class TrialStore:
 
     def was_queued(self, trial: optuna.Trial) -> bool:
         """`trial` was taken from the queue (enqueued parameters), not sampled by the study's
-        own sampler (Optuna 5.0 keeps enqueued parameters in the system attribute
-        ``fixed_params``)."""
-        return self.retry(
-            "read the trial", lambda: bool(self.storage.get_trial(trial._trial_id).system_attrs.get("fixed_params"))
-        )
+        own sampler (Optuna 5.0-5.1 keeps enqueued parameters in the system attribute
+        ``fixed_params``, an empty dict where a space has no free parameter left)."""
+        return self.retry("read the trial", lambda: "fixed_params" in self.storage.get_trial(trial._trial_id).system_attrs)
 
     def record_worker(self, trial: optuna.Trial, worker: Mapping[str, Any]) -> None:
         self.retry(
