@@ -137,3 +137,19 @@ def test_flags_a_reference_leaves_to_sglang_are_listed_as_unset():
     flags = {"speculative_adaptive": True, "speculative_num_steps": None, "mem_fraction_static": None}
     assert compact(flags) == "speculative_adaptive=True unset: steps,mem"
     assert compact({"speculative_num_steps": 3, "mem_fraction_static": 0.84}) == "steps=3 mem=0.84"
+
+
+def test_each_reference_gets_one_verdict_over_the_picks(data):
+    # The pick beats no speculation at C=1 and ties at C=32 ("beaten"); against SGLang's
+    # defaults it loses at C=1 and wins at C=32 ("mixed").
+    picks = recommend(data, None)
+    assert [r["verdict"] for r in gains_json(data, picks)["references"]] == ["beaten", "mixed"]
+    lines = gains_lines(data, picks)
+    assert any("every pick beats no_speculation" in line for line in lines)
+    # A reference no pick beats anywhere, and that beats the pick at C=32: "unbeaten", and
+    # the lines say to serve it.
+    strong = _view(3, (210.0, 10.0), (2000.0, 20.0), reference="no_speculation")
+    unbeaten = StudyData("s", OBJECTIVES, [strong, _view(5, (200.0, 10.0), (1000.0, 20.0))])
+    picks = recommend(unbeaten, None)
+    assert gains_json(unbeaten, picks)["references"][0]["verdict"] == "unbeaten"
+    assert any("tuning did not pay here; serve without speculative decoding" in line for line in gains_lines(unbeaten, picks))

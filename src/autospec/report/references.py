@@ -12,6 +12,11 @@ table's ratios to a baseline; the two launches are independent measurements). A 
 whose interval holds 1 is "within noise"; otherwise "better" or "worse" by the objective's
 direction (a gain above 1 on a minimised objective is worse). Without both intervals
 the gain has no +- and no verdict beyond "no interval".
+
+Each reference then gets one verdict over all the picks (`reference_verdict`): "beaten"
+when every pick is better on some objective and worse on none, "unbeaten" when no pick is
+better on any objective and some pick is worse on one (the tuned configurations do not
+beat what SGLang does on its own: serve the reference), else "mixed".
 """
 
 from __future__ import annotations
@@ -24,8 +29,18 @@ from autospec.report.data import Measure, Objective, StudyData, TrialView
 from autospec.report.recommend import Pick
 from autospec.report.table import Ratio, fmt_measure, fmt_ratio, ratio
 
-__all__ = ["Gain", "PickGains", "reference_gains", "reference_flags", "gains_lines", "gains_json", "GAINS_LEGEND"]
+__all__ = [
+    "Gain",
+    "PickGains",
+    "reference_gains",
+    "reference_flags",
+    "reference_verdict",
+    "gains_lines",
+    "gains_json",
+    "GAINS_LEGEND",
+]
 
+NO_FLAGS = "no speculative flags"
 GAINS_LEGEND = (
     "gain xR +-h: the pick's value / the reference's, with the half-width of its 95% interval "
     "(first-order propagation of both intervals); better/worse by the objective's direction, "
@@ -84,6 +99,31 @@ def reference_gains(data: StudyData, picks: Mapping[str, Pick]) -> list[PickGain
     return out
 
 
+def reference_verdict(gains: Sequence[PickGains]) -> str:
+    """ "beaten", "unbeaten" or "mixed" for one reference's gains over every pick (module
+    docstring); "mixed" without picks."""
+    verdicts = [[g.verdict for g in pick.gains] for pick in gains]
+    if not verdicts:
+        return "mixed"
+    if all("better" in v and "worse" not in v for v in verdicts):
+        return "beaten"
+    if not any("better" in v for v in verdicts) and any("worse" in v for v in verdicts):
+        return "unbeaten"
+    return "mixed"
+
+
+def _verdict_line(name: str, flags: str, verdict: str) -> str | None:
+    if verdict == "beaten":
+        return f"    every pick beats {name} beyond the intervals on some objective and loses on none"
+    if verdict == "unbeaten":
+        serve = "serve without speculative decoding" if flags == NO_FLAGS else f"serve it ({flags})"
+        return (
+            f"    no pick beats {name} on any objective, and it beats some beyond the intervals: tuning did not pay "
+            f"here; {serve}, or search other flags"
+        )
+    return None
+
+
 def reference_flags(t: TrialView) -> str:
     """The speculative flags a reference was launched with, from its argv: e.g.
     '--speculative-algorithm NEXTN --speculative-adaptive', or 'no speculative flags'."""
@@ -94,7 +134,7 @@ def reference_flags(t: TrialView) -> str:
             kept.append(word)
             if i + 1 < len(words) and not words[i + 1].startswith("--"):
                 kept.append(words[i + 1])
-    return " ".join(kept) if kept else "no speculative flags"
+    return " ".join(kept) if kept else NO_FLAGS
 
 
 def _gain_text(g: Gain) -> str:
@@ -114,11 +154,12 @@ def gains_lines(data: StudyData, picks: Mapping[str, Pick]) -> list[str]:
             f"{o.name} {fmt_measure(m)}{' ' + o.unit if o.unit else ''}" for o, m in zip(data.objectives, _measures(data, ref))
         )
         lines.append(f"{ref.reference} (trial {ref.number}; {reference_flags(ref)}): {figures}")
-        for g in gains:
-            if g.reference_trial == ref.number:
-                lines.append(
-                    f"    {', '.join(g.picks)} pick (trial {g.trial}) over it: " + "; ".join(_gain_text(x) for x in g.gains)
-                )
+        mine = [g for g in gains if g.reference_trial == ref.number]
+        for g in mine:
+            lines.append(f"    {', '.join(g.picks)} pick (trial {g.trial}) over it: " + "; ".join(_gain_text(x) for x in g.gains))
+        verdict = _verdict_line(str(ref.reference), reference_flags(ref), reference_verdict(mine))
+        if verdict:
+            lines.append(verdict)
     return lines
 
 
@@ -142,7 +183,13 @@ def gains_json(data: StudyData, picks: Mapping[str, Pick]) -> dict[str, Any]:
     gains: Sequence[PickGains] = reference_gains(data, picks)
     return {
         "references": [
-            {"name": t.reference, "number": t.number, "flags": reference_flags(t), "objectives": measures(t)}
+            {
+                "name": t.reference,
+                "number": t.number,
+                "flags": reference_flags(t),
+                "objectives": measures(t),
+                "verdict": reference_verdict([g for g in gains if g.reference_trial == t.number]),
+            }
             for t in data.references
         ],
         "gains": [

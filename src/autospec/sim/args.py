@@ -211,7 +211,7 @@ def _add_simulator_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="simulator profile (TOML); default: the bundled default profile",
     )
-    add("--sim-seed", dest="sim_seed", type=int, metavar="N", help="noise seed (default: the profile's)")
+    add("--sim-seed", dest="sim_seed", type=int, metavar="N", help="noise seed, to repeat a launch (default: drawn per launch)")
     add(
         "--sim-noise",
         dest="sim_noise",
