@@ -49,3 +49,41 @@ def test_an_attention_mode_outside_the_choices_is_refused_by_both_parsers(prefli
     assert real.status == simulated.status == "rejected"
     wording = "argument --speculative-attention-mode: invalid choice: 'verify'"
     assert wording in real.reason and wording in simulated.reason
+
+
+def test_every_draft_kv_dtype_choice_is_accepted_at_argument_time(preflight, tiny_models, sim):
+    """sglang 0.5.23 `Spec.speculative_draft_kv_cache_dtype`: choices auto, fp8_e5m2,
+    fp8_e4m3, bf16, bfloat16; the resolver rejects none of them (fp8_e5m2 fails on a CPU
+    device only when the draft's pool is made, `configure_kv_cache_dtype`), so there is no
+    static rule. The simulator serves `auto` and refuses the others in one line."""
+    dtypes = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16")
+    cases = [with_models({**CHAIN, "speculative_draft_kv_cache_dtype": d}, tiny_models) for d in dtypes]
+    answers = preflight.check_many([launch_argv(f) for f in cases])
+    for dtype, flags, answer in zip(dtypes, cases, answers, strict=True):
+        assert answer.ok, (dtype, answer.reason)
+        assert answer.resolved.get("speculative_draft_kv_cache_dtype") == dtype
+        assert check_static(flags, SGLANG_VERSION).ok
+        simulated = sim.check(launch_argv(flags))
+        if dtype == "auto":
+            assert simulated.ok, simulated.reason
+        else:
+            assert simulated.reason.startswith(f"the simulator does not model --speculative-draft-kv-cache-dtype {dtype}")
+
+
+def test_a_draft_kv_dtype_outside_the_choices_is_refused_by_both_parsers(preflight, tiny_models, sim):
+    flags = with_models({**CHAIN, "speculative_draft_kv_cache_dtype": "fp4_e2m1"}, tiny_models)
+    real, simulated = preflight.check(launch_argv(flags)), sim.check(launch_argv(flags))
+    wording = "argument --speculative-draft-kv-cache-dtype: invalid choice: 'fp4_e2m1'"
+    assert real.status == simulated.status == "rejected"
+    assert wording in real.reason and wording in simulated.reason
+
+
+def test_the_draft_pool_sizing_the_memory_model_follows_is_in_the_installed_source(sglang_source):
+    """`autospec.model.draft_kv`: EAGLE's draft is charged at the target's per-token bytes x
+    draft layers / target layers; DFLASH's at its own dtype, summed with the target's."""
+    for fragment in (
+        "self._cell_size * draft_num_layers / int(num_layers)",
+        "return int(target_cell_size_per_token) + int(draft_cell_size_per_token)",
+        "get_spec().speculative_draft_kv_cache_dtype",
+    ):
+        assert fragment in sglang_source, fragment

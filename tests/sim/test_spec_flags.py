@@ -9,7 +9,18 @@ from autospec.sim import load_profile, resolve_args
 from autospec.sim.args import parse_command_line
 from autospec.sim.server_args import build_server_args
 
-CHAIN = ["--model-path", "m", "--tp-size", "8", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]
+CHAIN = [
+    "--model-path",
+    "m",
+    "--tp-size",
+    "8",
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+]
 
 
 def _reported(*extra: str) -> dict:
