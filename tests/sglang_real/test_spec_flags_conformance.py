@@ -55,7 +55,7 @@ def test_every_draft_kv_dtype_choice_is_accepted_at_argument_time(preflight, tin
     """sglang 0.5.23 `Spec.speculative_draft_kv_cache_dtype`: choices auto, fp8_e5m2,
     fp8_e4m3, bf16, bfloat16; the resolver rejects none of them (fp8_e5m2 fails on a CPU
     device only when the draft's pool is made, `configure_kv_cache_dtype`), so there is no
-    static rule. The simulator serves `auto` and refuses the others in one line."""
+    static rule. The simulator (a 0.5.23 profile) accepts them all too."""
     dtypes = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16")
     cases = [with_models({**CHAIN, "speculative_draft_kv_cache_dtype": d}, tiny_models) for d in dtypes]
     answers = preflight.check_many([launch_argv(f) for f in cases])
@@ -64,10 +64,8 @@ def test_every_draft_kv_dtype_choice_is_accepted_at_argument_time(preflight, tin
         assert answer.resolved.get("speculative_draft_kv_cache_dtype") == dtype
         assert check_static(flags, SGLANG_VERSION).ok
         simulated = sim.check(launch_argv(flags))
-        if dtype == "auto":
-            assert simulated.ok, simulated.reason
-        else:
-            assert simulated.reason.startswith(f"the simulator does not model --speculative-draft-kv-cache-dtype {dtype}")
+        assert simulated.ok, simulated.reason
+        assert simulated.resolved.get("speculative_draft_kv_cache_dtype") == dtype
 
 
 def test_a_draft_kv_dtype_outside_the_choices_is_refused_by_both_parsers(preflight, tiny_models, sim):
