@@ -26,6 +26,20 @@ def test_real_eagle_log_from_sglang_0_5_16():
     assert facts.ready_seconds == 97.0  # 09:49:26 -> 09:51:03
 
 
+def test_both_kv_pools_of_a_draft_model_with_their_dtypes():
+    facts = parse_startup(read("eagle.log"))  # target line, then the EAGLE draft's
+    assert (facts.kv_cache_gb, facts.kv_cache_dtype) == (90.28, "torch.bfloat16")
+    assert (facts.draft_kv_cache_gb, facts.draft_kv_cache_dtype) == (5.64, "torch.bfloat16")
+    fp8_draft = (
+        "[2026-01-01 00:00:00] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100, K size: 1.00 GB, V size: 1.00 GB\n"
+        "[2026-01-01 00:00:00] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 100, KV size: 0.06 GB\n"
+    )
+    facts = parse_startup(fp8_draft)
+    assert (facts.kv_cache_tokens, facts.kv_cache_gb) == (100, 2.0)
+    assert (facts.draft_kv_cache_gb, facts.draft_kv_cache_dtype) == (0.06, "torch.float8_e4m3fn")
+    assert parse_startup(read("ngram.log")).draft_kv_cache_gb is None  # no draft model
+
+
 def test_real_tree_log_from_sglang_0_5_16():
     facts = parse_startup(read("tree.log"))
     assert facts.max_total_num_tokens == 2957975

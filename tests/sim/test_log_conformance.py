@@ -238,6 +238,7 @@ REGEX_SCENARIOS = {
     "_AVAILABLE_MEM": BOTH,
     "_KV_ALLOCATED": BOTH,
     "_KV_SIZES": BOTH,
+    "_KV_DTYPE": BOTH,
     "_PRE_LOAD_MEM": BOTH,
     "_GRAPH_END_PHASED": {"ready_0.5.16"},
     "_GRAPH_END_OLD": {"ready_0.5.10"},
@@ -248,6 +249,7 @@ REGEX_SCENARIOS = {
 }
 REGEX_NOT_PRODUCED = {
     "_NONZERO_RANK": "lines of ranks other than 0 (TP1, DP2, ...); the sim prints rank 0's lines only",
+    "_KV_SIZE": "an MLA pool's single 'KV size: X GB' (sglang 0.5.23 memory_pool.py); the sim prints K and V sizes",
 }
 
 

@@ -97,9 +97,9 @@ def test_what_sglang_0_5_23_serves_but_the_simulator_does_not_model_is_refused_i
     for flags, what in (
         (("--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8"), "--speculative-algorithm DFLASH"),
         (("--speculative-algorithm", "DSPARK", "--speculative-dspark-block-size", "4"), "--speculative-algorithm DSPARK"),
-        (
+        (  # the default profile is sglang 0.5.10's: the draft KV dtype is modelled from 0.5.23
             ("--speculative-algorithm", "NEXTN", "--speculative-draft-kv-cache-dtype", "fp8_e4m3"),
-            "--speculative-draft-kv-cache-dtype fp8_e4m3",
+            "--speculative-draft-kv-cache-dtype fp8_e4m3 with a profile of sglang 0.5.10",
         ),
     ):
         out = _resolved(capsys, *flags)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from autospec.errors import UsageError
 
 if TYPE_CHECKING:
     from autospec.config import SearchSpace
-    from autospec.study import OptimizeResult
+    from autospec.study import ModelSize, OptimizeResult
 
 SIM_LOAD_SECONDS = 2.0  # a real 122B model takes ~100 s; the simulator need not make you wait
 SIM_WARMUP_SECONDS = 1.0
@@ -234,10 +235,21 @@ def run(args: argparse.Namespace) -> int:
         slot=slot,
         hardware=target.hardware,
         study_options=study_options(args, space_file(args.space)),
+        model_size=_with_listed_gpus(target.model_size, args),
     )
     progress = Progress([(o.name, o.direction) for o in space.objectives], quiet=args.quiet)
     _print_result(study_api.optimize(request, progress), args)
     return 0
+
+
+def _with_listed_gpus(size: ModelSize, args: argparse.Namespace) -> ModelSize:
+    """`size` with the GPUs ``--gpus`` lists (distinct ones), when it is given: the most a
+    larger ``--tp-size`` of this study could use."""
+    from autospec.study.slots import parse_gpus
+
+    if args.gpus is None:
+        return size
+    return dataclasses.replace(size, gpus=len(set(parse_gpus(args.gpus))))
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

@@ -29,6 +29,7 @@ from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.space import grid
 from autospec.study.files import preflight_cache_dir, sim_gpu_state_dir
 from autospec.study.slots import Slot, gpus_per_trial_of
+from autospec.study.weights_fit import ModelSize
 
 __all__ = ["Target", "build_target", "sim_command", "default_probe"]
 
@@ -44,6 +45,7 @@ class Target:
     to_argv: ArgvBuilder | None = None
     sglang_version: str = DEFAULT_SGLANG_VERSION
     hardware: str | None = None  # what the servers run on (`hardware_of`)
+    model_size: ModelSize = field(default_factory=ModelSize)  # for the weights-do-not-fit line
 
 
 def sim_command(
@@ -197,7 +199,39 @@ def _sim_target(
         to_argv=flag_words,
         sglang_version=resolver.sglang_version() or DEFAULT_SGLANG_VERSION,
         hardware=hardware_of(probe, slot, f"simulator ({Path(profile).stem})", space),
+        model_size=sim_model_size(profile),
     )
+
+
+def sim_model_size(profile: str) -> ModelSize:
+    """The simulated model's size: its profile's target and draft weights (the checkpoint
+    the simulator stands in for) and the profile's GPU count."""
+    from autospec.sim.profile import ProfileError, load_profile
+
+    try:
+        loaded = load_profile(sim_profile_argument(profile) if profile != "seed" else None)
+    except ProfileError:  # the simulator says so itself, at its first launch
+        return ModelSize()
+    return ModelSize(target_gb=loaded.weights_gb, draft_gb=loaded.draft_weights_gb or None, gpus=loaded.gpu_count)
+
+
+def real_model_size(flags: Mapping[str, object], probe: GpuProbe) -> ModelSize:
+    """The checkpoint sizes on disk of the fixed ``model_path`` and
+    ``speculative_draft_model_path`` (`autospec.launcher.checkpoint`; None where not
+    readable here) and the GPUs NVML sees (None without it)."""
+    from autospec.cli.doctor import hf_cache_dirs
+    from autospec.launcher import ProbeUnavailable
+    from autospec.launcher.checkpoint import checkpoint_gb
+
+    def size(name: str) -> float | None:
+        path = flags.get(name)
+        return checkpoint_gb(path, hf_cache_dirs()) if isinstance(path, str) and path else None
+
+    try:
+        gpus = len(probe.snapshot().total_mb) or None if probe.observes_memory else None
+    except ProbeUnavailable:
+        gpus = None
+    return ModelSize(target_gb=size("model_path"), draft_gb=size("speculative_draft_model_path"), gpus=gpus)
 
 
 def _sglang_target(
@@ -219,6 +253,7 @@ def _sglang_target(
         to_argv=flag_words,
         sglang_version=version,
         hardware=hardware_of(probe, slot, "unknown GPU", space),
+        model_size=real_model_size(space.server.flags, probe),
     )
 
 

@@ -3,7 +3,8 @@ needs to join a study from another host.
 
 `autospec optimize --gpus 0-7` with more than one slot runs one worker process per slot
 (`run_slot_workers`): the same command with the hidden ``--slot K``, in a session of its
-own, its output relayed with a ``[slot K]`` prefix. The workers share the study through
+own, its output relayed with a ``[slot K]`` prefix (an error line another worker already
+printed word for word is left out). The workers share the study through
 its storage (Optuna's distributed mode; `autospec.study.claims` keeps ``--trials``
 exact). Slot 0 starts first and the others once the study exists in the storage, so the
 study and its storage file are created once, after slot 0's GPU check. A stop signal to this
@@ -84,10 +85,25 @@ def study_options(args: argparse.Namespace, space_file: Path | None) -> dict[str
     return {"options": options, "space_toml": text}
 
 
-def _relay(stream: IO[str], prefix: str, out: IO[str]) -> None:
-    for line in stream:
-        out.write(prefix + line)
-        out.flush()
+class _Relay:
+    """The workers' output on `out`, each line with its ``[slot K]`` prefix; an error line
+    (``autospec: error: ...``) that another worker already printed word for word is left
+    out: when nothing can start, every worker ends with the same one-line cause."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.errors: set[str] = set()
+        self.lock = threading.Lock()
+
+    def copy(self, stream: IO[str], prefix: str) -> None:
+        for line in stream:
+            with self.lock:
+                if line.startswith("autospec: error: "):
+                    if line in self.errors:
+                        continue
+                    self.errors.add(line)
+                self.out.write(prefix + line)
+                self.out.flush()
 
 
 def _wait_for_study(args: argparse.Namespace, study_name: str, first: subprocess.Popen[str]) -> bool:
@@ -121,6 +137,7 @@ def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, 
         print(f"autospec: {line}", file=out)
     procs: list[subprocess.Popen[str]] = []
     relays: list[threading.Thread] = []
+    relay_to = _Relay(out)
     try:
         for slot in plan.slots:
             proc = subprocess.Popen(
@@ -133,7 +150,7 @@ def run_slot_workers(args: argparse.Namespace, plan: SlotPlan, study_name: str, 
             )
             procs.append(proc)
             assert proc.stdout is not None
-            relay = threading.Thread(target=_relay, args=(proc.stdout, f"[slot {slot.index}] ", out), daemon=True)
+            relay = threading.Thread(target=relay_to.copy, args=(proc.stdout, f"[slot {slot.index}] "), daemon=True)
             relay.start()
             relays.append(relay)
             if slot.index == 0 and not _wait_for_study(args, study_name, proc):  # slot 0 creates it; others join

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from autospec.errors import RuntimeFailure
 
 if TYPE_CHECKING:
+    from autospec.launcher.startup import StartupFacts
     from autospec.launcher.teardown import TeardownReport
 
 __all__ = [
@@ -51,7 +52,8 @@ class LaunchError(RuntimeFailure):
     ``kind`` (stable string), ``detail`` (SGLang's own one-line reason, if any),
     ``log_excerpt`` (the lines that matched, or the log tail), ``log_path``,
     ``seconds`` (from spawn to failure), ``returncode`` (None while it still ran),
-    ``teardown`` (the TeardownReport of the cleanup the launcher did, or None).
+    ``teardown`` (the TeardownReport of the cleanup the launcher did, or None),
+    ``startup`` (the `StartupFacts` the log held before the failure, or None).
     """
 
     kind: ClassVar[str] = "unknown"
@@ -74,6 +76,7 @@ class LaunchError(RuntimeFailure):
         self.seconds = seconds
         self.returncode = returncode
         self.teardown = teardown
+        self.startup: StartupFacts | None = None
         super().__init__(self._message())
 
     def _message(self) -> str:

@@ -153,6 +153,9 @@ class Launcher:
                 seconds=seconds,
             )
             error.teardown = report
+            # what the server said before it failed ("Load weight begin. avail mem=..."):
+            # the sizes of the weights-do-not-fit line (`autospec.study.weights_fit`)
+            error.startup = parse_startup(drain.text())
             return error
 
         try:

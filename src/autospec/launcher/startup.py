@@ -7,7 +7,10 @@ Lines read (wording checked against sglang 0.5.16 logs from an H200 and the 0.5.
   max_running_requests=N, context_len=N, available_gpu_mem=X GB`` (managers/scheduler,
   rank 0 only; all versions).
 - ``KV Cache is allocated. dtype: ..., #tokens: N, K size: ...`` (0.5.16, 0.5.23; older
-  versions omit ``dtype``). The first one is the target model's pool (a draft model prints a second).
+  versions omit ``dtype``; MLA pools print one ``KV size: X GB``). The first one is the
+  target model's pool; a draft model prints a second, in the draft's KV dtype (sglang
+  0.5.23 ``--speculative-draft-kv-cache-dtype``, ``mem_cache/memory_pool.py``
+  ``_finalize_allocation_log``).
 - CUDA-graph capture, summed over phases: 0.5.16+ prints one line per phase,
   ``Capture target verify CUDA graph end. elapsed=2.76 s, ...`` (also ``target prefill``,
   ``target decode``, ``draft prefill/decode/extend``); 0.5.10 and earlier print
@@ -40,6 +43,8 @@ _SUMMARY_INT = {
 _AVAILABLE_MEM = re.compile(r"available_gpu_mem=([\d.]+)\s*GB")
 _KV_ALLOCATED = re.compile(r"KV Cache is allocated\..*?#tokens: (\d+)")
 _KV_SIZES = re.compile(r"K size: ([\d.]+) GB, V size: ([\d.]+) GB")
+_KV_SIZE = re.compile(r"KV size: ([\d.]+) GB")
+_KV_DTYPE = re.compile(r"dtype: (torch\.\w+)")
 # "Load weight begin. avail mem=139.13 GB" (sglang 0.5.4-0.5.23): free GPU memory before the
 # weights, the base that --mem-fraction-static is a fraction of (per GPU).
 _PRE_LOAD_MEM = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
@@ -73,6 +78,9 @@ class StartupFacts:
     kv_cache_gb: float | None = None  # per GPU, K + V of the target model's pool
     cuda_graph_gb: float | None = None  # per GPU, memory the CUDA-graph captures took (target + draft)
     free_after_pool_gb: float | None = None  # per GPU, free after the static pool, before the graphs
+    kv_cache_dtype: str | None = None  # the target pool's torch dtype, e.g. "torch.bfloat16"
+    draft_kv_cache_gb: float | None = None  # per GPU, K + V of the draft model's pool (the second KV line)
+    draft_kv_cache_dtype: str | None = None  # the draft pool's torch dtype
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -108,14 +116,7 @@ def parse_startup(log_text: str) -> StartupFacts:
             if mem:
                 fields["available_gpu_mem_gb"] = float(mem.group(1))
             break
-    for _, line in lines:
-        match = _KV_ALLOCATED.search(line)
-        if match:
-            fields["kv_cache_tokens"] = int(match.group(1))
-            sizes = _KV_SIZES.search(line)
-            if sizes:
-                fields["kv_cache_gb"] = round(float(sizes.group(1)) + float(sizes.group(2)), 3)
-            break
+    fields.update(_kv_pools([line for _, line in lines if _KV_ALLOCATED.search(line)]))
     for _, line in lines:
         match = _PRE_LOAD_MEM.search(line)
         if match:
@@ -131,6 +132,31 @@ def parse_startup(log_text: str) -> StartupFacts:
     fields["weight_load_seconds"] = _sum_or_none(weights)
     fields["ready_seconds"] = _ready_seconds(lines)
     return StartupFacts(**fields)
+
+
+def _kv_gb(line: str) -> float | None:
+    sizes = _KV_SIZES.search(line)
+    if sizes:
+        return round(float(sizes.group(1)) + float(sizes.group(2)), 3)
+    total = _KV_SIZE.search(line)
+    return float(total.group(1)) if total else None
+
+
+def _kv_pools(kv_lines: list[str]) -> dict:
+    """The target pool's facts from the first ``KV Cache is allocated`` line, the draft
+    pool's from the second."""
+    fields: dict = {}
+    if kv_lines:
+        match = _KV_ALLOCATED.search(kv_lines[0])
+        fields["kv_cache_tokens"] = int(match.group(1)) if match else None
+        fields["kv_cache_gb"] = _kv_gb(kv_lines[0])
+        dtype = _KV_DTYPE.search(kv_lines[0])
+        fields["kv_cache_dtype"] = dtype.group(1) if dtype else None
+    if len(kv_lines) > 1:
+        fields["draft_kv_cache_gb"] = _kv_gb(kv_lines[1])
+        dtype = _KV_DTYPE.search(kv_lines[1])
+        fields["draft_kv_cache_dtype"] = dtype.group(1) if dtype else None
+    return fields
 
 
 def _ready_seconds(lines: list[tuple[str | None, str]]) -> float | None:

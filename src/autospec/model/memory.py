@@ -37,6 +37,11 @@ docs/model.md has the long form):
   larger reserve and no fewer draft tokens than a configuration that failed on the KV
   pool, a configuration fails too (and the reverse for one that started); likewise for
   graph OOM with a larger fraction and no smaller graph shape.
+- **Draft KV dtype** (``--speculative-draft-kv-cache-dtype``, sglang 0.5.23;
+  `autospec.model.draft_kv`): with the draft pool's measured size per token, a block
+  draft's (DFLASH, DSPARK) pool scales by (t + d) / (t + d r) and an EAGLE-family draft
+  leaves T d (1 - r) GB more headroom. The fits see launches corrected back to the draft in
+  the target's dtype, and predictions are corrected forward to the candidate's dtype.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from autospec.model._linear import LinearFit, fit_linear
+from autospec.model.draft_kv import DraftKv, draft_kv_of
 from autospec.model.observation import GRAPH_FAILURE, KV_FAILURE, WEIGHTS_FAILURE, Observation
 from autospec.model.shape import SPEC_DEFAULT_SLOTS, Shape
 
@@ -154,6 +160,7 @@ class MemoryModel:
         # memory free before loading, P (GB per GPU)
         pre = [o.gpu_mem_before_load_gb for o in self.obs if o.gpu_mem_before_load_gb]
         self.pre_gb: float | None = float(np.median(pre)) if pre else None
+        self.draft_kv: DraftKv | None = draft_kv_of(self.obs)
         self.pool = self._fit_pool()
         self.headroom = self._fit_headroom()
         pools = [float(self.obs[i].max_total_num_tokens or 0) for i in self.pool_obs]
@@ -169,12 +176,14 @@ class MemoryModel:
         if not self.pool_obs:
             return None
         X = np.array([pool_features(self.shapes[i]) for i in self.pool_obs])
-        y = np.array([float(self.obs[i].max_total_num_tokens or 0) for i in self.pool_obs])
+        # pools as if each draft were in the target's KV dtype (`pool_scale`)
+        dtype_scale = self._pool_scale([self.shapes[i] for i in self.pool_obs])
+        y = np.array([float(self.obs[i].max_total_num_tokens or 0) for i in self.pool_obs]) / dtype_scale
         slope = []
-        for i in self.pool_obs:
+        for k, i in enumerate(self.pool_obs):
             o = self.obs[i]
             if o.kv_cache_gb and o.gpu_mem_before_load_gb and o.max_total_num_tokens:
-                slope.append(o.gpu_mem_before_load_gb * o.max_total_num_tokens / o.kv_cache_gb)
+                slope.append(o.gpu_mem_before_load_gb * o.max_total_num_tokens / dtype_scale[k] / o.kv_cache_gb)
         scale = float(np.max(y))
         if slope:
             a0 = float(np.median(slope))
@@ -200,6 +209,8 @@ class MemoryModel:
             return None
         X = np.array([headroom_features(self.shapes[i]) for i in self.head_obs])
         y = np.array([float(self.obs[i].available_gpu_mem_gb or 0.0) for i in self.head_obs])
+        # headroom as if each draft pool were in the target's KV dtype (`freed_gb`)
+        y = y - np.array([self._freed(self.shapes[i], float(self.obs[i].max_total_num_tokens or 0)) for i in self.head_obs])
         pre = self.pre_gb
         scale = max(float(np.max(np.abs(y))), 1.0)
         # graph buffers per token of a captured batch: a few MB per token and batch slot,
@@ -238,8 +249,7 @@ class MemoryModel:
         configuration that failed allocating it."""
         t = 0.0
         if self.pool is not None and self.kv_failed:
-            X = np.array([pool_features(self.shapes[i]) for i in self.kv_failed])
-            mean, _ = self.pool.predict(X)
+            mean, _ = self._pool_predict([self.shapes[i] for i in self.kv_failed])
             t = max(t, float(np.max(mean)))
         return t
 
@@ -248,17 +258,40 @@ class MemoryModel:
         that failed (0 if none), at most the smallest that worked."""
         lo = 0.0
         if self.headroom is not None and self.graph_failed:
-            X = np.array([headroom_features(self.shapes[i]) for i in self.graph_failed])
-            mean, _ = self.headroom.predict(X)
+            mean, _ = self._headroom_predict([self.shapes[i] for i in self.graph_failed])
             lo = max(lo, float(np.max(mean)))
         hi = self.smallest_headroom_ok if self.smallest_headroom_ok is not None else lo
         return lo, max(hi, lo)
+
+    # ------------------------------------------------------------------ draft KV dtype
+    def _pool_scale(self, shapes: Sequence[Shape]) -> np.ndarray:
+        kv = self.draft_kv
+        return np.array([kv.pool_scale(s) if kv is not None else 1.0 for s in shapes])
+
+    def _freed(self, shape: Shape, tokens: float) -> float:
+        return self.draft_kv.freed_gb(shape, tokens) if self.draft_kv is not None else 0.0
+
+    def _pool_predict(self, shapes: Sequence[Shape]) -> tuple[np.ndarray, np.ndarray]:
+        """Pool (mean, sd) with each candidate's draft KV dtype (requires a pool fit)."""
+        assert self.pool is not None
+        mean, sd = self.pool.predict(np.array([pool_features(s) for s in shapes]))
+        scale = self._pool_scale(shapes)
+        return mean * scale, sd * scale
+
+    def _headroom_predict(self, shapes: Sequence[Shape]) -> tuple[np.ndarray, np.ndarray]:
+        """Headroom (mean, sd) with the GB each draft dtype frees at the predicted pool."""
+        assert self.headroom is not None
+        mean, sd = self.headroom.predict(np.array([headroom_features(s) for s in shapes]))
+        if self.draft_kv is not None and self.pool is not None:
+            pools, _ = self._pool_predict(shapes)
+            mean = mean + np.array([self._freed(s, float(t)) for s, t in zip(shapes, pools)])
+        return mean, sd
 
     # ------------------------------------------------------------------ predictions
     def predict(self, shapes: Sequence[Shape], contexts: Sequence[str]) -> MemoryPrediction:
         n = len(shapes)
         if self.pool is not None:
-            pm, ps = self.pool.predict(np.array([pool_features(s) for s in shapes]))
+            pm, ps = self._pool_predict(shapes)
             if self.smallest_pool_ok:
                 gap = np.maximum(self.smallest_pool_ok - pm, 0.0)
                 ps = np.sqrt(ps**2 + (EXTRAPOLATION_SPREAD * gap) ** 2)
@@ -267,7 +300,7 @@ class MemoryModel:
             pm, ps = np.full(n, np.nan), np.full(n, np.nan)
             p_kv = np.full(n, 0.5)
         if self.headroom is not None:
-            hm, hs = self.headroom.predict(np.array([headroom_features(s) for s in shapes]))
+            hm, hs = self._headroom_predict(shapes)
             hs = np.sqrt(hs**2 + HEADROOM_NOISE_GB**2)
             lo, hi = self.graph_threshold
             p_graph = _uniform_threshold_prob(hm, hs, lo, hi)
@@ -296,7 +329,7 @@ class MemoryModel:
         if self.pool is None:
             return None
         X = np.array([pool_features(s) for s in shapes])
-        return self.pool.draws(rng, m) @ X.T
+        return (self.pool.draws(rng, m) @ X.T) * self._pool_scale(shapes)
 
     def cap(self, shapes: Sequence[Shape], pools: np.ndarray | None) -> np.ndarray:
         """Running-request caps (same shape as `pools`, or (n,) without pools): the

@@ -49,6 +49,10 @@ def _num(value: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 @dataclass(frozen=True)
 class LevelObservation:
     """What one concurrency level measured (None where not measured). ``tpot_ms``: mean
@@ -135,6 +139,9 @@ class Observation:
     available_gpu_mem_gb: float | None = None
     gpu_mem_before_load_gb: float | None = None
     kv_cache_gb: float | None = None
+    kv_cache_dtype: str | None = None  # the target pool's torch dtype (its KV log line)
+    draft_kv_cache_gb: float | None = None  # the draft pool's K + V, per GPU
+    draft_kv_cache_dtype: str | None = None
     levels: Mapping[int, LevelObservation] = field(default_factory=dict)
     number: int | None = None
 
@@ -235,6 +242,9 @@ def observation_from_record(
         available_gpu_mem_gb=_num(startup.get("available_gpu_mem_gb")),
         gpu_mem_before_load_gb=_num(startup.get("gpu_mem_before_load_gb")),
         kv_cache_gb=_num(startup.get("kv_cache_gb")),
+        kv_cache_dtype=_text(startup.get("kv_cache_dtype")),
+        draft_kv_cache_gb=_num(startup.get("draft_kv_cache_gb")),
+        draft_kv_cache_dtype=_text(startup.get("draft_kv_cache_dtype")),
         levels=levels if outcome in STARTED else {},
         number=number,
     )

@@ -14,6 +14,12 @@ SGLang facts used (docs: DESIGN.md, "SGLang facts"):
   not by steps.
 - ``--max-running-requests`` unset under speculation is reset to 48: the slots SGLang
   sizes per-request state for.
+- DFLASH and DSPARK (sglang 0.5.23): one draft pass proposes a whole block, verified as
+  ``num_draft_tokens`` tokens (DFLASH: the block size; DSPARK: gamma + 1; the static rules
+  resolve them, `autospec.feasibility.rules`).
+- ``--speculative-draft-kv-cache-dtype`` (sglang 0.5.23) is the draft pool's KV dtype
+  (unset or ``auto``: the target's). The memory model reads it (`Shape.draft_kv_dtype`);
+  for speed it stays context (`context_of`), a different server.
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ SPEC_DEFAULT_SLOTS = 48
 NGRAM_DEFAULT_DRAFT = 12
 NGRAM_DEFAULT_BREADTH = 10
 NGRAM_BREADTH = "speculative_ngram_max_bfs_breadth"
+DRAFT_KV_DTYPE = "speculative_draft_kv_cache_dtype"
+#: algorithms whose draft proposes a block in one pass (sglang 0.5.23 `is_dflash_family`)
+BLOCK_DRAFTS = ("DFLASH", "DSPARK")
 #: Flags the model reads itself; every other flag is context (configurations that differ
 #: in context are different servers the model does not relate to each other).
 PERF_KNOBS = (STEPS, TOPK, DRAFT_TOKENS, MEM_FRACTION, MAX_RUNNING, NGRAM_BREADTH)
@@ -95,7 +104,9 @@ class Shape:
     ``mrr_flag``: the flag itself. ``graph_tokens``: per-request tokens the captured CUDA
     graphs hold buffers for (verify: draft tokens; draft passes: steps x topk). Other
     flags are not part of the shape: the model groups configurations by the other flags
-    that vary (`context_of`)."""
+    that vary (`context_of`). ``draft_kv_dtype``: ``--speculative-draft-kv-cache-dtype``
+    (None: unset); ``block_draft``: DFLASH / DSPARK, whose pool budget counts the draft's
+    KV at its own dtype (`autospec.model.memory`)."""
 
     family: str
     depth: int
@@ -105,6 +116,8 @@ class Shape:
     mem: float | None
     slots: int | None
     mrr_flag: int | None
+    draft_kv_dtype: str | None = None
+    block_draft: bool = False
 
     @property
     def speculative(self) -> bool:
@@ -137,6 +150,19 @@ class Shape:
         return head
 
 
+def _block(algorithm: str, flags: Mapping[str, Any]) -> int | None:
+    """A block draft's verify length: the draft tokens, else DFLASH's block size, else
+    DSPARK's gamma + 1 (sglang 0.5.23 `_handle_dflash` / `_handle_dspark`); None when unset."""
+    if algorithm not in BLOCK_DRAFTS:
+        return None
+    gamma = _int(flags.get("speculative_dspark_block_size"))
+    return (
+        _int(flags.get(DRAFT_TOKENS))
+        or _int(flags.get("speculative_dflash_block_size"))
+        or (gamma + 1 if gamma and gamma > 0 else None)
+    )
+
+
 def shape_of(flags: Mapping[str, Any]) -> Shape:
     """The `Shape` of full server flags (snake_case ServerArgs names, resolved or as
     launched: topk 1 forces draft = steps + 1 here as in SGLang)."""
@@ -150,12 +176,17 @@ def shape_of(flags: Mapping[str, Any]) -> Shape:
         draft = _int(flags.get(DRAFT_TOKENS)) or NGRAM_DEFAULT_DRAFT
         breadth = _int(flags.get(NGRAM_BREADTH)) or _int(flags.get(TOPK)) or NGRAM_DEFAULT_BREADTH
         return Shape("ngram", max(draft - 1, 0), 0, max(breadth, 1), max(draft, 1), mem, slots, mrr)
+    dtype = flags.get(DRAFT_KV_DTYPE)
+    dtype = str(dtype) if dtype is not None else None
+    block = _block(algorithm, flags)
+    if block:  # one pass drafts the block; the target verifies all of it
+        return Shape("eagle", block - 1, 1, 1, block, mem, slots, mrr, dtype, True)
     steps = _int(flags.get(STEPS)) or 1
     topk = _int(flags.get(TOPK)) or 1
     draft = steps + 1 if topk <= 1 else (_int(flags.get(DRAFT_TOKENS)) or steps + 1)
     # EAGLE, EAGLE3, NEXTN/MTP, STANDALONE (and newer draft-model algorithms) share the
     # EAGLE worker's step structure.
-    return Shape("eagle", steps, steps, max(topk, 1), draft, mem, slots, mrr)
+    return Shape("eagle", steps, steps, max(topk, 1), draft, mem, slots, mrr, dtype, algorithm in BLOCK_DRAFTS)
 
 
 def _relevant(name: str) -> bool:

@@ -58,8 +58,8 @@ def load_weight_end(elapsed_s: float, model_type: str, avail_gb: float, usage_gb
     )
 
 
-def kv_cache_allocated(num_tokens: int, k_gb: float, v_gb: float) -> str:
-    return f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {num_tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+def kv_cache_allocated(num_tokens: int, k_gb: float, v_gb: float, dtype: str = "torch.bfloat16") -> str:
+    return f"KV Cache is allocated. dtype: {dtype}, #tokens: {num_tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
 
 
 def memory_pool_end(avail_gb: float) -> str:

@@ -39,6 +39,10 @@ Pipeline:  flags --resolve_args--> ServerConfig --init_outcome--> InitOutcome
                  draft > 1 + topk + (steps-1)*topk^2 (`max_draft_tokens`, SGLang's own
                  limit) -> "invalid_draft_tree" (fails in graph capture); tp*pp above the
                  profile's GPU count -> "too_few_gpus" (a rank's set_device fails).
+       draft KV  the draft's share of K (in proportion to its weights) is charged in the
+                 target's dtype; with --speculative-draft-kv-cache-dtype fp8 (0.5.23
+                 profiles) the draft allocates half of it, and the rest stays free: H
+                 gains it, the memory used loses it (`draft_kv_freed_gb`).
    Order of checks (as SGLang initialises): GPUs, weights, KV pool, draft-tree size, graphs.
 
 3. Acceptance (`accept_length`). Per-position top-1 acceptance at depth i:
@@ -148,6 +152,9 @@ class ServerConfig:
     enable_dp_attention: bool
     dp_size: int
     pp_size: int
+    #: --speculative-draft-kv-cache-dtype (sglang 0.5.23): the draft pool's KV dtype; None
+    #: or "auto" = the target's (the simulator's KV is bf16, as its log line says)
+    speculative_draft_kv_cache_dtype: str | None = None
     #: SGLang's warning lines for the rewrites it applied, in order, worded as the profile's
     #: sglang_version logs them (e.g. "Max running requests is reset to 48 ..."); not a flag
     notes: tuple[str, ...] = ()
@@ -298,17 +305,26 @@ def _opt_int(value: Any) -> int | None:
 UNMODELLED_ALGORITHMS = ("DFLASH", "DSPARK")
 
 
-def _refuse_unmodelled(algo: str | None, flags: Mapping[str, Any]) -> None:
+#: bytes per KV element of --speculative-draft-kv-cache-dtype's values (sglang 0.5.23
+#: choices; "auto" follows the target, bf16 in the simulator)
+DRAFT_KV_BYTES = {"auto": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "bfloat16": 2}
+#: the first release whose draft KV dtype the simulator models (the flag is 0.5.19-0.5.23's)
+DRAFT_KV_DTYPE_SINCE = "0.5.23"
+
+
+def _refuse_unmodelled(version: str, algo: str | None, flags: Mapping[str, Any]) -> None:
     """Refuse, in one line that says so, what sglang 0.5.23 accepts but the simulator does not
-    model: DFLASH and DSPARK (block-diffusion drafts) and a draft KV-cache dtype other than
-    the target's (``--speculative-draft-kv-cache-dtype``, which frees draft-pool memory)."""
+    model: DFLASH and DSPARK (block-diffusion drafts), and a draft KV-cache dtype other than
+    the target's (``--speculative-draft-kv-cache-dtype``) with a profile of an older release
+    than 0.5.23 (from 0.5.23 it is modelled: `draft_kv_freed_gb`)."""
     fix = "measure it on real SGLang (--server-command), or leave it out of the search space"
     if algo in UNMODELLED_ALGORITHMS:
         raise ArgumentRejected(f"the simulator does not model --speculative-algorithm {algo} (sglang 0.5.23 serves it); {fix}")
     dtype = _flag(flags, "speculative_draft_kv_cache_dtype")
-    if dtype not in (None, "auto"):
+    if dtype not in (None, "auto") and not version_at_least(version, DRAFT_KV_DTYPE_SINCE):
         raise ArgumentRejected(
-            f"the simulator does not model --speculative-draft-kv-cache-dtype {dtype} (sglang 0.5.23 accepts it); {fix}"
+            f"the simulator does not model --speculative-draft-kv-cache-dtype {dtype} with a profile of sglang "
+            f"{version} (sglang 0.5.23 accepts it; use a 0.5.23 profile); {fix}"
         )
 
 
@@ -319,7 +335,7 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
     version = profile.sglang_version
     algo = _flag(flags, "speculative_algorithm")
     algo = str(algo).upper() if algo else None
-    _refuse_unmodelled(algo, flags)
+    _refuse_unmodelled(version, algo, flags)
     if algo is not None and algo not in ALGORITHMS:
         choices = ", ".join(repr(a) for a in ALGORITHMS)
         raise ArgumentRejected(
@@ -366,6 +382,7 @@ def resolve_args(profile: Profile, flags: Mapping[str, Any]) -> ServerConfig:
         enable_dp_attention=dp_attention,
         dp_size=int(_flag(flags, "dp_size", "data_parallel_size") or 1),
         pp_size=pp_size,
+        speculative_draft_kv_cache_dtype=_flag(flags, "speculative_draft_kv_cache_dtype"),
         notes=tuple(notes),
     )
 
@@ -538,6 +555,27 @@ def cuda_graph_gb(profile: Profile, cfg: ServerConfig) -> float:
     return g
 
 
+def draft_kv_gb(profile: Profile, cfg: ServerConfig, kv_gb: float) -> float:
+    """The draft model's share of the KV pool, GB per GPU in the target's dtype: in
+    proportion to its weights (as the start-up log splits the pool); 0 without one."""
+    if not cfg.speculative or cfg.speculative_algorithm == "NGRAM" or not profile.draft_weights_gb:
+        return 0.0
+    return max(kv_gb, 0.0) * profile.draft_weights_gb / (profile.weights_gb + profile.draft_weights_gb)
+
+
+def draft_kv_ratio(cfg: ServerConfig) -> float:
+    """Draft KV dtype bytes / target KV dtype bytes (the simulator's KV is bf16)."""
+    return DRAFT_KV_BYTES.get(cfg.speculative_draft_kv_cache_dtype or "auto", 2) / 2
+
+
+def draft_kv_freed_gb(profile: Profile, cfg: ServerConfig, kv_gb: float) -> float:
+    """GB per GPU a draft pool in a smaller dtype leaves free: sglang 0.5.23 charges an
+    EAGLE-family draft's pool at the target's dtype when it sizes the pool
+    (model_executor/pool_configurator.py DefaultPoolConfigurator), then the draft worker
+    allocates it in its own; the rest stays free after start-up."""
+    return draft_kv_gb(profile, cfg, kv_gb) * (1.0 - draft_kv_ratio(cfg))
+
+
 def _gb(x: float) -> float:
     return round(x, 2)
 
@@ -576,7 +614,8 @@ def init_outcome(profile: Profile, cfg: ServerConfig) -> InitOutcome:
     slots = requested_running_requests(cfg)
     cap = int(tokens // profile.tokens_per_running_request) if profile.tokens_per_running_request else slots
     mrr = max(min(slots, cap), 1)
-    static_used = profile.runtime_overhead_gb + f * pre
+    freed = draft_kv_freed_gb(profile, cfg, kv_gb)  # a smaller draft dtype: left free in the static budget
+    static_used = profile.runtime_overhead_gb + f * pre - freed
     if draft_tree_invalid(cfg):
         return outcome(
             "invalid_draft_tree",
@@ -587,7 +626,7 @@ def init_outcome(profile: Profile, cfg: ServerConfig) -> InitOutcome:
             mrr=mrr,
         )
     graph = cuda_graph_gb(profile, cfg)
-    headroom = (1.0 - f) * pre
+    headroom = (1.0 - f) * pre + freed
     if headroom < profile.activation_gb + graph:
         free = max(headroom - profile.activation_gb, 0.0)
         torch_error = _torch_oom_text(

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from autospec.sim import logs
 from autospec.sim.faults import spawn_zombie_child
 from autospec.sim.gpu_state import GpuStateFile
+from autospec.sim.model import draft_kv_ratio
 
 if TYPE_CHECKING:
     from autospec.sim.server import ServerSetup
@@ -161,12 +162,20 @@ class Startup:
             return None
         kv, weights = outcome.kv_cache_gb, outcome.weights_gb
         draft_kv = kv * draft / weights if draft and weights else 0.0
+        ratio = draft_kv_ratio(self.setup.cfg)  # the draft pool's dtype (0.5.23 profiles)
+        freed = draft_kv * (1.0 - ratio)
         # Free after the static pool: what the model leaves (its reserves count with the target's pool).
-        avail_kv = max(avail - kv, 0.0) if outcome.status != "ok" else outcome.available_gpu_mem_gb + outcome.cuda_graph_gb
+        avail_kv = (
+            max(avail - kv + freed, 0.0) if outcome.status != "ok" else outcome.available_gpu_mem_gb + outcome.cuda_graph_gb
+        )
         self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, (kv - draft_kv) / 2, (kv - draft_kv) / 2))
-        self.log.rank(logs.memory_pool_end(avail_kv + draft_kv))
+        self.log.rank(logs.memory_pool_end(avail_kv + draft_kv * ratio))
         if draft_kv:
-            self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, draft_kv / 2, draft_kv / 2))
+            dtype = {"fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}.get(
+                str(self.setup.cfg.speculative_draft_kv_cache_dtype), "torch.bfloat16"
+            )
+            half = draft_kv * ratio / 2
+            self.log.rank(logs.kv_cache_allocated(outcome.max_total_num_tokens, half, half, dtype))
             self.log.rank(logs.memory_pool_end(avail_kv))
         self._hold(max(self.setup.profile.gpu_mem_gb - avail_kv, 0.0))
         return avail_kv

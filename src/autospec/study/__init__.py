@@ -27,10 +27,12 @@ from autospec.study.proposing.samplers import SAMPLERS, make_sampler
 from autospec.study.request import Observer, OptimizeRequest, OptimizeResult, StopReason, StudyInterrupted
 from autospec.study.run import StudyRun
 from autospec.study.storage import open_storage, open_study
+from autospec.study.weights_fit import ModelSize
 
 __all__ = [
     "SAMPLERS",
     "Observer",
+    "ModelSize",
     "OptimizeRequest",
     "OptimizeResult",
     "StopReason",

@@ -194,6 +194,9 @@ class TrialChain:
         """Record a server that did not start, and teach the gate its failure (unless other
         servers crowded this slot's shared GPU: then it is not this configuration's limit)."""
         record.outcome, record.reason, record.server_args = err.kind, str(err), argv
+        facts = err.startup.as_dict() if err.startup is not None else {}
+        if any(v is not None for v in facts.values()):  # e.g. the free memory before the weights
+            record.startup = facts
         if err.teardown is not None:
             record.teardown = err.teardown.as_dict()
             record.seconds["teardown"] = err.teardown.seconds

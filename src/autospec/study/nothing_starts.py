@@ -5,7 +5,9 @@ and no launch of the study ever came up:
 
 - ``weights_oom``: weights load before the KV pool is sized (SGLang 0.5.x), so only
   flags that change what is loaded or how it is split help; when the space searches
-  none of them (`WEIGHT_FLAGS`), every proposal would fail the same way.
+  none of them (`WEIGHT_FLAGS`), every proposal would fail the same way. The line names
+  what the weights need per GPU, what the GPU had and the smallest ``--tp-size`` that
+  fits them where those are known (`autospec.study.weights_fit`).
 - ``rejected_args`` for an unrecognized argument that is not searched: it comes from
   ``[server.flags]`` / ``--flag`` and is on every launch's command line.
 
@@ -24,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from autospec.errors import NothingCanStart
-from autospec.records.schema import MEASURED_OUTCOMES
+from autospec.records.schema import MEASURED_OUTCOMES, TrialRecord
 from autospec.records.stored import StoredTrial
 from autospec.study.proposing.compiled import CompiledSpace
+from autospec.study.weights_fit import ModelSize, weights_fit_phrase
 
 __all__ = [
+    "ModelSize",
     "NothingCanStart",
     "WEIGHT_FLAGS",
     "missing_model_path",
@@ -67,26 +71,39 @@ def _unrecognized(reason: str) -> list[str]:
     return [w.lstrip("-").replace("-", "_") for w in m.group(1).split() if w.startswith("--")]
 
 
-def _weights_line(number: int, reason: str, fixed: Mapping[str, Any]) -> str:
-    """The weights-do-not-fit line: the GPU's capacity and the server log when the reason
-    (torch's OOM text, launcher's log note) names them."""
-    capacity = _CAPACITY.search(reason)
+def _weights_line(number: int, record: TrialRecord, fixed: Mapping[str, Any], size: ModelSize) -> str:
+    """The weights-do-not-fit line: with the sizes (what the weights need per GPU, what the
+    GPU had, a tp size that fits: `weights_fit_phrase`) where they are known, else the
+    GPU's capacity from the reason (torch's OOM text); the server log when the reason
+    (the launcher's log note) names it."""
+    reason = record.reason
     log = _LOG.search(reason)
-    gpu = f"; {capacity.group(1)}" if capacity else ""
     where = f" (log: {log.group(1)})" if log else ""
+    study = "run again with another --study name (fixed flags belong to the study)"
+    fit = weights_fit_phrase(reason, record.startup, {**fixed, **record.resolved}, size)
+    if fit is not None:
+        need, fix = fit
+        return f"nothing can start (trial {number}): {need}, and no searched flag changes what is loaded; {fix}; {study}{where}"
+    capacity = _CAPACITY.search(reason)
+    gpu = f"; {capacity.group(1)}" if capacity else ""
     return (
         f"nothing can start: the model's weights do not fit in GPU memory at tp_size {fixed.get('tp_size', 1)} "
         f"(trial {number}{gpu}) and no searched flag changes what is loaded; use more GPUs (--tp-size N) "
-        f"or a quantized or smaller model, with another --study name (fixed flags belong to the study){where}"
+        f"or a quantized or smaller model, and {study}{where}"
     )
 
 
 def space_wide_failure(
-    trials: Sequence[StoredTrial], searched: Collection[str], fixed: Mapping[str, Any], invocation: str
+    trials: Sequence[StoredTrial],
+    searched: Collection[str],
+    fixed: Mapping[str, Any],
+    invocation: str,
+    size: ModelSize | None = None,
 ) -> str | None:
     """The one-line reason nothing of the space can start, or None. `searched`: the flag
     names the study searches; `fixed`: the run's fixed flags (``[server.flags]`` with any
-    the space narrowed to one value); `invocation`: this command's id."""
+    the space narrowed to one value); `invocation`: this command's id; `size`: what is
+    known of the model's size and the GPUs (`ModelSize`), for the weights line."""
     if any(t.record is not None and t.record.launched and t.record.outcome in MEASURED_OUTCOMES for t in trials):
         return None
     for t in trials:
@@ -96,7 +113,7 @@ def space_wide_failure(
         if (t.worker or {}).get("invocation") != invocation:
             continue  # an earlier command's: its cause may be fixed since
         if r.outcome == "weights_oom" and not WEIGHT_FLAGS & set(searched):
-            return _weights_line(t.number, r.reason, fixed)
+            return _weights_line(t.number, r, fixed, size or ModelSize())
         unknown = [f for f in _unrecognized(r.reason) if f in fixed and f not in searched]
         if r.outcome == "rejected_args" and unknown:
             names = ", ".join("--" + f.replace("_", "-") for f in unknown)
@@ -125,12 +142,14 @@ def _fixed_flags(compiled: CompiledSpace) -> dict[str, Any]:
     return {**compiled.space.server.flags, **compiled.fixed}
 
 
-def raise_if_nothing_can_start(trials: Sequence[StoredTrial], compiled: CompiledSpace, invocation: str) -> None:
+def raise_if_nothing_can_start(
+    trials: Sequence[StoredTrial], compiled: CompiledSpace, invocation: str, size: ModelSize | None = None
+) -> None:
     """Raise `NothingCanStart` when the local model path is missing or a failure of this
     command (already recorded) rules out the space; the loop calls it before each ask."""
     fixed = _fixed_flags(compiled)
     reason = missing_model_path(fixed, compiled.space.flag_origins.get("model_path")) or space_wide_failure(
-        trials, {p.name for p in compiled.declared.params}, fixed, invocation
+        trials, {p.name for p in compiled.declared.params}, fixed, invocation, size
     )
     if reason is not None:
         raise NothingCanStart(reason)

@@ -17,6 +17,7 @@ from autospec.records import TrialRecord
 from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 from autospec.study.processes.stopping import StopSignals
 from autospec.study.slots import Slot
+from autospec.study.weights_fit import ModelSize
 
 __all__ = [
     "OptimizeRequest",
@@ -76,6 +77,7 @@ class OptimizeRequest:
     slot: Slot | None = None  # the GPU slot this run's servers use (autospec.study.slots); None: all GPUs
     hardware: str | None = None  # what the servers run on, e.g. "NVIDIA H200 x1" (memory lessons are kept per hardware)
     study_options: Mapping[str, Any] | None = None  # stored with a new study for `autospec worker` (cli.workers)
+    model_size: ModelSize | None = None  # checkpoint sizes and GPUs, for the weights-do-not-fit line
 
     def placement(self) -> dict[str, Any]:
         """Where this run's servers run: stored on each trial (reports, recovery) and used

@@ -250,7 +250,7 @@ class StudyRun:
             self.launched = count_launched(trials)
             if self.launched >= self.req.n_trials:
                 break
-            raise_if_nothing_can_start(trials, self.compiled, invocation_id())
+            raise_if_nothing_can_start(trials, self.compiled, invocation_id(), self.req.model_size)
             if deadline is not None and time.monotonic() >= deadline:
                 return StopReason.TIMEOUT
             elsewhere = len(claimed_by_others(trials))
