@@ -422,3 +422,25 @@ def test_accept_length_from_the_server_fills_in_only_where_responses_had_none() 
     filled = with_accept_length(without, 3.5, "server_info")
     assert filled.accept_length == 3.5 and filled.accept_length_source == "server_info"
     assert filled.as_dict()["accept_length_source"] == "server_info"
+
+
+def test_overlapping_batch_means_widen_for_a_correlated_series_and_match_t_for_an_independent_one() -> None:
+    import numpy as np
+
+    from autospec.metrics import stats
+
+    rng = np.random.default_rng(5)
+    independent = rng.normal(100.0, 5.0, 400)
+    lo, hi = stats.overlapping_batch_means_interval(independent, 1)
+    t_lo, t_hi = stats.t_interval(independent)
+    assert (hi - lo) == pytest.approx(t_hi - t_lo, rel=0.01)  # batches of one: the plain t interval
+    # An AR(1) series (each value 0.9 of the one before plus noise): the plain t interval
+    # is several times too narrow; batches of 40 values see the correlation.
+    drift = np.empty(400)
+    drift[0] = 0.0
+    for i in range(1, 400):
+        drift[i] = 0.9 * drift[i - 1] + rng.normal(0.0, 1.0)
+    lo, hi = stats.overlapping_batch_means_interval(100.0 + drift, 40)
+    t_lo, t_hi = stats.t_interval(100.0 + drift)
+    assert lo < float(np.mean(100.0 + drift)) < hi and (hi - lo) > 2.5 * (t_hi - t_lo)
+    assert all(math.isnan(x) for x in stats.overlapping_batch_means_interval(independent[:79], 40))

@@ -128,8 +128,12 @@ class Proposer:
             self._mirrored.add(t.number)
 
     def _add_running(self, t: StoredTrial, frozen: Callable[[StoredTrial], optuna.trial.FrozenTrial]) -> None:
+        """Mirror `t`, running in another slot or worker, as RUNNING. Its parameters and their
+        distributions come from one read of the trial: the other worker may be setting them
+        one by one meanwhile, so those of `t` (read earlier) can be fewer."""
+        now = frozen(t)
         self.scratch.add_trial(
-            optuna.trial.create_trial(params=dict(t.params), distributions=frozen(t).distributions, state=_RUNNING)
+            optuna.trial.create_trial(params=dict(now.params), distributions=now.distributions, state=_RUNNING)
         )
         self._bound[t.number] = optuna.Trial(self.scratch, self.scratch.get_trials(deepcopy=False)[-1]._trial_id)
 
