@@ -77,8 +77,10 @@ class TrialFinisher:
         `StudyStopped` when the storage stays away (the record is kept pending)."""
         ending = ending_of(record)
         number = trial.number
-        if record.log_path:  # a courtesy: an absent storage does not stop the run here
-            with contextlib.suppress(*STORAGE_AWAY_ERRORS):
+        if record.log_path:  # a courtesy: an absent storage, or a trial another worker's
+            # recovery ended meanwhile (Optuna 5.1 refuses attributes on a finished trial; the
+            # tell below then says so), does not stop the run here
+            with contextlib.suppress(*STORAGE_AWAY_ERRORS, optuna.exceptions.UpdateFinishedTrialError):
                 self.artifacts.upload(trial, record.log_path)
         try:
             stored = (self.store.tell_failed if ending.failed else self.store.tell)(trial, record)
