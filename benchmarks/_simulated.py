@@ -455,11 +455,20 @@ class LevelFigures:
 class PredictedOracle:
     """Noiseless answers for one profile and one search space (cached per configuration):
     does it start (`startable`), and what would the benchmark measure (`level`,
-    `true_values`)? Values come from `autospec.sim.predict.predict`; see `level`."""
+    `true_values`)? Values come from `autospec.sim.predict.predict`; see `level`.
 
-    def __init__(self, profile: Profile | None, space: Any) -> None:
+    `steady_waves` > 0: ``agg_output_tok_s`` is predicted over at least that many waves of
+    the level's concurrency instead of the level's own requests. The tool's bench reports
+    the steady window of a level (`autospec.metrics.steady`: ramp-up and drain left out),
+    which the whole-level aggregate of a short level is not: 64 requests at C=32 on a
+    server that runs 21 at once end with a wave of one request and read 11% below the
+    steady rate (seed profile, steps 3, mem 0.92). 0 (the default): the whole level, as
+    before."""
+
+    def __init__(self, profile: Profile | None, space: Any, steady_waves: int = 0) -> None:
         self.profile = profile or load_profile()
         self.space = space
+        self.steady_waves = int(steady_waves)
         self._check_metrics()
         self._launches: dict[str, SimLaunch] = {}
         self._levels: dict[tuple[str, int, bool], LevelFigures] = {}
@@ -566,9 +575,13 @@ class PredictedOracle:
                 self.profile, flags, min(concurrency, w), warm_kind, num_requests=w, **{**common, "input_len": warm_tokens}
             )
             seconds += wl.output_len * w / warm.aggregate_tok_s
+        aggregate = pred.aggregate_tok_s
+        if self.steady_waves > 0 and self.steady_waves * concurrency > n:
+            steady = predict(self.profile, flags, concurrency, kind, num_requests=self.steady_waves * concurrency, **common)
+            aggregate = steady.aggregate_tok_s
         metrics = {
             "output_tok_s": pred.per_request_tok_s,
-            "agg_output_tok_s": pred.aggregate_tok_s,
+            "agg_output_tok_s": aggregate,
             "decode_tok_s": pred.decode_tok_s if wl.output_len > 1 else math.nan,
             "ttft_ms_mean": pred.ttft_s * 1000.0,
             "accept_length": _bench_accept_length(pred.accept_length, wl.output_len) if cfg.speculative else math.nan,
@@ -702,7 +715,8 @@ class SimulatedChain:
     launch's own intervals) and ``seed`` (their `random.Random` stream, drawn in trial order), ``write_logs`` (write the simulated
     server log and bench.json where the real chain would, and name the log in records
     and failure messages; default off: no files, ``log_path`` None), ``load_seconds`` /
-    ``warmup_seconds`` (default: the profile's, i.e. a real GPU's pace).
+    ``warmup_seconds`` (default: the profile's, i.e. a real GPU's pace), ``steady_waves``
+    (see `PredictedOracle`).
 
     ``record.seconds`` are modelled GPU seconds, not wall time: preflight 0, launch (load
     + warmup, or the point of death), bench (see `PredictedOracle.level`), teardown
@@ -728,6 +742,7 @@ class SimulatedChain:
         write_logs: bool = False,
         load_seconds: float | None = None,
         warmup_seconds: float | None = None,
+        steady_waves: int = 0,
         **kwargs: Any,
     ) -> None:
         if gate is None:
@@ -739,7 +754,7 @@ class SimulatedChain:
         for name, value in kwargs.items():
             setattr(self, name, value)
         self.profile = profile or load_profile()
-        self.oracle = PredictedOracle(self.profile, space)
+        self.oracle = PredictedOracle(self.profile, space, steady_waves)
         self.noise = float(noise)
         self.launch_noise = float(launch_noise)
         self.rng = random.Random(seed)
@@ -945,6 +960,7 @@ def run_study(
     preflight: bool = True,
     study_name: str | None = None,
     observer: Any = None,
+    steady_waves: int = 0,
 ) -> Any:
     """Run the installed autospec's real study loop (``optimize``) with `SimulatedChain`
     in place of TrialChain, and return the Optuna study.
@@ -953,7 +969,8 @@ def run_study(
     launched), ``flag_words`` as argv builder, and (`preflight`) the simulator's resolver
     as preflight, run in-process (`InProcessSimPreflight`); `sglang_version` None takes
     what that preflight reports, as the CLI does. `extra`: further OptimizeRequest
-    keywords (e.g. ``{"baseline": True, "storage": "..."}``). The study is named
+    keywords (e.g. ``{"baseline": True, "storage": "..."}``); `steady_waves`: see
+    `PredictedOracle`. The study is named
     `study_name` (default ``sim-<sampler>-seed<seed>``) in `studies_dir`; an existing
     study of that name is continued, as the real loop does."""
     request_cls, run = _study_runner()
@@ -984,7 +1001,9 @@ def run_study(
     )
 
     def chain_factory(**kwargs: Any) -> SimulatedChain:
-        return SimulatedChain(**kwargs, profile=profile, noise=noise, launch_noise=launch_noise, seed=seed)
+        return SimulatedChain(
+            **kwargs, profile=profile, noise=noise, launch_noise=launch_noise, seed=seed, steady_waves=steady_waves
+        )
 
     run(request, observer, chain_factory)
     handle = open_storage(request.storage, name, studies_dir)

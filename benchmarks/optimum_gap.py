@@ -24,7 +24,9 @@ noise. ``--chain simulated`` runs the real study loop with the in-process simula
 (`_simulated.run_study`: deterministic, seconds per study) instead of simulator servers,
 with ``--noise`` (each launch's measuring error, with the interval it implies) and
 ``--launch-noise`` (an offset per launch, the between-launch spread); ``--confirm K``
-is passed to the study (default: the tool's default).
+is passed to the study (default: the tool's default). ``--steady-waves 40`` has the
+chain read the aggregate as the bench's steady window does (ramp-up and drain left
+out), which is what the truth here values; by default the chain reads the whole level.
 
 Studies that run at once share the machine's cores with their simulators and clients, and a
 starved client reads fast configurations (many small streamed chunks) as slower than they are:
@@ -99,6 +101,7 @@ def _run(args, folder: Path, study_name: str, name: str, mode: str, seed: int, s
             studies_dir=folder / study_name,
             study_name=study_name,
             extra={"confirm": args.confirm},
+            steady_waves=args.steady_waves,
         )
         return study, time.monotonic() - t0
     confirm = ["--confirm", str(args.confirm)] if args.confirm is not None else []
@@ -128,6 +131,13 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.01, help="--chain simulated: each figure's measuring error")
     ap.add_argument("--launch-noise", type=float, default=0.05, help="--chain simulated: the between-launch spread")
     ap.add_argument("--confirm", type=int, default=None, help="the study's --confirm K (default: the tool's default)")
+    ap.add_argument(
+        "--steady-waves",
+        type=int,
+        default=0,
+        help="--chain simulated: measure agg_output_tok_s over this many waves, as the bench's steady window reads it "
+        "(default 0: over the level's own requests, ramp-up and drain included)",
+    )
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     if args.jobs > max(1, cores // 2):

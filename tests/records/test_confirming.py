@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from autospec.metrics.relaunch import LaunchFigure
+import math
+
+import pytest
+
+from autospec.metrics.relaunch import LaunchFigure, Pooled
 from autospec.records.confirming import (
     MAX_LAUNCHES,
     Contest,
+    _contest,
     launches_disagree,
     launches_needed,
     next_confirmation,
     pick_objectives,
 )
-from autospec.records.launches import ObjectiveRef
+from autospec.records.launches import ObjectiveRef, PooledStudy
 
 
 def contest(leader=1, contenders=(), launches=None, spread_known=False, close=False, objective=0) -> Contest:
@@ -68,3 +73,23 @@ def test_a_configuration_whose_relaunch_was_not_launched_is_not_chosen_again():
     assert next_confirmation([open_]).trial == 4
     assert next_confirmation([open_], exclude={4}).trial == 7
     assert next_confirmation([open_], exclude={4, 7}) is None
+
+
+def test_among_equally_launched_contenders_the_one_closest_to_the_leader_is_relaunched_first():
+    """Trial 3 is 1% below the leader, trial 2 is 9% below: relaunching 3 is likelier to
+    overturn the pick, so it goes first although its number is higher."""
+    figures = {
+        1: [Pooled(100.0, 10.0, 2, 1.0, 9.9)],
+        2: [Pooled(91.0, 10.0, 1, 1.0, 9.9)],
+        3: [Pooled(99.0, 10.0, 1, 1.0, 9.9)],
+    }
+    standing = _contest(PooledStudy({}, figures), 0, maximize=True)
+    assert standing is not None and standing.leader == 1 and set(standing.contenders) == {2, 3}
+    assert standing.wanting() == [3, 2, 1]  # the leader has two launches already
+    assert next_confirmation([standing]).trial == 3
+    # fewer launches still come first, whatever the distance
+    fewer = _contest(PooledStudy({}, {**figures, 3: [Pooled(99.0, 10.0, 2, 1.0, 9.9)]}), 0, maximize=True)
+    assert fewer is not None and next_confirmation([fewer]).trial == 2
+    # minimising: the distance is the same either way round
+    low = _contest(PooledStudy({}, {1: [Pooled(50.0, 5.0, 1, 1.0, 4.9)], 2: [Pooled(54.0, 5.0, 1, 1.0, 4.9)]}), 0, False)
+    assert low is not None and low.leader == 1 and low.distance[2] == pytest.approx(4.0 / math.hypot(5.0, 5.0))

@@ -8,7 +8,7 @@ import tomllib
 
 from autospec.cli.main import main
 from autospec.config import parse_search_space
-from autospec.study.proposing.mem_push import MEM, Measured, push_candidate
+from autospec.study.proposing.mem_push import MAX_FAILURES, MEM, Measured, may_push, push_candidate
 
 from .conftest import SIM_ARGS
 
@@ -174,3 +174,19 @@ def test_a_study_raises_the_mem_fraction_of_a_queue_bound_front_config(tmp_path)
     assert pushed.user_attrs["outcome"] == "ok"
     assert pushed.user_attrs["startup"]["max_running_requests"] > base.user_attrs["startup"]["max_running_requests"]
     assert f"trial {base.number} ran at most {base.user_attrs['startup']['max_running_requests']} requests" in events
+
+
+def test_pushes_go_on_after_one_failure_at_init_and_stop_at_the_second_or_the_budget():
+    """The first push goes to the top of the range, where a failure is likeliest; the
+    value just below it must still be tried, so one failure does not end the pushes."""
+    assert may_push(made=1, failed=1, budget=6)
+    assert not may_push(made=2, failed=MAX_FAILURES, budget=6)
+    assert not may_push(made=6, failed=0, budget=6)
+    assert may_push(made=0, failed=0, budget=1) and not may_push(made=1, failed=0, budget=1)
+
+
+def test_after_the_top_value_failed_the_same_configuration_is_pushed_one_value_lower():
+    failed_top = gate({(3, 0.92): "no"})
+    push = push_candidate(space(), [m(0, 3, 0.80, 200, 1500, 20)], failed_top)
+    assert push is not None and push.candidate[MEM] == pytest.approx(0.88)
+    assert failed_top.asked == [(3, 0.92), (3, 0.88)]

@@ -18,7 +18,9 @@ ties instead of spending more launches on them.
 
 `next_confirmation` chooses the relaunch that settles the most: among the configurations
 of unsettled, untied contests that may be launched again, the one with the fewest
-launches (a leader before its contenders, then the lower trial number).
+launches (a leader before its contenders, then the contender closest to the leader in
+units of their combined half-width: the likeliest to overturn the pick, then the lower
+trial number).
 `disagreeing_objectives` says where a configuration's launches disagree beyond their own
 intervals (the launches differ by more than their within-launch intervals allow: the
 between-launch spread shows).
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autospec.metrics.relaunch import LaunchFigure, Pooled
 from autospec.records.front import launch_groups
@@ -67,6 +69,8 @@ class Contest:
     launches: Mapping[int, int]
     spread_known: bool
     close: bool  # every contender is within TIE_MARGIN of the leader
+    # per member, its distance to the leader in combined half-widths (0 for the leader)
+    distance: Mapping[int, float] = field(default_factory=dict)
 
     @property
     def members(self) -> tuple[int, ...]:
@@ -90,7 +94,12 @@ class Contest:
             return []
         limit = MIN_LAUNCHES if self.close else MAX_LAUNCHES
         members = [n for n in self.members if self.launches[n] < limit]
-        return sorted(members, key=lambda n: (self.launches[n], n != self.leader, n))
+        return sorted(members, key=self.order)
+
+    def order(self, n: int) -> tuple[int, bool, float, int]:
+        """How soon member `n` is relaunched (smaller first): fewest launches, the leader,
+        the contender closest to the leader, the lower trial number."""
+        return (self.launches[n], n != self.leader, self.distance.get(n, 0.0), n)
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,7 @@ def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
     best = figures[leader]
     contenders = tuple(n for n in others if overlap(best, figures[n]))
     close = all(abs(best.value - figures[n].value) <= TIE_MARGIN * abs(best.value) for n in contenders)
+    distance = {n: _distance(best, figures[n]) for n in contenders}
     return Contest(
         objective=index,
         leader=leader,
@@ -143,7 +153,15 @@ def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
         launches={n: figures[n].launches for n in (leader, *contenders)},
         spread_known=index in pooled.spread,
         close=close,
+        distance=distance,
     )
+
+
+def _distance(a: Pooled, b: Pooled) -> float:
+    """|a - b| in units of the combined 95% half-widths (0 when both are exact and equal)."""
+    scale = math.hypot(a.half or 0.0, b.half or 0.0)
+    gap = abs(a.value - b.value)
+    return gap / scale if scale > 0 else (0.0 if gap == 0 else math.inf)
 
 
 def contests(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef], maximize: Sequence[bool]) -> list[Contest]:
@@ -160,12 +178,12 @@ def next_confirmation(
     settled or tied. `where` names objectives in the reason (index -> "C=32"); trials in
     `exclude` are not chosen (a relaunch of them was answered without a launch)."""
     names = where or {}
-    best: tuple[tuple[int, bool, int], Contest, int] | None = None
+    best: tuple[tuple[int, bool, float, int], Contest, int] | None = None
     for contest in standing:
         for n in contest.wanting():
             if n in exclude:
                 continue
-            key = (contest.launches[n], n != contest.leader, n)
+            key = contest.order(n)
             if best is None or key < best[0]:
                 best = (key, contest, n)
     if best is None:

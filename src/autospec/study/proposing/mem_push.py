@@ -14,7 +14,8 @@ So after each launch the study looks at the Pareto front of what it measured and
 the best queue-bound configuration there (best on the objective measured at the highest
 concurrency), proposes the highest mem fraction of the space above its own that the
 feasibility gate would launch. A failure there (say, a CUDA-graph OOM) teaches the gate,
-and the next proposal for the same configuration is lower. Pure logic: the caller
+and the next proposal for the same configuration is lower; the study stops pushing after
+`MAX_FAILURES` failed pushes (`may_push`). Pure logic: the caller
 supplies the front (`autospec.records.pareto_front`) and the gate's answer.
 """
 
@@ -28,7 +29,14 @@ from autospec.config import SearchSpace
 from autospec.sglang_facts import MEM_FRACTION as MEM
 from autospec.space import param_values
 
-__all__ = ["Measured", "Push", "PushAnswer", "MEM", "push_candidate"]
+__all__ = ["Measured", "Push", "PushAnswer", "MEM", "MAX_FAILURES", "may_push", "push_candidate"]
+
+#: Pushes that failed at init after which a study pushes no more. The first push goes to
+#: the top of the range, where a failure is likeliest (the range usually reaches past
+#: what fits): stopping at that first failure left the value just below it, often the
+#: optimum under load, untried; a second failure says the boundary lies lower than one
+#: step and the rest is left to the sampler.
+MAX_FAILURES = 2
 
 # What the feasibility gate says of a proposal: launch it; it is already measured (so no
 # higher value is worth trying for this configuration); or it would not run.
@@ -58,6 +66,12 @@ class Push:
             f"trial {self.base.number} ran at most {self.base.max_running_requests} requests at once, "
             f"fewer than C={self.concurrency}: queued again at {MEM}={self.candidate[MEM]:g}"
         )
+
+
+def may_push(made: int, failed: int, budget: int) -> bool:
+    """Whether the study may queue another push: fewer than `budget` were made and fewer
+    than `MAX_FAILURES` of them failed at init."""
+    return made < budget and failed < MAX_FAILURES
 
 
 def push_candidate(

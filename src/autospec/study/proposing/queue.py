@@ -52,7 +52,7 @@ from autospec.records.confirming import MIN_LAUNCHES, Contest, contests, next_co
 from autospec.records.launches import ObjectiveRef
 from autospec.space import calibration_points, grid, to_distribution_params
 from autospec.study.proposing.compiled import CompiledSpace
-from autospec.study.proposing.mem_push import Measured, PushAnswer, push_candidate
+from autospec.study.proposing.mem_push import Measured, PushAnswer, may_push, push_candidate
 from autospec.study.proposing.proposer import Answered, Proposal, Proposer
 from autospec.study.proposing.references import enqueue_references
 from autospec.study.proposing.samplers import ModelSampler
@@ -307,9 +307,10 @@ class QueuePolicy:
     def enqueue_mem_push(self, launched: int) -> str:
         """Queue the next mem-fraction push (`autospec.study.proposing.mem_push`), unless the
         budget is met, other trials are already queued, the push share of the budget was
-        proposed, or a push already failed at init (pushes go where the memory model is
-        least sure; one failed launch is what that search may cost). Call under the
-        study's lock. Returns a line saying what was queued and why, or ""."""
+        proposed, or `mem_push.MAX_FAILURES` pushes failed at init (pushes go where the
+        memory model is least sure; that many failed launches is what the search may
+        cost). Call under the study's lock. Returns a line saying what was queued and
+        why, or ""."""
         if not self.settings.learn or launched >= self.settings.n_trials:
             return ""
         trials = self.store.read()
@@ -317,7 +318,7 @@ class QueuePolicy:
             return ""
         pushes = [t for t in trials if t.markers.mem_push is not None]
         budget = max(1, self.settings.n_trials // PUSH_SHARE)
-        if len(pushes) >= budget or any(t.outcome in LAUNCH_FAILURE_KINDS for t in pushes):
+        if not may_push(len(pushes), sum(1 for t in pushes if t.outcome in LAUNCH_FAILURE_KINDS), budget):
             return ""
         if any(t.state == _WAITING for t in trials):
             return ""
