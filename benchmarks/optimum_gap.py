@@ -24,9 +24,12 @@ noise. ``--chain simulated`` runs the real study loop with the in-process simula
 (`_simulated.run_study`: deterministic, seconds per study) instead of simulator servers,
 with ``--noise`` (each launch's measuring error, with the interval it implies) and
 ``--launch-noise`` (an offset per launch, the between-launch spread); ``--confirm K``
-is passed to the study (default: the tool's default). ``--steady-waves 40`` has the
-chain read the aggregate as the bench's steady window does (ramp-up and drain left
-out), which is what the truth here values; by default the chain reads the whole level.
+is passed to the study (default: the tool's default). ``--steady-waves N`` (default 40)
+has the chain read the aggregate as the bench's steady window does (ramp-up and drain
+left out), which is what the truth here values; ``--steady-waves 0`` reads the whole
+level, as the chain did before 2026-12-03 (a short level of a configuration that runs
+fewer requests at once than C ends with a partial wave and reads low: 11% for the seed
+profile's C=32 optimum, docs/tuning-quality.md).
 
 Studies that run at once share the machine's cores with their simulators and clients, and a
 starved client reads fast configurations (many small streamed chunks) as slower than they are:
@@ -134,9 +137,9 @@ def main() -> None:
     ap.add_argument(
         "--steady-waves",
         type=int,
-        default=0,
+        default=40,
         help="--chain simulated: measure agg_output_tok_s over this many waves, as the bench's steady window reads it "
-        "(default 0: over the level's own requests, ramp-up and drain included)",
+        "(default 40; 0: over the level's own requests, ramp-up and drain included)",
     )
     args = ap.parse_args()
     cores = os.cpu_count() or 1
