@@ -25,7 +25,7 @@ python3 -m pip wheel -q --no-deps --no-build-isolation -w "$work/wheel" "$repo" 
 wheel=$(ls "$work"/wheel/autospec-*.whl)
 { cat "$repo/tools/gpu/requirements-autospec.txt"; echo "$wheel"; } >"$work/extra.txt"
 bash "$tools/build_bundle.sh" "$out" "$work/extra.txt"
-cp "$repo"/tools/gpu/{run_study.sh,archive_env.sh,nvml_watch.py,export_best.py,trials_table.py,make_models.py} "$out/"
+cp "$repo"/tools/gpu/{run_study.sh,nvml_watch.py,export_best.py,trials_table.py,make_models.py} "$out/"
 # the wheel carries no search spaces
 cp "$repo"/src/autospec/search_spaces/{real-tiny-eagle,real-8b-ngram,real-8b-eagle-mem}.toml "$out/"
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)

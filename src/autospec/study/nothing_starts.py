@@ -29,7 +29,7 @@ from autospec.errors import NothingCanStart
 from autospec.records.schema import MEASURED_OUTCOMES, TrialRecord
 from autospec.records.stored import StoredTrial
 from autospec.study.proposing.compiled import CompiledSpace
-from autospec.study.weights_fit import ModelSize, weights_fit_phrase
+from autospec.study.weights_fit import CAPACITY, ModelSize, weights_fit_phrase
 
 __all__ = [
     "ModelSize",
@@ -58,7 +58,6 @@ WEIGHT_FLAGS = frozenset(
         "cpu_offload_gb",
     }
 )
-_CAPACITY = re.compile(r"(GPU \d+ has a total capacity of [\d.]+ \w+)")
 _LOG = re.compile(r"\(log: ([^)]+)\)")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments:\s*(.+?)(?:;|$)")
 
@@ -84,8 +83,8 @@ def _weights_line(number: int, record: TrialRecord, fixed: Mapping[str, Any], si
     if fit is not None:
         need, fix = fit
         return f"nothing can start (trial {number}): {need}, and no searched flag changes what is loaded; {fix}; {study}{where}"
-    capacity = _CAPACITY.search(reason)
-    gpu = f"; {capacity.group(1)}" if capacity else ""
+    capacity = CAPACITY.search(reason)
+    gpu = f"; {capacity.group(0)}" if capacity else ""
     return (
         f"nothing can start: the model's weights do not fit in GPU memory at tp_size {fixed.get('tp_size', 1)} "
         f"(trial {number}{gpu}) and no searched flag changes what is loaded; use more GPUs (--tp-size N) "

@@ -29,9 +29,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ModelSize", "weights_fit_phrase"]
+__all__ = ["CAPACITY", "ModelSize", "weights_fit_phrase"]
 
-_CAPACITY = re.compile(r"GPU (\d+) has a total capacity of ([\d.]+) (GiB|MiB)")
+#: torch 2.x CUDACachingAllocator OOM text: "GPU 0 has a total capacity of 95.59 GiB"
+CAPACITY = re.compile(r"GPU (\d+) has a total capacity of ([\d.]+) (GiB|MiB)")
 _UNIT = {"GiB": 1.0, "MiB": 1.0 / 1024}
 
 
@@ -51,7 +52,7 @@ def _int(value: Any, default: int = 1) -> int:
 
 def _room(reason: str, startup: Mapping[str, Any] | None) -> tuple[float, str] | None:
     """(GB a GPU had for the weights, how to say it), or None when neither figure is known."""
-    capacity = _CAPACITY.search(reason)
+    capacity = CAPACITY.search(reason)
     gpu = f"GPU {capacity.group(1)}" if capacity else "the GPU"
     total = float(capacity.group(2)) * _UNIT[capacity.group(3)] if capacity else None
     free = (startup or {}).get("gpu_mem_before_load_gb")
