@@ -67,6 +67,7 @@ class RequestRecord:
     completion_tokens: int = 0
     spec_verify_ct: int | None = None
     warmup: bool = False
+    ramp: bool = False  # a shortened first request of a phase-spread start (`LevelPlan.stagger`)
     status_code: int | None = None
     error_detail: str | None = None
     prompt_index: int = 0
@@ -100,6 +101,7 @@ class RequestRecord:
             "completion_tokens": self.completion_tokens,
             "spec_verify_ct": self.spec_verify_ct,
             "warmup": self.warmup,
+            "ramp": self.ramp,
             "status_code": self.status_code,
             "error_detail": self.error_detail,
             "prompt_index": self.prompt_index,

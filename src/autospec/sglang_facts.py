@@ -5,6 +5,10 @@ what it imitates (it imports nothing from autospec); tests hold the two together
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any
+
 __all__ = [
     "DEFAULT_SGLANG_VERSION",
     "DRAFT_TOKENS",
@@ -13,7 +17,18 @@ __all__ = [
     "MEM_FRACTION",
     "max_draft_tokens",
     "draft_token_range",
+    "dedup_key",
 ]
+
+# ServerArgs fields that never change what server runs: where it listens, its logs (sglang 0.5.16-0.5.23).
+_IRRELEVANT = {"host", "port", "log_level", "random_seed"}
+
+
+def dedup_key(resolved: Mapping[str, Any]) -> str:
+    """Canonical text of resolved server flags: equal keys mean the same server."""
+    canon = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in resolved.items() if k not in _IRRELEVANT}
+    return json.dumps(canon, sort_keys=True, default=str)
+
 
 #: The release the static rules, log wording and flag names were last checked against;
 #: used when neither the space file nor the server's Python says which one runs.

@@ -204,3 +204,24 @@ def test_a_levels_requests_carry_the_workloads_top_k_and_its_metadata_records_it
     assert all(b["sampling_params"]["top_k"] == 4 for b in server.bodies)
     assert results[2].metadata["workload"]["top_k"] == 4
     assert results[2].metadata["workload"]["temperature"] == 1
+
+
+def test_a_phase_spread_level_shortens_each_workers_first_request_and_keeps_it_out_of_per_request_figures(
+    fake_server,
+) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=body["sampling_params"]["max_new_tokens"], per_event=1))
+    workload = Workload("random", input_len=5, output_len=8, seed=7)
+    plan = LevelPlan(4, num_requests=8, warmup_requests=4, warmup_output_len=2, stagger=True)
+    result = run_levels(server.url, workload, [plan, LevelPlan(1, num_requests=2, stagger=True)])
+    lengths = [b["sampling_params"]["max_new_tokens"] for b in server.bodies]
+    assert lengths[:4] == [2] * 4  # the warmup is not spread
+    assert sorted(lengths[4:8]) == [2, 4, 6, 8]  # worker i's first request: ceil(8 (i + 1) / 4) tokens
+    assert lengths[8:12] == [8] * 4 and lengths[12:] == [8, 8]  # later ones, and every one at C=1, whole
+    four = result[4]
+    ramp = [r for r in four.measured if r.ramp]
+    assert sorted(r.completion_tokens for r in ramp) == [2, 4, 6]
+    assert not any(r.ramp for r in result[1].records)
+    summary = summarize(four)
+    assert summary.n_requests == 8 and summary.completion_tokens == 2 + 4 + 6 + 8 * 5  # the aggregate counts them
+    whole = sorted((r.t_done - r.t_sent) * 1000 for r in four.measured if not r.ramp)
+    assert len(whole) == 5 and summary.e2e_ms_p50 == pytest.approx(whole[2])  # per-request figures do not

@@ -3,6 +3,8 @@ one Pareto front, and the one writer."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import optuna
 import pytest
 
@@ -86,10 +88,10 @@ def study():
         full_record(outcome="duplicate", launched=False, values=[200.0, 60.0], duplicate_of=1),  # 5 duplicate
         full_record(outcome="rejected", launched=False, values=None, constraints={}),  # 6 infeasible
     ]
-    for r in rows:
+    for i, r in enumerate(rows):
         trial = s.ask(DIST)
         trial.suggest_int("x", 0, 9)
-        store.tell(trial, r)
+        store.tell(trial, dataclasses.replace(r, resolved={**r.resolved, "speculative_num_steps": i}))  # 7 servers
     failed = s.ask(DIST)
     store.tell_failed(failed, full_record(outcome="interrupted", values=None, constraints={}))  # 7
     store.enqueue({"x": 1}, Markers(retry_of=7))  # 8 waiting

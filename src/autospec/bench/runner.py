@@ -10,6 +10,15 @@ records carry `warmup=True` and the metrics leave them out. A plan with `freeze_
 asks the server to freeze its garbage collectors before measuring (metadata
 ``gc_frozen``: whether it did).
 
+A plan with `stagger` (at C > 1) starts the measured phase *phase-spread*: worker i's first
+request asks for ceil(L (i + 1) / C) of the workload's L output tokens (`ramp=True` on its
+record), so from then on the workers' requests end evenly spread over one request latency,
+as under steady traffic, instead of in lockstep. In lockstep (identical requests started
+together) every wave ends with its slowest request and starts with C prefills at once, so
+one wave's aggregate rate varies with the slowest of C acceptance draws; spread out, it
+varies with their mean. The metrics count the ramp requests' tokens in the aggregate and
+leave them out of per-request figures (`autospec.metrics.summary`).
+
 Measured prompts are `prompts(workload, n)[i]` for the i-th request sent, the same
 list at every level (so levels and other clients can be fed identical prompts).
 
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,6 +71,7 @@ class LevelPlan:
     warmup_requests: int = 0
     freeze_gc: bool = False
     warmup_output_len: int = 0  # output tokens of a warmup request; 0: the workload's own
+    stagger: bool = False  # a phase-spread start (module docstring)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -122,7 +133,10 @@ async def _closed_loop(
     extend_after: int | None = None,
     extend: Callable[[int], bool] | None = None,
     output_len: int | None = None,
+    ramp_len: Callable[[int], int | None] | None = None,
 ) -> int:
+    """`ramp_len(lane)`: the output length of that worker's first request where it is
+    shortened (a ramp request), else None."""
     sent = 0
     completed = 0
     consecutive_errors = 0
@@ -144,8 +158,11 @@ async def _closed_loop(
 
     async def worker(lane: int) -> None:
         nonlocal completed, consecutive_errors
+        first = ramp_len(lane) if ramp_len is not None else None
         while (index := next_index()) is not None:
-            record = await client.send(feed[index], warmup=warmup, lane=lane, output_len=output_len)
+            record = await client.send(feed[index], warmup=warmup, lane=lane, output_len=first or output_len)
+            if first is not None:
+                record, first = dataclasses.replace(record, ramp=True), None
             completed += 1
             consecutive_errors = 0 if record.ok else consecutive_errors + 1
             on_record(record, completed)
@@ -161,6 +178,17 @@ async def _closed_loop(
 
 
 ExtendCallback = Callable[[int, Sequence[RequestRecord]], bool]
+
+
+def _ramp_lengths(output_len: int, workers: int) -> Callable[[int], int | None]:
+    """A phase-spread start's first output lengths: worker i gets ceil(L (i + 1) / C),
+    None where that is the whole L (no ramp at C = 1)."""
+
+    def length(lane: int) -> int | None:
+        tokens = math.ceil(output_len * (lane + 1) / workers)
+        return tokens if tokens < output_len else None
+
+    return length
 
 
 async def run_level_with(
@@ -225,6 +253,7 @@ async def run_level_with(
         on_record=observer("measure", floor if extend is None else None),
         extend_after=floor if extend is not None else None,
         extend=(lambda n: extend(n, records)) if extend is not None else None,
+        ramp_len=_ramp_lengths(workload.output_len, plan.concurrency) if plan.stagger else None,
     )
     return LevelResult(
         records=tuple(records),

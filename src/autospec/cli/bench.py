@@ -126,6 +126,13 @@ def _add_level_arguments(p: argparse.ArgumentParser) -> None:
         "--warmup-output-len", type=int, default=0, help="output tokens of a warmup request (default: the workload's)"
     )
     levels.add_argument(
+        "--stagger",
+        action="store_true",
+        help="start each level above C=1 phase-spread: worker i's first request asks for (i+1)/C of the "
+        "output tokens, so requests end spread out as under steady traffic, not in lockstep waves "
+        "(what `autospec optimize` does by default: [bench] stagger)",
+    )
+    levels.add_argument(
         "--freeze-gc",
         action="store_true",
         help="after each level's warmup, ask the server to freeze its garbage collectors (SGLang's "
@@ -203,6 +210,7 @@ def plans_from_args(args: argparse.Namespace) -> list[LevelPlan]:
             warmup_requests=args.warmup if args.warmup_waves is None else args.warmup_waves * c,
             warmup_output_len=args.warmup_output_len,
             freeze_gc=args.freeze_gc,
+            stagger=args.stagger,
         )
         for c in parse_concurrency(args.concurrency)
     ]

@@ -14,7 +14,6 @@ check rejects on it), so the configurations that differ only in it share one ans
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,12 +23,10 @@ from autospec.feasibility.oracle import ArgvBuilder, PreflightOracle
 from autospec.feasibility.preflight import PreflightError
 from autospec.feasibility.rules import check_static
 from autospec.feasibility.verdict import Verdict
-from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
+from autospec.sglang_facts import DEFAULT_SGLANG_VERSION, dedup_key
 
 __all__ = ["FeasibilityGate", "Measurement", "dedup_key", "distinct_argument_sets", "RESOLVER_IGNORES", "PREFETCH_LIMIT"]
 
-# Flags that never change what server runs (where it listens, its logs).
-_IRRELEVANT = {"host", "port", "log_level", "random_seed"}
 #: flags whose value never changes SGLang's verdict on the arguments (see the module docstring)
 RESOLVER_IGNORES = ("mem_fraction_static",)
 #: grid points resolved up front in one preflight batch (larger spaces are checked as asked)
@@ -47,12 +44,6 @@ def distinct_argument_sets(flag_sets: Sequence[Mapping[str, Any]]) -> list[Mappi
 
 def _resolver_key(flags: Mapping[str, Any]) -> str:
     return dedup_key({k: v for k, v in flags.items() if k not in RESOLVER_IGNORES})
-
-
-def dedup_key(resolved: Mapping[str, Any]) -> str:
-    """Canonical text of the resolved flags: equal keys mean the same server."""
-    canon = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in resolved.items() if k not in _IRRELEVANT}
-    return json.dumps(canon, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)

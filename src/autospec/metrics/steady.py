@@ -347,8 +347,9 @@ def _longest_run(flags: np.ndarray) -> tuple[int, int]:
 
 
 def _cycle(records: Sequence[RequestRecord]) -> float:
-    """The median latency of a successful request: in a closed loop, one wave's period."""
-    spans = [_end(r) - r.t_sent for r in records if r.ok and _end(r) > r.t_sent]
+    """The median latency of a successful request (ramp requests, shortened, left out): in
+    a closed loop, one wave's period."""
+    spans = [_end(r) - r.t_sent for r in records if r.ok and not r.ramp and _end(r) > r.t_sent]
     return float(np.median(spans)) if spans else math.inf
 
 

@@ -2,7 +2,8 @@
 
 Definitions (docs/benchmarking.md has the long form; docs/architecture.md the
 contract). Over the level's *measured* requests (warmup excluded), successful ones
-unless stated:
+unless stated; the shortened first requests of a phase-spread start (`RequestRecord.ramp`)
+count in the aggregates, the totals and accept length, not in the per-request figures:
 
     output_tok_s      mean over requests of completion_tokens / (t_done - t_sent):
                       the speed one user saw, queueing and TTFT included
@@ -261,10 +262,11 @@ def _summarize_records(
     ok = [r for r in measured if r.ok]
     errors = Counter(r.error_kind or "unknown" for r in measured if not r.ok)
     req = _Requests.of(ok)
-    per_request, decode, tpot = _speed_columns(req)
+    each = _Requests.of([r for r in ok if not r.ramp]) if any(r.ramp for r in ok) else req  # per-request figures
+    per_request, decode, tpot = _speed_columns(each)
     per_request_f, decode_f, tpot_f = _finite(per_request), _finite(decode), _finite(tpot)
-    ttft_f = _finite(req.ttft)
-    latency_f = req.latency
+    ttft_f = _finite(each.ttft)
+    latency_f = each.latency
 
     wall = float(sum(windows)) if windows else _NAN
     total_tokens = int(req.tokens.sum()) if ok else 0
@@ -272,7 +274,7 @@ def _summarize_records(
     has_verify = np.isfinite(req.verify)
     accept = float(req.tokens[has_verify].sum() / req.verify[has_verify].sum()) if has_verify.any() else None
 
-    cis = _per_request_intervals(req, per_request_f, decode_f, ttft_f, tpot_f, latency_f, intervals)
+    cis = _per_request_intervals(each, per_request_f, decode_f, ttft_f, tpot_f, latency_f, intervals)
     if _wanted(intervals, "agg_output_tok_s_whole") or _wanted(intervals, "agg_output_tok_s"):
         cis["agg_output_tok_s_whole"] = _whole_run_interval(req, whole)
     if has_verify.sum() >= 2 and _wanted(intervals, "accept_length"):
@@ -307,16 +309,16 @@ def _summarize_records(
         tpot_ms_p50=_ms(stats.percentile(tpot_f, 50)),
         tpot_ms_p90=_ms(stats.percentile(tpot_f, 90)),
         tpot_ms_p99=_ms(stats.percentile(tpot_f, 99)),
-        itl_ms_p50=_ms(stats.percentile(req.itl, 50)),
-        itl_ms_p90=_ms(stats.percentile(req.itl, 90)),
-        itl_ms_p99=_ms(stats.percentile(req.itl, 99)),
+        itl_ms_p50=_ms(stats.percentile(each.itl, 50)),
+        itl_ms_p90=_ms(stats.percentile(each.itl, 90)),
+        itl_ms_p99=_ms(stats.percentile(each.itl, 99)),
         e2e_ms_p50=_ms(stats.percentile(latency_f, 50)),
         e2e_ms_p90=_ms(stats.percentile(latency_f, 90)),
         e2e_ms_p99=_ms(stats.percentile(latency_f, 99)),
         accept_length=accept,
         wall_s=wall,
         completion_tokens=total_tokens,
-        prompt_tokens_mean=stats.mean(_finite(req.prompt_tokens)),
+        prompt_tokens_mean=stats.mean(_finite(each.prompt_tokens)),
         n_repeats=n_repeats,
         cis=cis,
         agg_output_tok_s_whole=whole,

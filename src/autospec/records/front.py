@@ -2,17 +2,21 @@
 
 Only `TrialClass.MEASURED` trials can be on the front. A configuration launched again to
 confirm it (`TrialClass.RELAUNCH` trials, `Markers.confirm_of`) stays one point: its
-first trial, with the mean of every measured launch (`launch_groups`, `pooled_values`).
+first trial, with the mean of every measured launch (`launch_groups`, `pooled_values`); so
+does one measured again as a trial of its own (`autospec optimize --remeasure`: the same
+resolved flags as an earlier measured trial).
 A trial is on the front when no other measured trial is at least as good on every
 objective and better on one; ties (equal values) stay on it together.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Sequence
 
 from autospec.records.stored import StoredTrial, TrialClass
+from autospec.sglang_facts import dedup_key
 
 __all__ = ["dominates", "pareto_front", "launch_groups", "pooled_values"]
 
@@ -25,13 +29,36 @@ def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool]) 
 
 
 def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]:
-    """Measured trial number -> that trial and its measured relaunches, in number order."""
-    groups = {t.number: [t] for t in trials if t.trial_class == TrialClass.MEASURED and t.values is not None}
+    """Measured trial number -> that trial and its measured relaunches, in number order: the
+    trials that confirm it, and later measured trials of the same resolved flags
+    (`--remeasure`)."""
+    groups: dict[int, list[StoredTrial]] = {}
+    first_of: dict[str, int] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        if t.trial_class != TrialClass.MEASURED or t.values is None:
+            continue
+        key = _server_key(t)
+        if key is not None and key in first_of and t.has_measurement:
+            groups[first_of[key]].append(t)
+            continue
+        groups[t.number] = [t]
+        if key is not None:
+            first_of[key] = t.number
     for t in trials:
         root = t.markers.confirm_of
         if t.trial_class == TrialClass.RELAUNCH and root in groups and t.has_measurement:
             groups[root].append(t)
+    for group in groups.values():
+        group.sort(key=lambda t: t.number)
     return groups
+
+
+def _server_key(t: StoredTrial) -> str | None:
+    """The trial's parameters and resolved flags as one text (None without resolved flags):
+    equal keys mean the same configuration launched again."""
+    if t.record is None or not t.record.resolved:
+        return None
+    return json.dumps([sorted(t.params.items()), dedup_key(t.record.resolved)], default=str)
 
 
 def _measured(t: StoredTrial) -> Sequence[float] | None:

@@ -334,6 +334,8 @@ def snapshot(study: Any) -> StudyData:
     refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
     pooled = pool_study(trials, refs)
     for number, group in launch_groups(trials).items():
+        for t in group[1:]:  # a measured trial of the same flags (--remeasure) is a relaunch of the first
+            views[t.number] = replace(views[t.number], kind="relaunch", confirm_of=number)
         views[number] = _pooled(
             views[number], [views[t.number] for t in group], objectives, pooled.configurations[number], pooled_values(group)
         )
