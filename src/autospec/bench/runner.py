@@ -13,11 +13,10 @@ asks the server to freeze its garbage collectors before measuring (metadata
 A plan with `stagger` (at C > 1) starts the measured phase *phase-spread*: worker i's first
 request asks for ceil(L (i + 1) / C) of the workload's L output tokens (`ramp=True` on its
 record), so from then on the workers' requests end evenly spread over one request latency,
-as under steady traffic, instead of in lockstep. In lockstep (identical requests started
-together) every wave ends with its slowest request and starts with C prefills at once, so
-one wave's aggregate rate varies with the slowest of C acceptance draws; spread out, it
-varies with their mean. The metrics count the ramp requests' tokens in the aggregate and
-leave them out of per-request figures (`autospec.metrics.summary`).
+as under steady traffic, instead of in lockstep waves (identical requests started together,
+C prefills at once). The metrics count the ramp requests' tokens in the aggregate and leave
+them out of per-request figures (`autospec.metrics.summary`). Studies start in lockstep:
+on SGLang 0.5.16 / H200 phase-spread C=32 levels were no narrower (docs/benchmarking.md).
 
 Measured prompts are `prompts(workload, n)[i]` for the i-th request sent, the same
 list at every level (so levels and other clients can be fed identical prompts).

@@ -130,7 +130,7 @@ def _add_level_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start each level above C=1 phase-spread: worker i's first request asks for (i+1)/C of the "
         "output tokens, so requests end spread out as under steady traffic, not in lockstep waves "
-        "(what `autospec optimize` does by default: [bench] stagger)",
+        "(studies start in lockstep; docs/benchmarking.md)",
     )
     levels.add_argument(
         "--freeze-gc",
