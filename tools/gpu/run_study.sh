@@ -142,6 +142,7 @@ fi
 
 # --- pack everything for the next command
 kill $watch_pid $pack_pid 2>/dev/null; wait $pack_pid 2>/dev/null
+rm -f "$out"/.state.*   # a part file the killed packer left would take one of the device's 8 returned files
 pack
 ( cd "$out" && tar cJf extras.tar.xz --remove-files $(ls pareto.* export.txt exported-server.log gpu_teardown.* 2>/dev/null) )
 say "done; $(du -sh "$out/study-state.tar.xz" | cut -f1) of study state"

@@ -7,9 +7,10 @@
 #
 #   bash tools/gpu/stagger_probe.sh ARCHIVE_DIR OUT_DIR
 #
-# OUT_DIR: {lock,spread}-N.jsonl (records) and .json, long-{lock,spread}.*, server.log.
+# OUT_DIR/probe.tar.xz: {lock,spread}-N.jsonl (records) and .json, long-{lock,spread}.*,
+# server.log (one file: the device returns at most 8).
 set -u
-dir=$(cd "$1" && pwd); out=$(mkdir -p "$2" && cd "$2" && pwd)
+dir=$(cd "$1" && pwd); dest=$(mkdir -p "$2" && cd "$2" && pwd); out=$(mktemp -d)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 SECS=${SECS:-16}; RUNS=${RUNS:-4}; DRAFT=${DRAFT:-8}; LONG=${LONG:-40}
 t0=$SECONDS
@@ -37,4 +38,4 @@ done
 cp /tmp/sglang-30000.log "$out/server.log"
 pkill -f sglang.launch_server
 for ((i = 0; i < 30; i++)); do pgrep -f sglang.launch_server >/dev/null || break; sleep 1; done
-echo "done: $(ls "$out" | wc -l) files"
+tar cJf "$dest/probe.tar.xz" -C "$out" . && echo "done: $(ls "$out" | wc -l) files in $dest/probe.tar.xz"
