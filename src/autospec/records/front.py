@@ -4,7 +4,7 @@ Only `TrialClass.MEASURED` trials can be on the front. A configuration launched 
 confirm it (`TrialClass.RELAUNCH` trials, `Markers.confirm_of`) stays one point: its
 first trial, with the mean of every measured launch (`launch_groups`, `pooled_values`); so
 does one measured again as a trial of its own (`autospec optimize --remeasure`: the same
-resolved flags as an earlier measured trial).
+parameters and resolved flags as an earlier measured trial).
 A trial is on the front when no other measured trial is at least as good on every
 objective and better on one; ties (equal values) stay on it together.
 """
@@ -30,26 +30,25 @@ def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool]) 
 
 def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]:
     """Measured trial number -> that trial and its measured relaunches, in number order: the
-    trials that confirm it, and later measured trials of the same resolved flags
-    (`--remeasure`)."""
+    trials that confirm it, and later measured trials of the same parameters and resolved
+    flags (`--remeasure`). A relaunch always comes after the trial it relaunches."""
     groups: dict[int, list[StoredTrial]] = {}
     first_of: dict[str, int] = {}
     for t in sorted(trials, key=lambda t: t.number):
-        if t.trial_class != TrialClass.MEASURED or t.values is None:
+        if t.trial_class == TrialClass.RELAUNCH:
+            root = t.markers.confirm_of
+        elif t.trial_class == TrialClass.MEASURED and t.values is not None:
+            key = _server_key(t)
+            root = first_of.get(key) if key is not None else None
+            if root is None or not t.has_measurement:
+                groups[t.number] = [t]
+                if key is not None:
+                    first_of.setdefault(key, t.number)
+                continue
+        else:
             continue
-        key = _server_key(t)
-        if key is not None and key in first_of and t.has_measurement:
-            groups[first_of[key]].append(t)
-            continue
-        groups[t.number] = [t]
-        if key is not None:
-            first_of[key] = t.number
-    for t in trials:
-        root = t.markers.confirm_of
-        if t.trial_class == TrialClass.RELAUNCH and root in groups and t.has_measurement:
+        if root in groups and t.has_measurement:
             groups[root].append(t)
-    for group in groups.values():
-        group.sort(key=lambda t: t.number)
     return groups
 
 
