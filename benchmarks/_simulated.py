@@ -845,11 +845,14 @@ class SimulatedChain:
             if self.noise:
                 cis = {n: [v - 1.96 * self.noise * abs(v), v + 1.96 * self.noise * abs(v)] for n, v in figures[c].items()}
                 cis = {n: ci for n, ci in cis.items() if all(math.isfinite(x) for x in ci)}
+            _, prompt_tokens = self.oracle.prompt_workload(level.num_requests)
             record.bench[c] = {
                 **({"cis": cis} if cis else {}),
                 "concurrency": c,
                 "n_requests": level.num_requests,
                 "n_ok": level.num_requests,
+                "prompt_tokens_mean": float(prompt_tokens),  # what the bench summary records of the sizes
+                "completion_tokens": self.space.workload.output_len * level.num_requests,
                 "n_errors": 0,
                 "error_rate": 0.0,
                 "failed_reason": None,

@@ -18,15 +18,25 @@ __all__ = [
     "max_draft_tokens",
     "draft_token_range",
     "dedup_key",
+    "POOL_SIZING_FLAGS",
 ]
 
 # ServerArgs fields that never change what server runs: where it listens, its logs (sglang 0.5.16-0.5.23).
 _IRRELEVANT = {"host", "port", "log_level", "random_seed"}
 
+#: ServerArgs fields that only size the KV-cache pool (sglang 0.5.16-0.5.23: the pool's token
+#: count, from which `max_running_requests` is derived when unset). A server holding every
+#: request of a level at once, with room for all their tokens, runs the same batches at any
+#: of their values: on the H200 the 8B-shaped EAGLE target read 169.5 / 170.9 / 171.7 tok/s
+#: at C=1 with `mem_fraction_static` 0.105 / 0.13 / 0.2 (tests/fixtures/real_8b_eagle_mem.json).
+POOL_SIZING_FLAGS = frozenset({"mem_fraction_static", "max_total_tokens"})
 
-def dedup_key(resolved: Mapping[str, Any]) -> str:
-    """Canonical text of resolved server flags: equal keys mean the same server."""
-    canon = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in resolved.items() if k not in _IRRELEVANT}
+
+def dedup_key(resolved: Mapping[str, Any], ignore: frozenset[str] = frozenset()) -> str:
+    """Canonical text of resolved server flags: equal keys mean the same server (`ignore`:
+    fields left out as well, e.g. `POOL_SIZING_FLAGS`)."""
+    skip = _IRRELEVANT | ignore
+    canon = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in resolved.items() if k not in skip}
     return json.dumps(canon, sort_keys=True, default=str)
 
 

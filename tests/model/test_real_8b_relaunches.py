@@ -64,8 +64,6 @@ def test_the_spread_between_launches_widens_the_pooled_interval_and_disagreeing_
     pooled = a.measured[0].objective_measure(a.objectives[index], index)
     launches = [a.measured[0].number, *(t.number for t in a.of_kind("relaunch"))]
     study = load(tmp_path, "pin_a")
-    halves = [
-        (hi - lo) / 2 for lo, hi in (study.trials[n].user_attrs["intervals"][c32]["ci95"] for n in launches)
-    ]
+    halves = [(hi - lo) / 2 for lo, hi in (study.trials[n].user_attrs["intervals"][c32]["ci95"] for n in launches)]
     measuring_alone = 1.96 * (sum((h / 1.96) ** 2 for h in halves) / len(halves)) ** 0.5 / len(halves) ** 0.5
     assert pooled is not None and pooled.half_width > 1.5 * measuring_alone

@@ -4,14 +4,14 @@ stored trials are read back and classified. The only code that knows attribute k
     schema   TrialRecord (typed, versioned, round-tripping to user attributes), Markers,
              outcome names
     stored   StoredTrial, TrialClass, classify, read_trials (the one reader)
-    front    pareto_front (the one Pareto front), launch_groups (relaunches pooled in)
+    front    pareto_front (the one Pareto front), launch_groups (relaunches pooled in), objective_groups
     confirming  what the picks rest on (contests) and which relaunch settles them
     store    TrialStore (the one writer: records, constraints, the dashboard's mirror,
              worker/server identities, queued trials)
     retry    StorageRetry (riding out a storage that is briefly away)
 """
 
-from autospec.records.front import dominates, launch_groups, pareto_front, pooled_values
+from autospec.records.front import dominates, launch_groups, objective_groups, pareto_front, pooled_values
 from autospec.records.retry import STORAGE_AWAY_ERRORS, StorageRetry, StorageUnavailable
 from autospec.records.schema import (
     BENCH_FAILED,
@@ -66,6 +66,7 @@ __all__ = [
     "dominates",
     "pareto_front",
     "launch_groups",
+    "objective_groups",
     "pooled_values",
     "TrialStore",
     "FEASIBLE_KEY",

@@ -6,7 +6,9 @@ pooled value (relaunches pooled in, `autospec.records.launches.pool_study`), its
 *contenders* the other measured configurations whose pooled 95% interval overlaps the
 leader's (the difference is within the two half-widths combined in quadrature; once
 relaunches measured the between-launch spread, every half-width includes it). The
-*runner-up* is the best of the others, overlapping or not.
+*runner-up* is the best of the others, overlapping or not. Configurations whose figures
+pool into one (the same server at that concurrency, `autospec.records.front.objective_groups`)
+are one member, the lowest trial number standing for them.
 
 A contest is *settled* when no contender is left and the leader's interval can be
 trusted: it rests on at least `MIN_LAUNCHES` launches, or the between-launch spread of
@@ -139,7 +141,12 @@ def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
             figures[n] = p
     if not figures:
         return None
-    ranked = sorted(figures, key=lambda n: (-_score(figures[n], maximize), n))
+    ranked: list[int] = []
+    for n in sorted(figures, key=lambda n: (-_score(figures[n], maximize), n)):
+        # configurations pooled into one figure (the same server at this concurrency) are one
+        # member, the first of them standing for all: a relaunch of it measures them all
+        if not any(n in pooled.sharing(m, index) for m in ranked):
+            ranked.append(n)
     leader, others = ranked[0], ranked[1:]
     best = figures[leader]
     contenders = tuple(n for n in others if overlap(best, figures[n]))

@@ -3,20 +3,23 @@
 The one place that turns stored trials into per-objective intervals: each launch's
 figure is its measured value with the 95% interval stored in its bench summary
 (`level_interval`); relaunches (`autospec optimize --confirm K`) are pooled into the
-trial they confirm, and the study's between-launch spread (`autospec.metrics.relaunch`)
-widens every configuration's interval once relaunches measured it. The report and the
-study's racing both read intervals from here.
+trial they confirm, and per objective, configurations that ran the same server at its
+concurrency pool together (`autospec.records.front.objective_groups`: they differ only in
+the KV pool's size, which that level did not reach); the study's between-launch spread
+(`autospec.metrics.relaunch`) is measured over those pools and widens every
+configuration's interval once relaunches measured it. The report and the study's racing
+both read intervals from here.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
-from autospec.records.front import launch_groups
+from autospec.records.front import launch_groups, objective_groups
 from autospec.records.stored import StoredTrial
 
 __all__ = [
@@ -103,25 +106,38 @@ def launch_figure(trial: StoredTrial, ref: ObjectiveRef) -> LaunchFigure | None:
 @dataclass(frozen=True)
 class PooledStudy:
     """`spread[i]`: objective i's between-launch spread (absent: not measured);
-    `configurations[n]`: per objective, measured trial n pooled with its relaunches."""
+    `configurations[n]`: per objective, measured trial n pooled with its relaunches and the
+    launches of the same server at that objective's concurrency; `launches[n]`: per
+    objective, those launches; `pooled_with[n]`: per objective, the other measured trials
+    whose launches are in that figure."""
 
     spread: dict[int, Spread]
     configurations: dict[int, list[Pooled | None]]
+    pooled_with: dict[int, list[tuple[int, ...]]] = field(default_factory=dict)
+    launches: dict[int, list[list[StoredTrial]]] = field(default_factory=dict)
+
+    def sharing(self, number: int, index: int) -> tuple[int, ...]:
+        """The other measured trials whose launches are in trial `number`'s figure of objective `index`."""
+        per = self.pooled_with.get(number, [])
+        return per[index] if index < len(per) else ()
 
 
 def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> PooledStudy:
     """Pool every measured configuration of `trials` (see the module docstring)."""
     groups = launch_groups(trials)
-    figures = {
-        n: [[f for f in (launch_figure(t, ref) for t in group) if f is not None] for ref in refs] for n, group in groups.items()
-    }
     spread: dict[int, Spread] = {}
+    configurations: dict[int, list[Pooled | None]] = {n: [] for n in groups}
+    pooled_with: dict[int, list[tuple[int, ...]]] = {n: [] for n in groups}
+    behind: dict[int, list[list[StoredTrial]]] = {n: [] for n in groups}
     for ref in refs:
-        found = between_launch_spread([per[ref.index] for n, per in figures.items() if len(groups[n]) > 1])
+        classes = objective_groups(trials, ref.concurrency, groups)
+        figures = {n: [f for f in (launch_figure(t, ref) for t in launches) if f is not None] for n, launches in classes.items()}
+        distinct = {launches[0].number: n for n, launches in classes.items()}  # one entry per pool
+        found = between_launch_spread([figures[n] for n in distinct.values() if len(classes[n]) > 1])
         if found is not None:
             spread[ref.index] = found
-    configurations = {
-        n: [pool_launches(per[ref.index], spread.get(ref.index)) if per[ref.index] else None for ref in refs]
-        for n, per in figures.items()
-    }
-    return PooledStudy(spread, configurations)
+        for n, launches in classes.items():
+            configurations[n].append(pool_launches(figures[n], spread.get(ref.index)) if figures[n] else None)
+            pooled_with[n].append(tuple(sorted({m for m, c in classes.items() if c is launches and m != n})))
+            behind[n].append(launches)
+    return PooledStudy(spread, configurations, pooled_with, behind)

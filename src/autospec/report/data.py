@@ -27,7 +27,7 @@ from typing import Any
 
 from autospec.metrics import SHORT_WINDOW
 from autospec.metrics.relaunch import Pooled, Spread
-from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, pooled_values, read_trials
+from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
 from autospec.records.launches import ObjectiveRef, level_interval, pool_study
 
@@ -149,8 +149,12 @@ class TrialView:
     resolved: dict[str, Any] = field(default_factory=dict)
     duplicate_of: int | None = None
     confirm_of: int | None = None  # a relaunch: the trial it confirms
-    launches: int = 1  # measured launches pooled into `values` (relaunches included)
+    launches: int = 1  # measured launches of this configuration (relaunches included)
     pooled: tuple[Measure | None, ...] = ()  # per objective, over every launch (see the module docstring)
+    # per objective: the launches behind that figure, and the other configurations whose launches
+    # it pools (the same server at that concurrency: `autospec.records.front.objective_groups`)
+    objective_launches: tuple[int, ...] = ()
+    pooled_with: tuple[tuple[int, ...], ...] = ()
     between_dominates: tuple[str, ...] = ()  # objectives whose launch-to-launch spread exceeds the measuring error
     predicted: Mapping[str, Any] | None = None  # --sampler model: what it expected before the launch
     worker: Mapping[str, Any] | None = None  # who ran it: host, hardware, GPU slot (docs/distributed.md)
@@ -329,15 +333,18 @@ def snapshot(study: Any) -> StudyData:
     names = study.metric_names or [f"objective_{i}" for i in range(len(study.directions))]
     objectives = [parse_objective(n, d.name.lower()) for n, d in zip(names, study.directions)]
     trials = read_trials(study)
-    on_front = {t.number for t in pareto_front(trials, [o.maximize for o in objectives])}
+    concurrencies = [o.concurrency for o in objectives]
+    on_front = {t.number for t in pareto_front(trials, [o.maximize for o in objectives], concurrencies)}
     views = {t.number: _view(t, on_front) for t in trials}
     refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
     pooled = pool_study(trials, refs)
+    originals = dict(views)
     for number, group in launch_groups(trials).items():
         for t in group[1:]:  # a measured trial of the same flags (--remeasure) is a relaunch of the first
             views[t.number] = replace(views[t.number], kind="relaunch", confirm_of=number)
+        classes = [[originals[t.number] for t in launches] for launches in pooled.launches[number]]
         views[number] = _pooled(
-            views[number], [views[t.number] for t in group], objectives, pooled.configurations[number], pooled_values(group)
+            views[number], len(group), classes, objectives, pooled.configurations[number], pooled.pooled_with[number]
         )
     spread = {objectives[i].name: s for i, s in pooled.spread.items()}
     return StudyData(study.study_name, objectives, list(views.values()), dict(study.user_attrs), spread)
@@ -345,27 +352,34 @@ def snapshot(study: Any) -> StudyData:
 
 def _pooled(
     root: TrialView,
-    group: Sequence[TrialView],
+    launches: int,
+    classes: Sequence[Sequence[TrialView]],
     objectives: Sequence[Objective],
     pooled: Sequence[Pooled | None],
-    values: Sequence[float],
+    pooled_with: Sequence[tuple[int, ...]],
 ) -> TrialView:
-    """`root` with its launches pooled: mean values, and per objective the pooled interval
-    with the successful requests of every launch behind it."""
+    """`root` with its launches pooled: per objective the mean over `classes[i]` (its
+    launches and those of the same server at that objective's concurrency), the pooled
+    interval and the successful requests of every launch behind it."""
     measures: list[Measure | None] = []
-    for i, (o, p) in enumerate(zip(objectives, pooled)):
-        launches = [m for m in (v.objective_measure(o, i) for v in group) if m is not None]
-        counts = [m.n for m in launches if m.n is not None]
-        methods = {m.method for m in launches if m.method}
+    values = list(root.values) if root.values is not None else None
+    for i, (o, p, group) in enumerate(zip(objectives, pooled, classes)):
+        figures = [m for m in (v.measure(o.metric, o.concurrency) if o.concurrency else None for v in group) if m is not None]
+        counts = [m.n for m in figures if m.n is not None]
+        methods = {m.method for m in figures if m.method}
         method = SHORT_WINDOW if SHORT_WINDOW in methods else (methods.pop() if len(methods) == 1 else None)
         measures.append(None if p is None else Measure(p.value, p.half, sum(counts) if counts else None, method))
+        if values is not None and p is not None and len(group) > 1 and i < len(values):
+            values[i] = p.value  # the mean over the launches behind it
     between = tuple(o.name for o, p in zip(objectives, pooled) if p is not None and p.between_dominates)
     return replace(
         root,
-        values=list(values) if len(group) > 1 else root.values,
-        launches=len(group),
+        values=values,
+        launches=launches,
         pooled=tuple(measures),
         between_dominates=between,
+        objective_launches=tuple(len(group) for group in classes),
+        pooled_with=tuple(pooled_with),
     )
 
 

@@ -1,6 +1,7 @@
 """What a pick rests on, in one sentence (pure).
 
-For a pick chosen on one objective: how many launches its figure pools, whether its 95%
+For a pick chosen on one objective: how many launches its figure pools (its own, and those
+of configurations that ran the same server at that objective's concurrency), whether its 95%
 interval (the between-launch spread included once relaunches measured it) separates it
 from the runner-up on that objective (the best other measured configuration), and where
 its own launches disagree beyond their intervals. Separation follows
@@ -27,8 +28,10 @@ def _pooled(m: Measure, launches: int) -> Pooled:
 
 
 def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
-    """The best measured configuration on objective `i` other than `chosen`."""
-    others = [t for t in data.measured if t.number != chosen.number]
+    """The best measured configuration on objective `i` other than `chosen` and those
+    whose figure there pools with `chosen`'s."""
+    same = chosen.pooled_with[i] if i < len(chosen.pooled_with) else ()  # the same figure: not a rival
+    others = [t for t in data.measured if t.number != chosen.number and t.number not in same]
     if not others:
         return None
     sign = 1.0 if data.objectives[i].maximize else -1.0
@@ -54,8 +57,14 @@ def support_note(data: StudyData, chosen: TrialView, i: int) -> str:
     """' It rests on 2 launches; ...' (see the module docstring); '' without a figure."""
     o = data.objectives[i]
     where = f"C={o.concurrency}" if o.concurrency is not None else o.name
-    n = chosen.launches
+    n = chosen.objective_launches[i] if i < len(chosen.objective_launches) else chosen.launches
     text = f" It rests on {n} launch{'es' if n != 1 else ''}"
+    others = chosen.pooled_with[i] if i < len(chosen.pooled_with) else ()
+    if others:
+        text += (
+            f" ({chosen.launches} of its own, {n - chosen.launches} of trial(s) {', '.join(map(str, others))}: "
+            f"the same server at {where}, where only the KV pool's size differs)"
+        )
     other = runner_up(data, chosen, i)
     if other is None:
         text += "; nothing else was measured to compare it with"

@@ -118,12 +118,28 @@ def _row(data: StudyData, t: TrialView, baseline: TrialView | None, level: int |
     )
 
 
+def shared_note(data: StudyData, t: TrialView) -> str:
+    """'C=1 pooled with trial(s) 10 (only the KV pool's size differs)' where `t`'s figures
+    include launches of other configurations (`TrialView.pooled_with`); '' where none do."""
+    by_others: dict[tuple[int, ...], list[str]] = {}
+    for o, others in zip(data.objectives, t.pooled_with):
+        if others:
+            by_others.setdefault(others, []).append(f"C={o.concurrency}" if o.concurrency is not None else o.name)
+    return "; ".join(
+        f"{', '.join(where)} pooled with trial(s) {', '.join(map(str, others))} (only the KV pool's size differs)"
+        for others, where in by_others.items()
+    )
+
+
 def build_table(data: StudyData, baseline: TrialView | None = None, marks: dict[int, list[str]] | None = None) -> ParetoTable:
     """The table for `data`'s front; `marks` adds labels by trial number."""
     marks = {k: list(v) for k, v in (marks or {}).items()}
     for t in data.front:
         if t.launches > 1:
             marks.setdefault(t.number, []).append(f"mean of {t.launches} launches")
+        shared = shared_note(data, t)
+        if shared:
+            marks.setdefault(t.number, []).append(shared)
     if baseline is not None:
         marks.setdefault(baseline.number, []).insert(0, "baseline")
     level = _lowest_level(data)
@@ -265,6 +281,16 @@ def _measure_json(m: Measure | None) -> dict[str, Any] | None:
     return out
 
 
+def _objective_json(m: Measure | None, t: TrialView, i: int) -> dict[str, Any] | None:
+    """An objective's figure, with the launches behind it and the configurations it pools
+    (`TrialView.pooled_with`: the same server at that objective's concurrency)."""
+    out = _measure_json(m)
+    if out is not None and i < len(t.objective_launches):
+        out["launches"] = t.objective_launches[i]
+        out["pooled_with"] = list(t.pooled_with[i])
+    return out
+
+
 def table_json(table: ParetoTable) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts (front first, then the baseline when off the front)."""
     out = []
@@ -273,7 +299,9 @@ def table_json(table: ParetoTable) -> list[dict[str, Any]]:
             {
                 "number": row.number,
                 "params": row.trial.flags,
-                "objectives": {n: _measure_json(m) for n, m in zip(table.objective_names, row.objectives)},
+                "objectives": {
+                    n: _objective_json(m, row.trial, i) for i, (n, m) in enumerate(zip(table.objective_names, row.objectives))
+                },
                 "tpot_ms": _measure_json(row.tpot),
                 "accept_length": _measure_json(row.accept_length),
                 "max_running_requests": row.max_running_requests,

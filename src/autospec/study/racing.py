@@ -45,7 +45,7 @@ from typing import Any
 
 from autospec.config import SearchSpace
 from autospec.metrics import LevelSummary
-from autospec.records import StorageUnavailable, StoredTrial, TrialStore, launch_groups, pareto_front
+from autospec.records import StorageUnavailable, StoredTrial, TrialStore, pareto_front
 from autospec.records.launches import ObjectiveRef, comparable_interval, pool_study
 
 __all__ = ["Race", "RaceObjective"]
@@ -137,15 +137,17 @@ class Race:
         bounds = tuple(_Bound(c.metric, c.concurrency, c.min, c.max) for c in space.constraints)
         refs = [ObjectiveRef(o.index, o.metric, o.concurrency) for o in objectives]
         pooled = pool_study(trials, refs)
-        groups = launch_groups(trials)
         members = []
-        for t in pareto_front(trials, [o.maximize for o in objectives]):
+        for t in pareto_front(trials, [o.maximize for o in objectives], [o.concurrency for o in objectives]):
             figures = pooled.configurations.get(t.number, [])
-            group = groups.get(t.number, [t])
+            launches = pooled.launches.get(t.number) or [[t]] * len(refs)
             members.append(
                 (
                     t.number,
-                    tuple(None if p is None else _member_interval(group, ref, p.value, p.half) for ref, p in zip(refs, figures)),
+                    tuple(
+                        None if p is None else _member_interval(group, ref, p.value, p.half)
+                        for ref, p, group in zip(refs, figures, launches)
+                    ),
                 )
             )
         return cls(objectives, bounds, tuple(members))

@@ -325,7 +325,7 @@ class QueuePolicy:
         launched_trials = [t for t in trials if t.launched]
         front = [
             Measured(t.number, t.candidate, t.values, _startup(t).get("max_running_requests"))
-            for t in pareto_front(launched_trials, self.store.maximize)
+            for t in pareto_front(launched_trials, self.store.maximize, [o.concurrency for o in self.space.objectives])
             if t.values is not None and t.outcome == OK
         ]
         push = push_candidate(self.space, front, self._push_answer)
