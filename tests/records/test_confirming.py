@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -93,3 +94,17 @@ def test_among_equally_launched_contenders_the_one_closest_to_the_leader_is_rela
     # minimising: the distance is the same either way round
     low = _contest(PooledStudy({}, {1: [Pooled(50.0, 5.0, 1, 1.0, 4.9)], 2: [Pooled(54.0, 5.0, 1, 1.0, 4.9)]}), 0, False)
     assert low is not None and low.leader == 1 and low.distance[2] == pytest.approx(4.0 / math.hypot(5.0, 5.0))
+
+
+def test_the_contests_take_turns_so_one_picks_near_ties_do_not_take_every_confirmation():
+    """The latency contest has three contenders on one launch each, the throughput contest
+    one on two launches: the least launched would always be a latency contender; once the
+    latency contest got a relaunch more than the throughput contest, the throughput
+    contest's turn comes."""
+    latency = contest(leader=1, contenders=(2, 3, 4), launches={1: 2}, objective=0, spread_known=True)
+    throughput = contest(leader=5, contenders=(6,), launches={5: 2, 6: 2}, objective=1, spread_known=True)
+    assert next_confirmation([latency, throughput]).trial == 2
+    turned = replace(latency, relaunched=1)
+    chosen = next_confirmation([turned, throughput], {0: "C=1", 1: "C=32"})
+    assert chosen is not None and chosen.trial == 5 and "C=32" in chosen.reason
+    assert next_confirmation([turned, replace(throughput, relaunched=1)]).trial == 2

@@ -100,3 +100,15 @@ def test_configurations_pooled_into_one_figure_are_one_member_of_a_contest():
     assert latency.objective == 0 and latency.leader == 0
     assert latency.contenders == (2,)  # trial 1 is the leader's own server at C=1, not its rival
     assert latency.launches[0] == 2  # the leader's figure rests on both launches
+
+
+def test_a_contest_counts_the_relaunches_of_every_configuration_in_its_members_figures():
+    trials = [
+        launch(0, 3, 0.80, 200.0, 1500.0, running=17),
+        launch(1, 3, 0.90, 201.0, 1900.0),
+        launch(2, 4, 0.8, 199.0, 1400.0),
+        launch(3, 3, 0.90, 202.0, 1890.0, confirm_of=1),
+    ]
+    latency, throughput = contests(trials, REFS, [True, True])
+    assert latency.leader == 0 and latency.relaunched == 1  # trial 1's relaunch measured the leader's server at C=1
+    assert throughput.leader == 1 and throughput.relaunched == 1

@@ -18,11 +18,12 @@ once all of them rest on `MIN_LAUNCHES` and differ by at most `TIE_MARGIN` (a di
 too small to matter, and too small to resolve in a few launches): the report names those
 ties instead of spending more launches on them.
 
-`next_confirmation` chooses the relaunch that settles the most: among the configurations
-of unsettled, untied contests that may be launched again, the one with the fewest
-launches (a leader before its contenders, then the contender closest to the leader in
-units of their combined half-width: the likeliest to overturn the pick, then the lower
-trial number).
+`next_confirmation` chooses the relaunch that settles the most: the unsettled, untied
+contests take turns (the one whose members were relaunched least so far goes first, so
+that one pick's many near-ties do not take every confirmation from the other pick), and
+within a contest the configuration that may be launched again with the fewest launches (a
+leader before its contenders, then the contender closest to the leader in units of their
+combined half-width: the likeliest to overturn the pick, then the lower trial number).
 `disagreeing_objectives` says where a configuration's launches disagree beyond their own
 intervals (the launches differ by more than their within-launch intervals allow: the
 between-launch spread shows).
@@ -32,12 +33,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autospec.metrics.relaunch import LaunchFigure, Pooled
 from autospec.records.front import launch_groups
 from autospec.records.launches import ObjectiveRef, PooledStudy, launch_figure, pool_study
-from autospec.records.stored import StoredTrial
+from autospec.records.stored import StoredTrial, TrialClass
 
 __all__ = [
     "MIN_LAUNCHES",
@@ -73,6 +74,7 @@ class Contest:
     close: bool  # every contender is within TIE_MARGIN of the leader
     # per member, its distance to the leader in combined half-widths (0 for the leader)
     distance: Mapping[int, float] = field(default_factory=dict)
+    relaunched: int = 0  # confirmation relaunches so far of its members' configurations
 
     @property
     def members(self) -> tuple[int, ...]:
@@ -175,7 +177,17 @@ def contests(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef], maximi
     """The contest of each pick objective (`pick_objectives`) over the study's `trials`."""
     pooled = pool_study(trials, refs)
     found = [_contest(pooled, i, maximize[i]) for i in pick_objectives(refs)]
-    return [c for c in found if c is not None]
+    relaunches = [t.markers.confirm_of for t in trials if t.trial_class == TrialClass.RELAUNCH]
+    return [
+        replace(c, relaunched=sum(1 for n in relaunches if n in c.members or _pooled_into(pooled, c, n)))
+        for c in found
+        if c is not None
+    ]
+
+
+def _pooled_into(pooled: PooledStudy, contest: Contest, number: int | None) -> bool:
+    """Trial `number`'s configuration is in a member's figure of the contest's objective."""
+    return any(number in pooled.sharing(m, contest.objective) for m in contest.members)
 
 
 def next_confirmation(
@@ -185,12 +197,12 @@ def next_confirmation(
     settled or tied. `where` names objectives in the reason (index -> "C=32"); trials in
     `exclude` are not chosen (a relaunch of them was answered without a launch)."""
     names = where or {}
-    best: tuple[tuple[int, bool, float, int], Contest, int] | None = None
+    best: tuple[tuple[int, tuple[int, bool, float, int]], Contest, int] | None = None
     for contest in standing:
         for n in contest.wanting():
             if n in exclude:
                 continue
-            key = contest.order(n)
+            key = (contest.relaunched, contest.order(n))
             if best is None or key < best[0]:
                 best = (key, contest, n)
     if best is None:
