@@ -121,7 +121,13 @@ def test_markdown_and_json_forms(data):
     assert md.startswith("| trial | configuration |") and "250.0 ±2.5" in md
     rows = table_json(table)
     assert rows[-1]["number"] == 0 and rows[-1]["on_front"] is False
-    assert rows[1]["objectives"]["output_tok_s@c1"] == {"value": 250.0, "half_width": pytest.approx(2.5), "n": 40}
+    assert rows[1]["objectives"]["output_tok_s@c1"] == {
+        "value": 250.0,
+        "half_width": pytest.approx(2.5),
+        "n": 40,
+        "launches": 1,
+        "pooled_with": [],
+    }
     json.dumps(rows)
 
 

@@ -35,6 +35,7 @@ def study() -> StudyData:
         view(7, "dominated", 265.5, 1571.0, launches=(4, 1), pooled_with=((10, 11), ())),
         view(11, "dominated", 265.5, 1700.0, launches=(4, 1), pooled_with=((7, 10), ())),
         view(6, "front", 263.4, 1950.0),
+        view(5, "dominated", 263.4, 1800.0),  # pooled with 6 at C=1: 6, on the front, stands for both
     ]
     return StudyData("s", OBJECTIVES, trials)
 

@@ -35,7 +35,8 @@ def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
     if not others:
         return None
     sign = 1.0 if data.objectives[i].maximize else -1.0
-    return max(others, key=lambda t: (sign * _measure(t, data, i).value, -t.number))
+    # configurations pooled into one figure tie: the one on the front stands for them
+    return max(others, key=lambda t: (sign * _measure(t, data, i).value, t.kind == "front", -t.number))
 
 
 def disagreeing_launches(data: StudyData, chosen: TrialView) -> list[str]:
