@@ -132,12 +132,14 @@ def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> P
     for ref in refs:
         classes = objective_groups(trials, ref.concurrency, groups)
         figures = {n: [f for f in (launch_figure(t, ref) for t in launches) if f is not None] for n, launches in classes.items()}
-        distinct = {launches[0].number: n for n, launches in classes.items()}  # one entry per pool
-        found = between_launch_spread([figures[n] for n in distinct.values() if len(classes[n]) > 1])
+        pools: dict[int, list[int]] = {}  # a pool's first launch -> the measured trials it pools, in number order
+        for n, launches in classes.items():
+            pools.setdefault(launches[0].number, []).append(n)
+        found = between_launch_spread([figures[roots[0]] for roots in pools.values() if len(classes[roots[0]]) > 1])
         if found is not None:
             spread[ref.index] = found
         for n, launches in classes.items():
             configurations[n].append(pool_launches(figures[n], spread.get(ref.index)) if figures[n] else None)
-            pooled_with[n].append(tuple(sorted({m for m, c in classes.items() if c is launches and m != n})))
+            pooled_with[n].append(tuple(sorted(m for m in pools[launches[0].number] if m != n)))
             behind[n].append(launches)
     return PooledStudy(spread, configurations, pooled_with, behind)

@@ -140,7 +140,7 @@ class Race:
         members = []
         for t in pareto_front(trials, [o.maximize for o in objectives], [o.concurrency for o in objectives]):
             figures = pooled.configurations.get(t.number, [])
-            launches = pooled.launches.get(t.number) or [[t]] * len(refs)
+            launches = pooled.launches[t.number]  # the front is made of the pooled configurations
             members.append(
                 (
                     t.number,
