@@ -69,7 +69,8 @@ from autospec.study.processes.owners import owner_env
 from autospec.study.processes.recovery import Heartbeat
 from autospec.study.processes.stopping import StopSignals, stop_stragglers
 from autospec.study.proposing.compiled import CompiledSpace
-from autospec.study.proposing.queue import QueuePolicy
+from autospec.study.proposing.policy import Moment
+from autospec.study.proposing.queue import LaunchQueue
 from autospec.study.proposing.references import ask_reference, reference_of
 from autospec.study.proposing.samplers import optuna_notes_silenced
 from autospec.study.racing import Race
@@ -167,7 +168,7 @@ class StudyRun:
     handle: StorageHandle
     store: TrialStore
     lock: StudyLock
-    queue: QueuePolicy
+    queue: LaunchQueue
     finisher: TrialFinisher
     chain: TrialChain
     launcher: Launcher
@@ -182,7 +183,6 @@ class StudyRun:
     sleep: Callable[[float], None] = time.sleep
     launched: int = field(default=0, init=False)  # launched trials in the study, as last read
     current: InFlight | None = field(default=None, init=False)
-    _confirm_line: str = field(default="", init=False)  # the last confirmation line logged
 
     # ------------------------------------------------------------------ the run
     def run(self) -> OptimizeResult:
@@ -225,22 +225,22 @@ class StudyRun:
         with self.lock.held():  # other workers of the study may be starting too: queue these once
             if self.req.study_options and not self.store.study.user_attrs.get(WORKER_OPTIONS_KEY):
                 self.store.set_study_attr(WORKER_OPTIONS_KEY, dict(self.req.study_options))
-            self.queue.prepare(trials)
+            self.queue.started(trials)
+            self.queue.queue(Moment.START, trials, count_launched(trials))
         self.launched = count_launched(trials)
         measured = [t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values]
         self.obs.study_started(self.req.study_name, self.launched, self.req.n_trials, measured)
 
     def _summarize(self) -> None:
-        """Store the model's summary of the configurations not launched and, with
-        confirmation on, log one line on what each pick rests on."""
+        """Store what the launch policies keep at the end (the model's summary of the
+        configurations not launched) and log their lines (what each pick rests on)."""
         try:
-            self.queue.store_model_summary()
-            summary = self.queue.confirmation_summary(self.store.read()) if self.queue.settings.confirm > 0 else ""
+            lines = self.queue.summary(self.store.read())
         except StorageUnavailable as e:
             self._log(f"the model's summary of the configurations not launched is not stored: {e}")
             return
-        if summary:
-            self._log(f"picks: {summary}")
+        for line in lines:
+            self._log(line)
 
     def _loop(self) -> StopReason:
         deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None
@@ -260,10 +260,10 @@ class StudyRun:
                 # this worker found exhausted may change once something else finishes.
                 self._wait_for_others()
                 continue
-            if self._confirm_picks(trials):
+            if self._queue_locked(Moment.TURN):
                 trials = self.store.read()
             if self._step(trials) is Asked.NOTHING:
-                if not elsewhere and self._confirm_picks(self.store.read(), exhausted=True):
+                if not elsewhere and self._queue_locked(Moment.NOTHING_LEFT):
                     continue  # nothing is left to search: the rest of the budget may confirm
                 if not elsewhere:
                     return StopReason.EXHAUSTED
@@ -271,18 +271,13 @@ class StudyRun:
                 self._wait_for_others()
         return StopReason.TARGET
 
-    def _confirm_picks(self, trials: Sequence[StoredTrial], exhausted: bool = False) -> bool:
-        """Within the confirmation window (or anywhere once the space is `exhausted`), queue
-        a relaunch of what the picks depend on (`QueuePolicy.enqueue_confirmation`), under
-        the lock: other workers queue too. True when one was queued."""
-        if not (exhausted or self.queue.in_confirmation_window(trials)):
+    def _queue_locked(self, moment: Moment) -> bool:
+        """Let the launch policies acting at `moment` queue, under the study's lock (other
+        workers queue too). True when a trial is queued afterwards."""
+        if not self.queue.acts_at(moment):
             return False
         with self.signals.deferred(), self.lock.held():
-            line = self.queue.enqueue_confirmation(self.store.read(), exhausted=exhausted)
-        if line and line != self._confirm_line:  # the same relaunch queued again after another worker took it
-            self._log(line)
-        self._confirm_line = line or self._confirm_line
-        return bool(line)
+            return self.queue.queue(moment, self.store.read(), self.launched)
 
     def _wait_for_others(self) -> None:
         self.obs.phase("waiting for other workers")
@@ -319,7 +314,7 @@ class StudyRun:
         with self.signals.deferred():
             if self._recover_others(trials):
                 trials = self.store.read()
-            if not self.queue.fill(trials):
+            if not self.queue.queue(Moment.ASK, trials, self.launched):
                 return Asked.NOTHING
             trial = self.store.ask()
             current = InFlight(
@@ -376,7 +371,7 @@ class StudyRun:
             spawned=lambda info: self._spawned(current, info),
         )
         if current.reference is None:  # a reference point is not shown to the proposer (`proposing.references`)
-            hooks.measured = lambda record: self.queue.propose_ahead(current.trial, record, self.launched + 1)
+            hooks.measured = lambda record: self.queue.measured(current.trial, record, self.launched + 1)
         off_search = current.confirm_of is not None or current.reference is not None
         race = None if off_search else Race.for_trial(self.compiled.space, self.store, self.req.race)
         if race is not None:
@@ -400,8 +395,8 @@ class StudyRun:
                 self.events.write(f"trial {current.trial.number}: server record not stored ({exc})")
 
     def _finish(self, current: InFlight, record: TrialRecord) -> None:
-        """Store the trial's record (`TrialFinisher`); the queue policy learns it, and a
-        mem-fraction push may be queued after a launch."""
+        """Store the trial's record (`TrialFinisher`); the launch policies learn it, and
+        may queue a launch after a launch (a mem-fraction push)."""
         number, confirmation = current.trial.number, current.confirm_of is not None
         with self.signals.deferred():
             try:
@@ -414,10 +409,7 @@ class StudyRun:
                     self.launched += 1
         self.obs.trial_finished(number, record, self.launched, self.req.n_trials)
         if record.launched and not ending.failed:
-            with self.signals.deferred(), self.lock.held():
-                push = self.queue.enqueue_mem_push(self.launched)
-            if push:
-                self._log(push)
+            self._queue_locked(Moment.LAUNCHED)
 
     def _told(self, current: InFlight) -> None:
         self.signals.live_servers.discard(current.launch_id)
