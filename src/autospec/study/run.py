@@ -39,14 +39,10 @@ import enum
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import optuna
 
 from autospec.launcher import Launcher
 from autospec.records import (
-    INTERRUPTED,
     WITHDRAWN,
     WORKER_OPTIONS_KEY,
     Markers,
@@ -61,6 +57,7 @@ from autospec.study.chain import ChainHooks, TrialChain
 from autospec.study.claims import StudyLock, claim_trial, claimed_by_others
 from autospec.study.files import Artifacts, EventLog, PendingResults, StudyLayout
 from autospec.study.finishing import TrialFinisher
+from autospec.study.in_flight import InFlight, record_interrupted
 from autospec.study.nothing_starts import raise_if_nothing_can_start
 from autospec.study.processes import recovery
 from autospec.study.processes.gpu_guard import GpuGuard
@@ -95,36 +92,6 @@ class Asked(enum.Enum):
     LAUNCHED = "launched"  # a trial was claimed and went through the trial chain (whatever its outcome)
     WITHDRAWN = "withdrawn"  # a trial was asked, but another worker's claim came first; nothing ran
     NOTHING = "nothing"  # nothing launchable is left to ask for
-
-
-@dataclass
-class InFlight:
-    """The trial in flight: asked and claimed, maybe launched, not yet told."""
-
-    trial: optuna.Trial
-    candidate: dict[str, Any]
-    launch_id: str
-    started: float
-    confirm_of: int | None = None  # a confirmation relaunch of this trial's configuration
-    reference: str | None = None  # a reference point outside the search (`proposing.references`)
-    phase: str = "ask"
-    log_path: Path | None = None
-    beat: Heartbeat | None = None
-    idle_before_launch: float | None = None  # seconds the GPU was free before this launch
-
-
-def interrupted_record(current: InFlight, second_signal: bool) -> TrialRecord:
-    """The record of the trial in flight when a stop signal came (outcome "interrupted")."""
-    how = "server killed at once by a second signal" if second_signal else "server torn down"
-    if current.log_path is None:
-        how = "no server was running"
-    return TrialRecord(
-        outcome=INTERRUPTED,
-        candidate=current.candidate,
-        reason=f"stopped by a signal during {current.phase}; {how}",
-        launched=current.log_path is not None,
-        log_path=str(current.log_path) if current.log_path else None,
-    )
 
 
 @dataclass
@@ -286,18 +253,11 @@ class StudyRun:
             self._recover_others(self.store.read())
 
     def _recover_others(self, trials: Sequence[StoredTrial]) -> bool:
-        """Fail and retry the trials of workers that died (on this host: by process
-        identity; on any host, with an RDB storage: by heartbeat), under the study's lock
-        so that two workers never retry the same trial twice. True when it looked."""
-        if not recovery.needs_recovery(trials, heartbeat=self.handle.heartbeat):
-            return False
-        with self.lock.held():
-            lines = recovery.recover(self.store, self.launcher, self.artifacts)
-            if self.handle.heartbeat:
-                lines += recovery.fail_stale_heartbeats(self.store)
-        for line in lines:
+        """`recovery.recover_others` (under the study's lock); True when it looked."""
+        lines = recovery.recover_others(trials, self.store, self.lock, self.launcher, self.artifacts, self.handle.heartbeat)
+        for line in lines or ():
             self._log(line)
-        return True
+        return lines is not None
 
     # ------------------------------------------------------------------ one trial
     def _step(self, trials: Sequence[StoredTrial]) -> Asked:
@@ -420,28 +380,12 @@ class StudyRun:
         note = ""
         if self.current is not None:
             with self.signals.deferred():
-                note = self._record_interrupted(self.current)
+                try:
+                    second = self.signals.count >= 2
+                    note = record_interrupted(self.current, self.store, self.finisher, self.launcher, self.events, second)
+                finally:
+                    self._told(self.current)
         return StudyInterrupted(
             f"interrupted{note}: {self.launched} of {self.req.n_trials} trials are stored in {self.handle.description}; "
             "run the same command again to continue"
         )
-
-    def _record_interrupted(self, current: InFlight) -> str:
-        """Record the interrupted trial as FAIL ("interrupted") with its server log, and
-        queue its parameters again. Returns a note for the message ("" when all went well)."""
-        if current.beat is not None:
-            current.beat.stop()
-        trial = current.trial
-        try:
-            straggler = stop_stragglers(current.launch_id, self.launcher)
-            if straggler:
-                self.events.write(straggler)
-            if self.store.is_finished(trial):
-                return ""
-            record = interrupted_record(current, second_signal=self.signals.count >= 2)
-            self.finisher.finish(trial, record, note=f" (after {time.monotonic() - current.started:.1f}s)")
-            return ""
-        except Exception as exc:  # the storage may be what failed; the next run recovers the trial
-            return f" (trial {trial.number} could not be recorded: {type(exc).__name__}; the next run retries it)"
-        finally:
-            self._told(current)
