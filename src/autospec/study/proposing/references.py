@@ -48,7 +48,7 @@ import optuna
 from autospec.config import SearchSpace
 from autospec.feasibility.verdict import Verdict
 from autospec.records import Markers
-from autospec.sglang_facts import DRAFT_TOKENS, STEPS, TOPK
+from autospec.sglang_facts import ADAPTIVE_ALGORITHMS, ALGORITHM, DRAFT_TOKENS, STEPS, TOPK
 from autospec.study.proposing.policy import LaunchPolicy, Moment, Plan, StudyView
 
 __all__ = [
@@ -74,10 +74,7 @@ REFERENCE_NAMES = (NO_SPECULATION, SGLANG_DEFAULTS, ADAPTIVE)
 REFERENCE_PARAM = "autospec_reference"
 TRIALS_PER_REFERENCE = 4  # default rule: references only when --trials >= 4 x their number
 REFERENCES_ENQUEUED = "autospec:references_enqueued"
-ALGORITHM = "speculative_algorithm"
 ADAPTIVE_FLAG = "speculative_adaptive"
-# sglang 0.5.23 adaptive_spec_params.adaptive_unsupported_reason: EAGLE/EAGLE3 only (NEXTN aliases EAGLE)
-ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
 SPECULATION_SHAPE = (STEPS, TOPK, DRAFT_TOKENS)
 
 
