@@ -109,10 +109,9 @@ class Launcher:
             raise PortInUse(f"no free port on {host} in {self.ports.start}-{self.ports.stop - 1}", seconds=0.0)
         return port
 
-    # ------------------------------------------------------------------ start
-    def start(self, req: LaunchRequest, on_spawn: OnSpawn | None = None) -> RunningServer:
-        """Start ``req`` and return it ready, or raise the classified :class:`LaunchError`."""
-        baseline = self._baseline()
+    def _with_ports(self, req: LaunchRequest) -> tuple[LaunchRequest, int]:
+        """The port the server listens on (the request's, checked free, else a free one) and
+        the request with a free NCCL port where this launcher chooses it."""
         if req.port is not None:
             port = req.port
             if not is_port_free(req.host, port):
@@ -121,6 +120,13 @@ class Launcher:
             port = self._free_port(req.host)
         if self.nccl_port and req.nccl_port is None:
             req = dataclasses.replace(req, nccl_port=self._free_port(req.host, avoid=port))
+        return req, port
+
+    # ------------------------------------------------------------------ start
+    def start(self, req: LaunchRequest, on_spawn: OnSpawn | None = None) -> RunningServer:
+        """Start ``req`` and return it ready, or raise the classified :class:`LaunchError`."""
+        baseline = self._baseline()
+        req, port = self._with_ports(req)
         argv = build_argv(req, port)
         env = child_environment(req)
         redactor = Redactor.for_launch(req, env)

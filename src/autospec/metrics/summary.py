@@ -48,7 +48,7 @@ import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
@@ -302,19 +302,8 @@ def _summarize_records(
         agg_output_tok_s=agg,
         agg_output_tok_s_ci=cis.get("agg_output_tok_s", _NAN2),
         ttft_ms_mean=_ms(stats.mean(ttft_f)),
-        ttft_ms_p50=_ms(stats.percentile(ttft_f, 50)),
-        ttft_ms_p90=_ms(stats.percentile(ttft_f, 90)),
-        ttft_ms_p99=_ms(stats.percentile(ttft_f, 99)),
         tpot_ms_mean=_ms(stats.mean(tpot_f)),
-        tpot_ms_p50=_ms(stats.percentile(tpot_f, 50)),
-        tpot_ms_p90=_ms(stats.percentile(tpot_f, 90)),
-        tpot_ms_p99=_ms(stats.percentile(tpot_f, 99)),
-        itl_ms_p50=_ms(stats.percentile(each.itl, 50)),
-        itl_ms_p90=_ms(stats.percentile(each.itl, 90)),
-        itl_ms_p99=_ms(stats.percentile(each.itl, 99)),
-        e2e_ms_p50=_ms(stats.percentile(latency_f, 50)),
-        e2e_ms_p90=_ms(stats.percentile(latency_f, 90)),
-        e2e_ms_p99=_ms(stats.percentile(latency_f, 99)),
+        **_latency_percentiles(ttft_f, tpot_f, each.itl, latency_f),
         accept_length=accept,
         wall_s=wall,
         completion_tokens=total_tokens,
@@ -330,6 +319,29 @@ def _summarize_records(
         agg_ci_method=agg_method,
         accept_length_source="response" if accept is not None else None,
     )
+
+
+class _LatencyPercentiles(TypedDict):
+    ttft_ms_p50: float
+    ttft_ms_p90: float
+    ttft_ms_p99: float
+    tpot_ms_p50: float
+    tpot_ms_p90: float
+    tpot_ms_p99: float
+    itl_ms_p50: float
+    itl_ms_p90: float
+    itl_ms_p99: float
+    e2e_ms_p50: float
+    e2e_ms_p90: float
+    e2e_ms_p99: float
+
+
+def _latency_percentiles(ttft: np.ndarray, tpot: np.ndarray, itl: np.ndarray, e2e: np.ndarray) -> _LatencyPercentiles:
+    """The 50th, 90th and 99th percentiles of TTFT, TPOT, ITL and end-to-end latency, in ms
+    (`LevelSummary`'s ``<name>_ms_p<q>`` fields)."""
+    columns = {"ttft": ttft, "tpot": tpot, "itl": itl, "e2e": e2e}
+    figures = {f"{name}_ms_p{q}": _ms(stats.percentile(values, q)) for name, values in columns.items() for q in (50, 90, 99)}
+    return cast(_LatencyPercentiles, figures)
 
 
 def _per_request_intervals(
