@@ -295,15 +295,10 @@ async def run_level(
 ) -> LevelResult:
     """Run one closed-loop level against `base_url`; per-request failures become
     records, never exceptions. Cancellation closes every stream and propagates."""
-    async with BenchClient(
-        base_url,
-        workload,
-        model=model,
-        timeout_s=timeout_s,
-        transport=transport,
-    ) as client:
-        await client.resolve_model()
-        return await run_level_with(client, plan, on_progress=on_progress)
+    levels = await run_levels_async(
+        base_url, workload, [plan], model=model, timeout_s=timeout_s, transport=transport, on_progress=on_progress
+    )
+    return levels[plan.concurrency]
 
 
 async def run_levels_async(

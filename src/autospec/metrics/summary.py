@@ -48,7 +48,7 @@ import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -263,10 +263,8 @@ def _summarize_records(
     errors = Counter(r.error_kind or "unknown" for r in measured if not r.ok)
     req = _Requests.of(ok)
     each = _Requests.of([r for r in ok if not r.ramp]) if any(r.ramp for r in ok) else req  # per-request figures
-    per_request, decode, tpot = _speed_columns(each)
-    per_request_f, decode_f, tpot_f = _finite(per_request), _finite(decode), _finite(tpot)
-    ttft_f = _finite(each.ttft)
-    latency_f = each.latency
+    per_request_f, decode_f, tpot_f = (_finite(column) for column in _speed_columns(each))
+    ttft_f, latency_f = _finite(each.ttft), each.latency
 
     wall = float(sum(windows)) if windows else _NAN
     total_tokens = int(req.tokens.sum()) if ok else 0
@@ -275,15 +273,8 @@ def _summarize_records(
     accept = float(req.tokens[has_verify].sum() / req.verify[has_verify].sum()) if has_verify.any() else None
 
     cis = _per_request_intervals(each, per_request_f, decode_f, ttft_f, tpot_f, latency_f, intervals)
-    if _wanted(intervals, "agg_output_tok_s_whole") or _wanted(intervals, "agg_output_tok_s"):
-        cis["agg_output_tok_s_whole"] = _whole_run_interval(req, whole)
-    if has_verify.sum() >= 2 and _wanted(intervals, "accept_length"):
-        cis["accept_length"] = stats.bootstrap_ratio_ci(req.tokens[has_verify], req.verify[has_verify])
-
-    steady_s = float(sum(w.seconds for w in steady))
-    transient_s = float(sum(w.transient_s for w in steady))
-    run_s = float(sum(w.run_seconds for w in steady))
-    share = (steady_s + transient_s) / run_s if run_s > 0 else 0.0
+    cis.update(_level_intervals(req, whole, intervals))
+    steady_s, transient_s, share = _steady_time(steady)
     agg, agg_method = _aggregate(steady, bool(ok), whole, cis, intervals)
 
     n_total = len(measured)
@@ -302,8 +293,19 @@ def _summarize_records(
         agg_output_tok_s=agg,
         agg_output_tok_s_ci=cis.get("agg_output_tok_s", _NAN2),
         ttft_ms_mean=_ms(stats.mean(ttft_f)),
+        ttft_ms_p50=_ms(stats.percentile(ttft_f, 50)),
+        ttft_ms_p90=_ms(stats.percentile(ttft_f, 90)),
+        ttft_ms_p99=_ms(stats.percentile(ttft_f, 99)),
         tpot_ms_mean=_ms(stats.mean(tpot_f)),
-        **_latency_percentiles(ttft_f, tpot_f, each.itl, latency_f),
+        tpot_ms_p50=_ms(stats.percentile(tpot_f, 50)),
+        tpot_ms_p90=_ms(stats.percentile(tpot_f, 90)),
+        tpot_ms_p99=_ms(stats.percentile(tpot_f, 99)),
+        itl_ms_p50=_ms(stats.percentile(each.itl, 50)),
+        itl_ms_p90=_ms(stats.percentile(each.itl, 90)),
+        itl_ms_p99=_ms(stats.percentile(each.itl, 99)),
+        e2e_ms_p50=_ms(stats.percentile(latency_f, 50)),
+        e2e_ms_p90=_ms(stats.percentile(latency_f, 90)),
+        e2e_ms_p99=_ms(stats.percentile(latency_f, 99)),
         accept_length=accept,
         wall_s=wall,
         completion_tokens=total_tokens,
@@ -321,27 +323,24 @@ def _summarize_records(
     )
 
 
-class _LatencyPercentiles(TypedDict):
-    ttft_ms_p50: float
-    ttft_ms_p90: float
-    ttft_ms_p99: float
-    tpot_ms_p50: float
-    tpot_ms_p90: float
-    tpot_ms_p99: float
-    itl_ms_p50: float
-    itl_ms_p90: float
-    itl_ms_p99: float
-    e2e_ms_p50: float
-    e2e_ms_p90: float
-    e2e_ms_p99: float
+def _level_intervals(req: _Requests, whole: float, intervals: Collection[str] | None) -> dict[str, tuple[float, float]]:
+    """95% intervals of the level's whole-run aggregate and accept length (`intervals`: the
+    names wanted; None: all)."""
+    cis: dict[str, tuple[float, float]] = {}
+    if _wanted(intervals, "agg_output_tok_s_whole") or _wanted(intervals, "agg_output_tok_s"):
+        cis["agg_output_tok_s_whole"] = _whole_run_interval(req, whole)
+    has_verify = np.isfinite(req.verify)
+    if has_verify.sum() >= 2 and _wanted(intervals, "accept_length"):
+        cis["accept_length"] = stats.bootstrap_ratio_ci(req.tokens[has_verify], req.verify[has_verify])
+    return cis
 
 
-def _latency_percentiles(ttft: np.ndarray, tpot: np.ndarray, itl: np.ndarray, e2e: np.ndarray) -> _LatencyPercentiles:
-    """The 50th, 90th and 99th percentiles of TTFT, TPOT, ITL and end-to-end latency, in ms
-    (`LevelSummary`'s ``<name>_ms_p<q>`` fields)."""
-    columns = {"ttft": ttft, "tpot": tpot, "itl": itl, "e2e": e2e}
-    figures = {f"{name}_ms_p{q}": _ms(stats.percentile(values, q)) for name, values in columns.items() for q in (50, 90, 99)}
-    return cast(_LatencyPercentiles, figures)
+def _steady_time(steady: Sequence[SteadyWindow]) -> tuple[float, float, float]:
+    """(steady seconds, transient seconds, their share of the runs' seconds) of the windows."""
+    steady_s = float(sum(w.seconds for w in steady))
+    transient_s = float(sum(w.transient_s for w in steady))
+    run_s = float(sum(w.run_seconds for w in steady))
+    return steady_s, transient_s, (steady_s + transient_s) / run_s if run_s > 0 else 0.0
 
 
 def _per_request_intervals(
