@@ -23,12 +23,13 @@ Contract:
   without counting (a transient failure, a dead worker) and then it takes over.
 - ``--confirm K`` (default: a quarter of N): within the last K launches of the budget,
   relaunches of the configurations the picks depend on, while a pick is unsettled
-  (`autospec.study.proposing.queue`, `autospec.records.confirming`); they count in N,
+  (`autospec.study.proposing.confirmations`, `autospec.records.confirming`); they count in N,
   and K is counted over the study, so a resumed run does not repeat them.
 - Racing (on unless ``race`` is false): a level stops measuring once the configuration
   clearly cannot change the front (`autospec.study.racing`).
 
-What is queued next is the `QueuePolicy`'s decision, how a trial's record is stored the
+What is queued next is the launch policies' decision (`LaunchQueue` asks them at the
+moments of the `Moment` enum), how a trial's record is stored the
 `TrialFinisher`'s; `autospec.study.building.build_run` makes every collaborator from an
 `OptimizeRequest`, so a `StudyRun` holds nothing process-wide.
 """
