@@ -39,6 +39,7 @@ OnSpawn = Callable[[int, int, list, int], None]
 _DRAIN_AFTER_EXIT_S = 2.0
 
 
+@dataclasses.dataclass(eq=False)
 class Launcher:
     """Starts servers and stops them completely; one instance serves many launches.
 
@@ -50,28 +51,16 @@ class Launcher:
     Timeouts bound each teardown step (see :mod:`autospec.launcher.teardown`).
     """
 
-    def __init__(
-        self,
-        probe: GpuProbe | None = None,
-        *,
-        term_timeout_s: float = 30.0,
-        kill_timeout_s: float = 10.0,
-        gpu_free_timeout_s: float = 60.0,
-        port_free_timeout_s: float = 30.0,
-        gpu_tolerance_mb: float = DEFAULT_GPU_TOLERANCE_MB,
-        ports: range | None = None,
-        nccl_port: bool = False,
-        gpu_baseline: bool = True,
-    ) -> None:
-        self.probe = probe
-        self.ports = ports
-        self.nccl_port = nccl_port
-        self.gpu_baseline = gpu_baseline
-        self.term_timeout_s = term_timeout_s
-        self.kill_timeout_s = kill_timeout_s
-        self.gpu_free_timeout_s = gpu_free_timeout_s
-        self.port_free_timeout_s = port_free_timeout_s
-        self.gpu_tolerance_mb = gpu_tolerance_mb
+    probe: GpuProbe | None = None
+    _: dataclasses.KW_ONLY
+    term_timeout_s: float = 30.0
+    kill_timeout_s: float = 10.0
+    gpu_free_timeout_s: float = 60.0
+    port_free_timeout_s: float = 30.0
+    gpu_tolerance_mb: float = DEFAULT_GPU_TOLERANCE_MB
+    ports: range | None = None
+    nccl_port: bool = False
+    gpu_baseline: bool = True
 
     # ------------------------------------------------------------------ helpers
     def _baseline(self) -> GpuSnapshot | None:
