@@ -35,7 +35,9 @@ from packaging.version import InvalidVersion, Version
 
 from autospec.errors import ConfigError
 from autospec.feasibility.verdict import Verdict
-from autospec.sglang_facts import DEFAULT_SGLANG_VERSION, max_draft_tokens
+from autospec.sglang_facts import ALGORITHM as ALGO
+from autospec.sglang_facts import DEFAULT_SGLANG_VERSION, STEPS, TOPK, max_draft_tokens
+from autospec.sglang_facts import DRAFT_TOKENS as DRAFT
 
 __all__ = [
     "Rule",
@@ -48,10 +50,6 @@ __all__ = [
     "dp_attention_enabled",
 ]
 
-ALGO = "speculative_algorithm"
-STEPS = "speculative_num_steps"
-TOPK = "speculative_eagle_topk"
-DRAFT = "speculative_num_draft_tokens"
 DFLASH_BLOCK = "speculative_dflash_block_size"  # 0.5.23: DFLASH's alias of the draft-token count
 DSPARK_BLOCK = "speculative_dspark_block_size"  # 0.5.23: DSPARK's gamma; draft tokens = gamma + 1
 PAGE = "page_size"
