@@ -10,9 +10,9 @@ i // (heads / kv_heads)), SiLU-gated MLP, no biases, untied LM head.
 model's: hidden columns beyond the small width stay exactly zero in the residual stream,
 every extra head, MLP column and layer adds exactly zero to it, and the RMSNorm weights are
 scaled by sqrt(small / big) with eps scaled by small / big (the mean square over the padded
-width is small / big times the small one's), so that the norm equals the small model's. Weights that multiply those zeros (or whose
-product is zeroed downstream) are filled with small random values rather than zeros, so the
-big model's matrix products run on non-zero data as a trained model's do.
+width is small / big times the small one's), so that the norm equals the small model's.
+Weights that multiply those zeros (or whose product is zeroed downstream) are filled with
+small random values rather than zeros, so the big model's matrix products run on non-zero data as a trained model's do.
 """
 
 from __future__ import annotations
@@ -204,32 +204,41 @@ def _rows(heads: list[int], hd: int) -> torch.Tensor:
     return torch.cat([torch.arange(h * hd, (h + 1) * hd) for h in heads]) if heads else torch.zeros(0, dtype=torch.long)
 
 
-class _Filler:
+class Filler:
     """Small random values for weights whose contribution is zeroed elsewhere."""
 
-    def __init__(self, generator: torch.Generator, std: float = 0.02):
-        self.generator, self.std = generator, std
+    def __init__(self, generator: torch.Generator, std: float = 0.02, device: torch.device | str = "cpu"):
+        self.generator, self.std, self.device = generator, std, torch.device(device)
 
     def __call__(self, *size: int) -> torch.Tensor:
-        return torch.randn(*size, generator=self.generator) * self.std
+        return torch.randn(*size, generator=self.generator, device=self.device) * self.std
+
+    def zeros(self, *size: int) -> torch.Tensor:
+        return torch.zeros(*size, device=self.device)
+
+    def ones(self, *size: int) -> torch.Tensor:
+        return torch.ones(*size, device=self.device)
+
+    def rows(self, heads: list[int], hd: int) -> torch.Tensor:
+        return _rows(heads, hd).to(self.device)
 
 
 def _embed_attention(
-    sw: dict[str, torch.Tensor], sn: dict[str, str] | None, small: Shape, big: Shape, fill: _Filler
+    sw: dict[str, torch.Tensor], sn: dict[str, str] | None, small: Shape, big: Shape, fill: Filler
 ) -> dict[str, torch.Tensor]:
     """q, k, v, o of one big layer; `sn` None: an extra layer that adds zero."""
     d, hd = small.hidden, big.head_dim
     q, k = fill(big.heads * hd, big.hidden), fill(big.kv_heads * hd, big.hidden)
-    v = torch.zeros(big.kv_heads * hd, big.hidden)  # extra KV heads read nothing
-    o = torch.zeros(big.hidden, big.heads * hd)  # padded hidden rows stay zero
+    v = fill.zeros(big.kv_heads * hd, big.hidden)  # extra KV heads read nothing
+    o = fill.zeros(big.hidden, big.heads * hd)  # padded hidden rows stay zero
     # columns of o for heads whose KV head has zero values may be anything: their output is zero
     real_kv = set(range(small.kv_heads)) if sn else set()
     rep_big = big.heads // big.kv_heads
     free_heads = [h for h in range(big.heads) if h // rep_big not in real_kv]
-    o[:d, _rows(free_heads, hd)] = fill(d, len(free_heads) * hd)
+    o[:d, fill.rows(free_heads, hd)] = fill(d, len(free_heads) * hd)
     if sn is not None:
-        qrows = _rows(_head_map(small, big), hd)
-        kvrows = _rows(list(range(small.kv_heads)), hd)
+        qrows = fill.rows(_head_map(small, big), hd)
+        kvrows = fill.rows(list(range(small.kv_heads)), hd)
         q[qrows, :d] = sw[sn["q"]]
         k[kvrows, :d] = sw[sn["k"]]
         v[kvrows, :d] = sw[sn["v"]]
@@ -239,13 +248,13 @@ def _embed_attention(
 
 
 def _embed_mlp(
-    sw: dict[str, torch.Tensor], sn: dict[str, str] | None, small: Shape, big: Shape, fill: _Filler
+    sw: dict[str, torch.Tensor], sn: dict[str, str] | None, small: Shape, big: Shape, fill: Filler
 ) -> dict[str, torch.Tensor]:
     """gate, up, down of one big layer: extra columns have zero `up` rows, so silu(gate) * 0 = 0."""
     d, m = small.hidden, small.intermediate if sn else 0
     gate = fill(big.intermediate, big.hidden)
-    up = torch.zeros(big.intermediate, big.hidden)
-    down = torch.zeros(big.hidden, big.intermediate)
+    up = fill.zeros(big.intermediate, big.hidden)
+    down = fill.zeros(big.hidden, big.intermediate)
     down[:d] = fill(d, big.intermediate)
     if sn is not None:
         gate[:m, :d] = sw[sn["gate"]]
@@ -255,15 +264,13 @@ def _embed_mlp(
     return {"gate": gate, "up": up, "down": down}
 
 
-def embed_layer(
-    sw: dict[str, torch.Tensor], index: int, small: Shape, big: Shape, fill: _Filler
-) -> dict[str, torch.Tensor]:
+def embed_layer(sw: dict[str, torch.Tensor], index: int, small: Shape, big: Shape, fill: Filler) -> dict[str, torch.Tensor]:
     """The float32 weights of big layer `index` (small layer `index`, or one adding zero)."""
     sn = _layer_names(index) if index < small.layers else None
     scale = math.sqrt(small.hidden / big.hidden)
     parts = {**_embed_attention(sw, sn, small, big, fill), **_embed_mlp(sw, sn, small, big, fill)}
     for norm in ("in_norm", "post_norm"):
-        weight = torch.ones(big.hidden)
+        weight = fill.ones(big.hidden)
         if sn is not None:
             weight[: small.hidden] = sw[sn[norm]] * scale
         parts[norm] = weight
@@ -271,12 +278,12 @@ def embed_layer(
     return {names[key]: value for key, value in parts.items()}
 
 
-def embed_outer(sw: dict[str, torch.Tensor], small: Shape, big: Shape, fill: _Filler) -> dict[str, torch.Tensor]:
+def embed_outer(sw: dict[str, torch.Tensor], small: Shape, big: Shape, fill: Filler) -> dict[str, torch.Tensor]:
     """Embedding table, final norm and LM head of the big model."""
     d = small.hidden
-    emb = torch.zeros(small.vocab, big.hidden)
+    emb = fill.zeros(small.vocab, big.hidden)
     emb[:, :d] = sw["model.embed_tokens.weight"]
-    norm = torch.ones(big.hidden)
+    norm = fill.ones(big.hidden)
     norm[:d] = sw["model.norm.weight"] * math.sqrt(small.hidden / big.hidden)
     head = fill(small.vocab, big.hidden)
     head[:, :d] = sw["lm_head.weight"]
@@ -287,7 +294,7 @@ def embed(sw: dict[str, torch.Tensor], small: Shape, big: Shape, seed: int = 0) 
     """The whole big state dict in float32 (for tests and small shapes; build_pair.py streams
     `embed_outer` and `embed_layer` into shards instead)."""
     check_embeddable(small, big)
-    fill = _Filler(torch.Generator().manual_seed(seed))
+    fill = Filler(torch.Generator().manual_seed(seed))
     sw = {k: v.float().cpu() for k, v in sw.items()}
     out = embed_outer(sw, small, big, fill)
     for i in range(big.layers):
