@@ -48,10 +48,10 @@ FULL = {
     "batch": 48,
     "target": dict(hidden=1024, layers=8, heads=8, kv_heads=2, intermediate=2816),
     "draft": dict(hidden=512, layers=3, heads=4, kv_heads=1, intermediate=1408),
-    "target_steps": 2400,
-    "draft_steps": 1600,
-    "max_train_s": 170,
-    "max_draft_s": 75,
+    "target_steps": 1800,
+    "draft_steps": 1200,
+    "max_train_s": 180,
+    "max_draft_s": 80,
 }
 QUICK = {
     **FULL,
@@ -169,6 +169,7 @@ def train(shape, data, cfg: dict, steps: int, max_s: float, teacher=None, seed: 
     """Train a Llama of `shape` on `data` (next-token loss, or KL to `teacher`=(weights, shape))."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)  # same pair on every machine, where torch can
     weights = {k: v.to(dev).requires_grad_(True) for k, v in tl.init_weights(shape, torch.Generator().manual_seed(seed)).items()}
     decay = [v for k, v in weights.items() if v.dim() == 2]
     rest = [v for k, v in weights.items() if v.dim() != 2]
