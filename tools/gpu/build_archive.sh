@@ -29,7 +29,7 @@ cp "$repo"/tools/gpu/{run_study.sh,nvml_watch.py,export_best.py,trials_table.py,
 # the trained pair of TARGET=8b-standalone and its checks
 cp "$repo"/tools/gpu/{build_pair.py,tiny_llama.py,check_exact.py,pair_check.sh} "$out/"
 # the wheel carries no search spaces
-cp "$repo"/src/autospec/search_spaces/{real-tiny-eagle,real-8b-ngram,real-8b-eagle-mem,real-8b-standalone}.toml "$out/"
+cp "$repo"/src/autospec/search_spaces/{real-tiny-eagle,real-8b-ngram,real-8b-eagle-mem,real-8b-standalone,real-8b-standalone-sampled}.toml "$out/"
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$repo" status --porcelain -- src 2>/dev/null | wc -l)
 echo "autospec $(basename "$wheel") from commit $commit ($dirty changed files under src/)" | tee "$out/BUILT_FROM"
