@@ -14,7 +14,7 @@ from pathlib import Path
 
 import optuna
 
-from autospec.cli.common import studies_dir_arg
+from autospec.cli.common import duration_arg, studies_dir_arg
 from autospec.cli.optimize import add_slot_arguments
 from autospec.errors import UsageError
 
@@ -44,7 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int, help="launched trials the study should hold (default: the study's own)")
     p.add_argument("--server-command", help="how to start the server on this host (default: the study's)")
     p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready")
-    p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h")
+    p.add_argument(
+        "--timeout",
+        type=duration_arg("--timeout"),
+        metavar="DURATION",
+        help="stop starting new trials after this wall time, e.g. 8h (default: no limit)",
+    )
     p.add_argument(
         "--storage-patience",
         type=float,
