@@ -88,10 +88,10 @@ GOOD = textwrap.dedent("""
 
 def make_study(studies: Path, name: str, launched: int) -> None:
     """A study of `GOOD` holding `launched` launched trials, through the study's own storage code."""
+    import tomllib
+
     from autospec.config import parse_search_space
     from autospec.study.storage import open_storage, open_study
-
-    import tomllib
 
     space = parse_search_space(tomllib.loads(GOOD), source="good.toml")
     handle = open_storage(None, name, studies)
@@ -203,7 +203,7 @@ def test_bench_names_its_request_timeout_and_prompt_seed_apart_from_optimize(cap
         "autospec: note: --timeout is now --request-timeout; --timeout goes away in the next release",
         "autospec: note: --seed is now --prompt-seed; --seed goes away in the next release",
     ]
-    code, out, _ = run(["bench", "--help"], capsys)
+    _, out, _ = run(["bench", "--help"], capsys)
     assert "--request-timeout" in out and "--prompt-seed" in out
     assert "--timeout" not in out.replace("--request-timeout", "").replace("--ready-timeout", "")
     assert "--seed" not in out.replace("--prompt-seed", "")

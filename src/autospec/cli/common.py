@@ -6,7 +6,7 @@ import argparse
 import ast
 import difflib
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,7 +98,9 @@ def add_study_command(
     p = sub.add_parser(name, help=help, description=description)
     group = p.add_argument_group("study")
     if name_from_space:
-        group.add_argument("--study", metavar="NAME", help="study name (default: the search-space file's name, with -sim added for --sim)")
+        group.add_argument(
+            "--study", metavar="NAME", help="study name (default: the search-space file's name, with -sim added for --sim)"
+        )
     elif existing:
         group.add_argument("--study", metavar="NAME", help="name of the study (default: the only study in --studies-dir)")
         p.set_defaults(study_from_folder=True)
@@ -118,7 +120,8 @@ def add_study_command(
         help="folder for default storage, logs and artifacts (default studies)",
     )
     if space:
-        group.add_argument("--space", metavar="FILE|NAME", help="search-space TOML file, or a bundled name: " + ", ".join(sorted(bundled_spaces())))
+        bundled = ", ".join(sorted(bundled_spaces()))
+        group.add_argument("--space", metavar="FILE|NAME", help=f"search-space TOML file, or a bundled name: {bundled}")
     return p
 
 
@@ -136,7 +139,7 @@ def renamed_option(p: argparse.ArgumentParser | argparse._ArgumentGroup, old: st
     same destination); using it prints one note on stderr. Kept for one release."""
 
     class _Renamed(argparse.Action):
-        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, _: Any = None) -> None:
             print(f"autospec: note: {old} is now {new}; {old} goes away in the next release", file=sys.stderr)
             setattr(namespace, self.dest, values)
 

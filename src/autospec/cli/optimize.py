@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from autospec.config import SearchSpace
     from autospec.study import ModelSize, OptimizeResult
 
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_study_command(
         sub,
@@ -200,8 +201,7 @@ def run(args: argparse.Namespace) -> int:
     if launched is not None and launched >= args.trials:
         print(
             f"study {name} already holds {launched} launched trials (--trials {args.trials}): nothing to do; "
-            f"raise --trials to launch more, or see the front with: autospec pareto --study {name}"
-            + _where_args(args)
+            f"raise --trials to launch more, or see the front with: autospec pareto --study {name}" + _where_args(args)
         )
         return 0
     plan, slot = slot_of(args, space)

@@ -72,7 +72,9 @@ def baseline_of(data: StudyData, number: int | None) -> TrialView | None:
     if t is None:
         raise UsageError(f"--baseline-trial {number}: study {data.name!r} has no trial {number}; see autospec pareto")
     if not t.measured:
-        raise UsageError(f"--baseline-trial {number}: trial {number} has no measurement (outcome {t.outcome}); pick a measured trial")
+        raise UsageError(
+            f"--baseline-trial {number}: trial {number} has no measurement (outcome {t.outcome}); pick a measured trial"
+        )
     return t
 
 
