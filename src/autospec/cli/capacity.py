@@ -234,18 +234,19 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stderr if args.json else sys.stdout
     stop = CapacityStop(deadline=time.monotonic() + args.timeout if args.timeout else None)
     curves: list[dict[str, Any]] = []
+    requests = [_request(args, trial, layout.capacity_dir(trial.number) / "server.log", env) for trial, _ in targets]
     with output.stop_on_signals(stop) as phase:
-        for trial, label in targets:
-            if (stop.remaining_s() or 1.0) <= 0:
+        for (trial, label), request in zip(targets, requests):
+            remaining = stop.remaining_s()
+            if remaining is not None and remaining <= 0:
                 stop.reason = stop.reason or "timeout"
             if stop.reason is not None:
                 break
-            folder = layout.capacity_dir(trial.number)
-            folder.mkdir(parents=True, exist_ok=True)
-            request = _request(args, trial, folder / "server.log", env)
+            request.log_path.parent.mkdir(parents=True, exist_ok=True)
             curves.append(output.measure_one(data.name, trial.number, label, request, workload, plan, stop, phase, out))
     if args.json:
-        print(json.dumps(curves if args.compare else curves[0], indent=2, default=str))
+        single = curves[0] if curves else None
+        print(json.dumps(curves if args.compare else single, indent=2, default=str))
     if args.compare:
         output.compare(curves, targets, layout.capacity_dir(0).parent, out, stop.reason)
     if stop.reason is not None and stop.reason != "timeout":
