@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--port {args.port} is not a TCP port; use 1-65535")
     study = open_existing(args)
     data = snapshot(study)
-    baseline = baseline_of(data, args.baseline)
+    baseline = baseline_of(data, args.baseline_trial)
     if args.format == "adaptive":
         if args.pick is not None:
             choose(data, args.pick, baseline)  # the ladder uses every measurement; a wrong --pick is still an error

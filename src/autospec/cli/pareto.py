@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autospec.cli.common import add_study_command, open_existing_study
+from autospec.cli.common import add_study_command, open_existing_study, renamed_option
 from autospec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -40,12 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_baseline_arg(p: argparse.ArgumentParser) -> None:
+    """``--baseline-trial N`` (the old spelling ``--baseline N`` is kept, hidden, for one release)."""
     p.add_argument(
-        "--baseline",
+        "--baseline-trial",
         type=int,
         metavar="N",
         help="trial number to compare against (default: the trial measured by optimize --baseline)",
     )
+    renamed_option(p, "--baseline", "--baseline-trial", type=int, metavar="N")
 
 
 def open_existing_handle(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study]:
@@ -68,9 +70,11 @@ def baseline_of(data: StudyData, number: int | None) -> TrialView | None:
         return data.baseline_trial()
     t = data.trial(number)
     if t is None:
-        raise UsageError(f"--baseline {number}: study {data.name!r} has no trial {number}; see autospec pareto")
+        raise UsageError(f"--baseline-trial {number}: study {data.name!r} has no trial {number}; see autospec pareto")
     if not t.measured:
-        raise UsageError(f"--baseline {number}: trial {number} has no measurement (outcome {t.outcome}); pick a measured trial")
+        raise UsageError(
+            f"--baseline-trial {number}: trial {number} has no measurement (outcome {t.outcome}); pick a measured trial"
+        )
     return t
 
 
@@ -95,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     study = open_existing(args)
     data = snapshot(study)
-    baseline = baseline_of(data, args.baseline)
+    baseline = baseline_of(data, args.baseline_trial)
     picks = recommend(data, baseline)
     marks: dict[int, list[str]] = {}
     for name, pick in picks.items():

@@ -21,7 +21,7 @@ from rich.text import Text
 from autospec.records import TrialRecord
 from autospec.report.table import compact as compact_params
 
-__all__ = ["Progress", "table", "short_label"]
+__all__ = ["Progress", "table", "short_label", "describe_candidate"]
 
 # Short names of common metrics for the progress lines (the study keeps the full names).
 _SHORT_METRICS = {
@@ -52,6 +52,32 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, align_right:
     return "\n".join(lines)
 
 
+_MAX_REASON = 160
+
+
+def _shown_path(path: str) -> str:
+    """`path` relative to the working directory when it lies below it."""
+    import os
+
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def describe_candidate(candidate: Mapping[str, Any]) -> str:
+    """A candidate in a few words: a reference by its name (its candidate leaves every
+    tuned flag to SGLang, `autospec.study.proposing.references.reference_candidate`),
+    else its parameters, compacted."""
+    values = dict(candidate)
+    rest = [v for k, v in values.items() if k != "speculative_adaptive"]
+    if values and all(v is None for v in rest):
+        if values.get("speculative_adaptive") is True:
+            return "reference: --speculative-adaptive"
+        if "speculative_algorithm" in values:
+            return "reference: no speculation"
+        return "reference: SGLang's defaults"
+    return compact_params(candidate)
+
+
 def _clock(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
@@ -61,8 +87,16 @@ class Progress:
     """Observer for `autospec.study.optimize`: trial k/N, configuration, phase, elapsed,
     ETA and best-so-far (see the module docstring)."""
 
-    def __init__(self, objectives: Sequence[tuple[str, str]], stream: TextIO | None = None, quiet: bool = False) -> None:
-        """`objectives`: (name, "maximize" | "minimize") pairs, in the study's order."""
+    def __init__(
+        self,
+        objectives: Sequence[tuple[str, str]],
+        stream: TextIO | None = None,
+        quiet: bool = False,
+        simulated: bool = False,
+    ) -> None:
+        """`objectives`: (name, "maximize" | "minimize") pairs, in the study's order;
+        `simulated`: the servers are the bundled simulator (its failures say so)."""
+        self.simulated = simulated
         self.labels = [short_label(n) for n, _ in objectives]
         self.signs = [1.0 if d == "maximize" else -1.0 for _, d in objectives]
         out = stream or sys.stdout
@@ -74,6 +108,7 @@ class Progress:
         self.launched_times: list[float] = []
         self.best: list[float | None] = [None] * len(self.labels)
         self.current = ""
+        self.index = 0
         self.phase_name = ""
         self.done = 0
         self.target = 0
@@ -131,7 +166,8 @@ class Progress:
 
     def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None:
         self.t_trial = time.monotonic()
-        self.current = f"trial {index}/{target} (#{number}) {compact_params(candidate)}"
+        self.index = index
+        self.current = f"[{index}/{target}] trial {number} {describe_candidate(candidate)}"
         self.phase_name = ""
         self._refresh()
 
@@ -149,10 +185,25 @@ class Progress:
         if record.values is not None and record.outcome == "ok":
             self._update_best(record.values)
         values = "" if record.values is None else " " + self._values(record.values)
-        what = record.outcome if record.outcome == "ok" else f"{record.outcome}: {record.reason}"
-        self._print(f"{self.current} | {what}{values} ({took:.0f}s) | {done}/{target} done")
+        what = record.outcome if record.outcome == "ok" else self._failure(record)
+        count = "" if done == self.index else f" | {done}/{target} done"  # trials of other slots finished meanwhile
+        self._print(f"{self.current} | {what}{values} ({took:.0f}s){count}")
         self.phase_name = ""
         self._refresh()
+
+    def _failure(self, record: TrialRecord) -> str:
+        """One short line for a launched trial that did not serve: the failure kind, whether
+        it was simulated, the problem without SGLang's log lines (the study keeps them), and
+        the log."""
+        from autospec.launcher.errors import ERROR_BY_KIND
+
+        kind = record.outcome + (" (simulated)" if self.simulated else "")
+        error = ERROR_BY_KIND.get(record.outcome)
+        if error is None:
+            reason = record.reason if len(record.reason) <= _MAX_REASON else record.reason[: _MAX_REASON - 3] + "..."
+            return f"{kind}: {reason}"
+        log = f"; log {_shown_path(record.log_path)}" if record.log_path else ""
+        return f"{kind}: {error.problem}{log}"
 
     def not_launched(self, candidate: Mapping[str, Any], outcome: str, reason: str) -> None:
         self._answered(f"proposal {compact_params(candidate)}", outcome, reason)

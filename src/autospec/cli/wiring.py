@@ -82,6 +82,7 @@ def sim_command(
 def sim_profile_argument(profile: str) -> str:
     """The ``--sim-profile`` value for the simulator: an existing file as an absolute
     path, a bundled profile's name as it is; anything else is a one-line UsageError."""
+    from autospec.cli.common import did_you_mean
     from autospec.sim.profile import list_profiles
 
     if Path(profile).is_file():
@@ -90,7 +91,7 @@ def sim_profile_argument(profile: str) -> str:
     if profile in bundled:
         return profile
     raise UsageError(
-        f"--sim-profile {profile!r} is neither a file nor a bundled profile; "
+        f"--sim-profile {profile!r} is neither a file nor a bundled profile{did_you_mean(profile, bundled)}; "
         f"pass a profile TOML (see docs/simulator.md) or one of: {', '.join(bundled)}"
     )
 
