@@ -10,12 +10,14 @@ imports nothing of the simulator (its forms come from how SGLang works, not from
     performance  decode-step cost and the benchmark's figures (queueing included)
     spec         `SpecModel`: all of it fitted together, predictions with uncertainty
     choose       `rank`: expected hypervolume improvement x p_start; `explain`
+    hypervolume  the one hypervolume (and improvement, and ratio) of the project
 
 docs/model.md has the forms, why they hold, and the validation against the hand-tuning sweep's
 measurements.
 """
 
 from autospec.model.choose import Choice, explain, hypervolume_improvement, rank, reference_point
+from autospec.model.hypervolume import hypervolume, hypervolume_ratio
 from autospec.model.observation import (
     LevelObservation,
     Observation,
@@ -28,6 +30,8 @@ from autospec.model.shape import Shape, shape_of
 from autospec.model.spec import Prediction, SpecModel
 
 __all__ = [
+    "hypervolume",
+    "hypervolume_ratio",
     "Observation",
     "LevelObservation",
     "observation_from",
