@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autospec.feasibility.verdict import Verdict
 from autospec.launcher import classify_failure, flag_words, parse_startup
 from autospec.sim import args as sim_args
 from autospec.sim import logs as sim_logs
@@ -165,27 +166,12 @@ class InProcessSimPreflight:
     `autospec.feasibility.sim_preflight.SimPreflight` (which runs ``python -m
     autospec.sim.resolve`` per argv), the profile's SGLang version included."""
 
+    batch_saves_time = False  # as SimPreflight: no batch to save an interpreter start on
+
     def __init__(self, profile: Profile, command: Sequence[str] = ()) -> None:
         self.profile = profile
         self._options = _sim_options(command)
         self._cache: dict[tuple[str, ...], dict[str, Any]] = {}
-        self._mirror_sim_preflight()
-
-    def _mirror_sim_preflight(self) -> None:
-        """Take the installed SimPreflight's plain class attributes (e.g. the current
-        tree's ``batch_saves_time = False``, which decides whether the gate prefetches), so
-        the gate treats this oracle as it treats the real one; warn about public methods
-        the installed one has and this one lacks."""
-        from autospec.feasibility.sim_preflight import SimPreflight
-
-        for name, value in vars(SimPreflight).items():
-            if name.startswith("_"):
-                continue
-            if isinstance(value, (staticmethod, classmethod, property)) or callable(value):
-                if not hasattr(self, name):
-                    warnings.warn(f"SimPreflight.{name} has no in-process counterpart", stacklevel=3)
-                continue
-            setattr(self, name, value)
 
     def available(self) -> tuple[bool, str]:
         return True, ""
@@ -193,16 +179,14 @@ class InProcessSimPreflight:
     def sglang_version(self) -> str:
         return self.profile.sglang_version
 
-    def check(self, argv: Sequence[str]) -> Any:
-        from autospec.feasibility.verdict import Verdict
-
+    def check(self, argv: Sequence[str]) -> Verdict:
         out = self._run(argv)
         if not out.get("ok"):
             reason = out.get("error") or "rejected by the simulator's argument checks (no message)"
             return Verdict(status="rejected", reason=reason, source="preflight", rule=None, resolved={})
         return Verdict(status="ok", reason="", source="preflight", rule=None, resolved=out.get("resolved", {}))
 
-    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Any]:
+    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Verdict]:
         return [self.check(argv) for argv in argvs]
 
     def _run(self, argv: Sequence[str]) -> dict[str, Any]:
@@ -545,7 +529,8 @@ class PredictedOracle:
         launch = self.launch(flags)
         if not launch.ok:
             return None
-        levels = {c: self.level(launch.flags, c, first=(i == 0)) for i, c in enumerate(self.space.bench.concurrency)}
+        flags = launch.flags or {}
+        levels = {c: self.level(flags, c, first=(i == 0)) for i, c in enumerate(self.space.bench.concurrency)}
         values = [levels[o.concurrency].metrics[o.metric] for o in self.space.objectives]
         constraints = {c.name: c.violation(levels[c.concurrency].metrics[c.metric]) for c in self.space.constraints}
         return values, constraints

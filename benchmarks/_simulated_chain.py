@@ -178,7 +178,7 @@ class SimulatedBench:
         if plan.warmup_requests:
             warm = self._replay(flags, c, plan.warmup_requests, plan.warmup_output_len or output_len)
             self.clock.advance(max(d for _, _, d in warm) / server.speed)
-        ceiling = goal.max_requests if goal is not None else plan.num_requests
+        ceiling = goal.max_requests if goal is not None else (plan.num_requests or 0)
         records = self._records(server, flags, c, ceiling, output_len)
         max_error_rate = goal.max_error_rate if goal is not None else self.oracle.space.bench.max_error_rate
         if goal is None:
