@@ -33,7 +33,7 @@ import dataclasses
 import heapq
 import math
 import random
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -182,36 +182,38 @@ class SimulatedBench:
         records = self._records(server, flags, c, ceiling, output_len)
         max_error_rate = goal.max_error_rate if goal is not None else self.oracle.space.bench.max_error_rate
         if goal is None:
-            kept = records[: plan.num_requests]
+            kept = list(records)
             self.clock.now = max(self.clock.now, max(r.t_done or 0.0 for r in kept))
             return summarize(LevelResult(tuple(kept), 0.0, c, metadata={"sent": len(kept)}), max_error_rate=max_error_rate)
         return self._precise(records, goal, c, hooks, origin)
 
     def _precise(
-        self, records: list[RequestRecord], goal: PrecisionGoal, c: int, hooks: ChainHooks, origin: float
+        self, records: Iterator[RequestRecord], goal: PrecisionGoal, c: int, hooks: ChainHooks, origin: float
     ) -> LevelSummary:
         """`run_level_precise_with` on the clock: the rule before each send past the floor,
-        at most every `check_every_s`; a stop ends the sending, the requests in flight drain."""
-        by_done = sorted(records, key=lambda r: r.t_done or 0.0)
+        at most every `check_every_s`, on the requests done by then; a stop ends the
+        sending, the requests in flight drain."""
+        kept: list[RequestRecord] = []
+        pending: list[tuple[float, int]] = []  # (t_done, index) of the requests in flight
         done: list[RequestRecord] = []
         stop: Stop | None = None
-        checks, last_look, sent = 0, -math.inf, len(records)
+        checks, last_look = 0, -math.inf
         summary: LevelSummary | None = None
-        for i in range(goal.min_requests, len(records)):
-            now = records[i].t_sent
-            if now - last_look < goal.check_every_s:
-                continue
-            last_look, checks = now, checks + 1
-            fresh = len(done)
-            while len(done) < len(by_done) and (by_done[len(done)].t_done or 0.0) <= now:
-                done.append(by_done[len(done)])
-            if summary is None or len(done) != fresh:
-                summary = summarize(LevelResult(tuple(done), 0.0, c), max_error_rate=goal.max_error_rate, intervals=goal.metrics)
-            stop = stop_rule(summary, goal, now - origin, i, lambda s: hooks.stop_level(c, s))
-            if stop is not None:
-                sent = i
-                break
-        kept = records[:sent]
+        for record in records:
+            now = record.t_sent
+            if len(kept) >= goal.min_requests and now - last_look >= goal.check_every_s:
+                last_look, checks, fresh = now, checks + 1, len(done)
+                while pending and pending[0][0] <= now:
+                    done.append(kept[heapq.heappop(pending)[1]])
+                if summary is None or len(done) != fresh:
+                    result = LevelResult(tuple(done), 0.0, c)
+                    summary = summarize(result, max_error_rate=goal.max_error_rate, intervals=goal.metrics)
+                stop = stop_rule(summary, goal, now - origin, len(kept), lambda s: hooks.stop_level(c, s))
+                if stop is not None:
+                    break
+            heapq.heappush(pending, (record.t_done or 0.0, len(kept)))
+            kept.append(record)
+        sent = len(kept)
         self.clock.now = max(self.clock.now, max(r.t_done or 0.0 for r in kept))
         final = summarize(LevelResult(tuple(kept), 0.0, c, metadata={"sent": sent}), max_error_rate=goal.max_error_rate)
         if stop is None:
@@ -223,10 +225,12 @@ class SimulatedBench:
         info = precision_info(final, goal, stop, elapsed_s=self.clock.now - origin, checks=checks, sent=sent)
         return dataclasses.replace(final, stop_reason=stop.reason, precision=info)
 
-    def _records(self, server: SimulatedServer, flags: Mapping[str, Any], c: int, n: int, output_len: int) -> list[RequestRecord]:
-        """`n` measured requests of a closed loop of `c` workers from the clock's now, in
-        send order: the replay's durations times each request's noise factor, over the
-        launch's speed factor."""
+    def _records(
+        self, server: SimulatedServer, flags: Mapping[str, Any], c: int, n: int, output_len: int
+    ) -> Iterator[RequestRecord]:
+        """Up to `n` measured requests of a closed loop of `c` workers from the clock's now,
+        in send order, made as they are asked for: the replay's durations times each
+        request's noise factor, over the launch's speed factor."""
         replay = sorted(self._replay(flags, c, n, output_len), key=lambda r: r[0])
         cfg = resolve_args(self.oracle.profile, flags)
         wl = self.oracle.space.workload
@@ -234,29 +238,25 @@ class SimulatedBench:
         per_step = accept_length(self.oracle.profile, cfg, kind, wl.temperature)
         verify = _verify_steps(per_step, output_len) if cfg.speculative else None
         free = [self.clock.now] * c
-        out: list[RequestRecord] = []
         for index, (sent, first, finished) in enumerate(replay):
             factor = math.exp(self.noise * self.rng.gauss(0.0, 1.0)) if self.noise else 1.0
             scale = factor / server.speed
             start = heapq.heappop(free)
             t_first, t_done = start + (first - sent) * scale, start + (finished - sent) * scale
             heapq.heappush(free, t_done)
-            out.append(
-                RequestRecord(
-                    ok=True,
-                    error_kind=None,
-                    t_sent=start,
-                    t_first=t_first,
-                    t_done=t_done,
-                    chunk_times=(t_first,),
-                    chunk_tokens=(),  # no per-event counts: the steady window spreads the tokens evenly
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=output_len,
-                    spec_verify_ct=verify,
-                    prompt_index=index,
-                )
+            yield RequestRecord(
+                ok=True,
+                error_kind=None,
+                t_sent=start,
+                t_first=t_first,
+                t_done=t_done,
+                chunk_times=(t_first,),
+                chunk_tokens=(),  # no per-event counts: the steady window spreads the tokens evenly
+                prompt_tokens=prompt_tokens,
+                completion_tokens=output_len,
+                spec_verify_ct=verify,
+                prompt_index=index,
             )
-        return out
 
     def _replay(self, flags: Mapping[str, Any], c: int, n: int, output_len: int) -> list[tuple[float, float, float]]:
         """(sent, first token, done) of `n` noiseless requests at concurrency `c` (cached)."""

@@ -374,6 +374,7 @@ def launch_directly(ctx: CaseContext, candidates: Iterable[dict[str, Any]], budg
     """Launch `candidates` in order, up to `budget` launches, through the product's chain with
     the simulated launcher and bench (no preflight, no learning): every candidate costs what
     the study's chain would charge."""
+    from _simulated import sim_command
     from _simulated_chain import simulated_chain
 
     from autospec.study.files import StudyLayout
@@ -385,7 +386,7 @@ def launch_directly(ctx: CaseContext, candidates: Iterable[dict[str, Any]], budg
             oracle=ctx.oracle,
             space=ctx.space,
             gate=_OpenGate(),
-            command=(),
+            command=sim_command(ctx.profile),
             layout=StudyLayout(folder=Path(folder), name="direct", studies_dir=Path(folder)),
         )
         for number, cand in enumerate(candidates):
