@@ -1,5 +1,5 @@
 """Hypervolume of a front: the one implementation the model sampler, the tests and the
-benchmarks use (pure numpy).
+benchmarks use (plain Python; the vectorised improvement with numpy).
 
 All functions work under minimisation (negate a maximised objective first, or use
 `hypervolume_ratio`, which takes the directions). Points on or beyond the reference in
@@ -14,7 +14,7 @@ any coordinate add nothing; dominated and duplicate points add nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -54,40 +54,39 @@ def hypervolume_improvement(points: np.ndarray, front: np.ndarray, reference: np
     return (width * height).sum(axis=-1)
 
 
-def hypervolume(points: Sequence[Sequence[float]] | np.ndarray, reference: Sequence[float] | np.ndarray) -> float:
+def hypervolume(points: Iterable[Sequence[float]], reference: Sequence[float]) -> float:
     """Exact hypervolume (minimisation) of one or two objectives: the length or area of the
     union of the boxes [p, reference] of the points strictly better than `reference` in
-    every coordinate. ValueError for more objectives (no space of the project has them)."""
-    ref = np.asarray(reference, dtype=float)
-    if ref.ndim != 1 or len(ref) not in (1, 2):
-        raise ValueError(f"hypervolume handles 1 or 2 objectives, got a reference of shape {ref.shape}")
-    pts = np.asarray(points, dtype=float).reshape(-1, len(ref))
-    pts = pts[np.all(pts < ref, axis=1)]
-    if not len(pts):
+    every coordinate. ValueError for more objectives (no space of the project has them).
+    Plain Python: the benchmarks call it hundreds of thousands of times on a few points."""
+    ref = [float(r) for r in reference]
+    if len(ref) not in (1, 2):
+        raise ValueError(f"hypervolume handles 1 or 2 objectives, got a reference of {len(ref)}")
+    inside = sorted(tuple(float(v) for v in p) for p in points if all(v < r for v, r in zip(p, ref)))
+    if not inside:
         return 0.0
     if len(ref) == 1:
-        return float(ref[0] - pts[:, 0].min())
-    f = nondominated_min(pts)
-    # the staircase's strips: from each front point right to the next one, down to its height
-    rights = np.concatenate([f[1:, 0], [ref[0]]])
-    return float(((rights - f[:, 0]) * (ref[1] - f[:, 1])).sum())
+        return ref[0] - inside[0][0]
+    # a sweep in x: each point that lowers the best y so far adds its strip to the right
+    area, best_y = 0.0, ref[1]
+    for x, y in inside:
+        if y < best_y:
+            area += (ref[0] - x) * (best_y - y)
+            best_y = y
+    return area
 
 
-def hypervolume_ratio(
-    found: Sequence[Sequence[float]], every: Sequence[Sequence[float]], maximize: Sequence[bool]
-) -> float:
+def hypervolume_ratio(found: Iterable[Sequence[float]], every: Sequence[Sequence[float]], maximize: Sequence[bool]) -> float:
     """The hypervolume of `found` over that of `every`, both normalised per objective to
     [0, 1] between the worst (1) and the best (0) value of `every`, in the objectives'
     directions (`maximize`); 1.0 where `every` spans no volume."""
-    cols = np.asarray(every, dtype=float).reshape(-1, len(maximize))
-    worst = np.where(maximize, cols.min(axis=0), cols.max(axis=0))
-    best = np.where(maximize, cols.max(axis=0), cols.min(axis=0))
-    span = np.where(best != worst, best - worst, 1.0)
+    cols = list(zip(*every))
+    worst = [min(c) if m else max(c) for c, m in zip(cols, maximize)]
+    best = [max(c) if m else min(c) for c, m in zip(cols, maximize)]
 
-    def normalised(points: Sequence[Sequence[float]]) -> np.ndarray:
-        pts = np.asarray(points, dtype=float).reshape(-1, len(maximize))
-        return np.where(best != worst, (best - pts) / span, 0.0)
+    def normalised(points: Iterable[Sequence[float]]) -> list[tuple[float, ...]]:
+        return [tuple((b - v) / (b - w) if b != w else 0.0 for v, w, b in zip(p, worst, best)) for p in points]
 
-    ones = np.ones(len(maximize))
+    ones = [1.0] * len(maximize)
     total = hypervolume(normalised(every), ones)
     return hypervolume(normalised(found), ones) / total if total > 0 else 1.0
