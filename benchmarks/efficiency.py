@@ -2,8 +2,9 @@
 20 launches, and what does it spend on the way?
 
 Strategies x profiles x seeds x budgets, all against the in-process simulated chain
-(`_simulated`: the real study loop, the simulator's resolver, memory model and noiseless
-`predict`, about 2 ms per launch), so every number is deterministic for a seed.
+(`_simulated`: the product's study loop and trial chain with a simulated launcher and bench,
+the simulator's resolver, memory model and noiseless scheduler replay; noise off), so every
+number is deterministic for a seed.
 
     .venv/bin/python benchmarks/efficiency.py                      # everything: 560 runs, ~12 min on 2 cores
     .venv/bin/python benchmarks/efficiency.py --jobs 2 --json out.json   # the same, every run's launches in out.json
@@ -28,7 +29,8 @@ Per run (one strategy, one profile with its search space, one seed, one budget o
   (`autospec.launcher.LAUNCH_FAILURE_KINDS`; for the baselines that launch without
   preflight this includes `rejected_args`).
 - **GPU seconds**: the modelled seconds of every launch (load + measurement + teardown, or
-  the point of death; `SimulatedChain`), in total and until 95%.
+  the point of death; the simulated launcher and bench of `_simulated_chain`), in total and
+  until 95%.
 
 Strategies (`STRATEGIES`, one entry each; add a new one there):
 
@@ -45,8 +47,9 @@ Strategies (`STRATEGIES`, one entry each; add a new one there):
   `autospec.study.proposing.samplers`; docs/model.md); each budget is its own study
   (`--trials` = budget).
 
-Baselines that are not the study loop value a launch the same way as the study's chain: a
-`SimulatedChain` behind a gate that lets everything through.
+Baselines that are not the study loop value a launch the same way as the study's chain:
+the product's `TrialChain` with the simulated launcher and bench (`_simulated_chain`)
+behind a gate that lets everything through.
 """
 
 from __future__ import annotations
