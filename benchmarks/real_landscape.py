@@ -40,9 +40,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "model"))
 
-from replay import FIXTURES, hypervolume_ratio, key, load_grid, replay  # noqa: E402
+from replay import FIXTURES, key, load_grid, replay  # noqa: E402
 
 from autospec.config import SearchSpace  # noqa: E402
+from autospec.model import hypervolume_ratio  # noqa: E402
 
 #: grid -> (fixture, search space, the study that measured it)
 GRIDS = {

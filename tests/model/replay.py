@@ -10,14 +10,13 @@ sees in a study: the records' start-up facts, per-level summaries and objective 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import optuna
 
 from autospec.config import SearchSpace, load_search_space
-from autospec.model import hypervolume_ratio
 from autospec.records import TrialRecord, TrialStore
 from autospec.space import calibration_points, suggest, to_distribution_params
 from autospec.study.proposing.samplers import ModelSampler
@@ -69,5 +68,3 @@ def replay(
         store.tell(trial, record)
         launched.append(candidate)
     return launched
-
-
