@@ -15,10 +15,10 @@ simulated:
   advances by the modelled load + warmup, or to the point of death plus a failed teardown.
   Nothing is spawned, so `on_spawn` is never called (no server record for recovery to act on).
 - `SimulatedBench.levels`: per-request `RequestRecord`s from the simulator's noiseless
-  scheduler replay (`autospec.sim.predict`), each request's durations times a lognormal
-  factor (`noise`, its relative spread) and every request of a launch times one speed
-  factor (`launch_noise`: the between-launch spread), laid out as a closed loop of C
-  workers on the clock; the product's `summarize` forms each level's figures and intervals,
+  scheduler replay (`autospec.sim.predict`), a closed loop of C workers, its times warped
+  by a server speed that varies over time (`SpeedWarp`: a lognormal factor of relative
+  spread `noise` per second) and by one speed factor per launch (`launch_noise`: the
+  between-launch spread); the product's `summarize` forms each level's figures and intervals,
   and the precision loop's rule (`autospec.bench.stop_rule`, with the race's hook) is
   consulted before each send past the floor, at most every `check_every_s` of simulated
   time, as `run_level_precise_with` does.
@@ -52,7 +52,7 @@ from autospec.sim.predict import _replay as replay_requests  # the noiseless per
 from autospec.sim.profile import Profile
 from autospec.study.chain import ChainHooks, TrialChain
 
-__all__ = ["SimClock", "SimulatedBench", "SimulatedLauncher", "SimulatedServer", "simulated_chain"]
+__all__ = ["SimClock", "SimulatedBench", "SimulatedLauncher", "SimulatedServer", "SpeedWarp", "simulated_chain"]
 
 
 class SimClock:
@@ -138,6 +138,31 @@ class SimulatedLauncher:
             raise error
         speed = 1.0 + self.launch_noise * self.rng.gauss(0.0, 1.0) if self.launch_noise else 1.0
         return SimulatedServer(launch, self.clock, req.log_path, max(speed, 0.05))
+
+
+class SpeedWarp:
+    """Replay time -> measured time of a server whose speed varies: each `SEGMENT_S` of
+    replay time lasts that times a lognormal factor (relative spread `sigma`, drawn from
+    `rng` as the level reaches it), over the launch's `speed`. Monotone, so the replay's
+    schedule (its batches, its running-request cap, its closed loop) is kept; the
+    aggregate's slices and the requests' speeds scatter as a server's do."""
+
+    SEGMENT_S = 1.0
+
+    def __init__(self, rng: random.Random, sigma: float, speed: float = 1.0) -> None:
+        self.rng, self.sigma, self.speed = rng, sigma, speed
+        self._starts = [0.0]  # warped start of each segment
+        self._factors: list[float] = []
+
+    def __call__(self, t: float) -> float:
+        if not self.sigma:
+            return t / self.speed
+        k = max(int(t // self.SEGMENT_S), 0)
+        while len(self._factors) <= k:
+            factor = math.exp(self.sigma * self.rng.gauss(0.0, 1.0))
+            self._factors.append(factor)
+            self._starts.append(self._starts[-1] + self.SEGMENT_S * factor)
+        return (self._starts[k] + (t - k * self.SEGMENT_S) * self._factors[k]) / self.speed
 
 
 @lru_cache(maxsize=4096)
@@ -228,28 +253,25 @@ class SimulatedBench:
     def _records(
         self, server: SimulatedServer, flags: Mapping[str, Any], c: int, n: int, output_len: int
     ) -> Iterator[RequestRecord]:
-        """Up to `n` measured requests of a closed loop of `c` workers from the clock's now,
-        in send order, made as they are asked for: the replay's durations times each
-        request's noise factor, over the launch's speed factor."""
+        """Up to `n` measured requests of the replay's closed loop of `c` workers, in send
+        order, made as they are asked for, their times warped (`SpeedWarp`: the server's
+        speed over time, the launch's speed factor included) and counted from the clock's now."""
         replay = sorted(self._replay(flags, c, n, output_len), key=lambda r: r[0])
         cfg = resolve_args(self.oracle.profile, flags)
         wl = self.oracle.space.workload
         kind, prompt_tokens = self.oracle.prompt_workload(self.oracle.space.bench.num_requests(c))
         per_step = accept_length(self.oracle.profile, cfg, kind, wl.temperature)
         verify = _verify_steps(per_step, output_len) if cfg.speculative else None
-        free = [self.clock.now] * c
+        warp = SpeedWarp(self.rng, self.noise, server.speed)
+        start = self.clock.now
         for index, (sent, first, finished) in enumerate(replay):
-            factor = math.exp(self.noise * self.rng.gauss(0.0, 1.0)) if self.noise else 1.0
-            scale = factor / server.speed
-            start = heapq.heappop(free)
-            t_first, t_done = start + (first - sent) * scale, start + (finished - sent) * scale
-            heapq.heappush(free, t_done)
+            t_first = start + warp(first)
             yield RequestRecord(
                 ok=True,
                 error_kind=None,
-                t_sent=start,
+                t_sent=start + warp(sent),
                 t_first=t_first,
-                t_done=t_done,
+                t_done=start + warp(finished),
                 chunk_times=(t_first,),
                 chunk_tokens=(),  # no per-event counts: the steady window spreads the tokens evenly
                 prompt_tokens=prompt_tokens,
