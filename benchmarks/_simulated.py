@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -570,14 +571,23 @@ def _bench_prompts(spec: Any, n: int, seed_offset: int = 0) -> list[Any]:
     return prompts(workload, n)
 
 
-def _bench_accept_length(per_step: float, output_len: int) -> float:
-    """The benchmark's accept length for noiseless steps emitting `per_step` tokens on
-    average: completion tokens / verify passes (the first token comes from prefill)."""
+@functools.lru_cache(maxsize=4096)
+def verify_steps(per_step: float, output_len: int) -> int:
+    """Verify passes of a noiseless request of `output_len` tokens whose steps emit
+    `per_step` tokens on average (the first token comes from prefill): the server's
+    `spec_verify_ct`."""
     remaining, acc, steps = output_len - 1, 0.0, 0
     while remaining > 0:
         k, acc = noiseless_emit(acc, per_step, remaining)
         remaining -= k
         steps += 1
+    return steps
+
+
+def _bench_accept_length(per_step: float, output_len: int) -> float:
+    """The benchmark's accept length for noiseless steps emitting `per_step` tokens on
+    average: completion tokens / verify passes."""
+    steps = verify_steps(per_step, output_len)
     return output_len / steps if steps else math.nan
 
 

@@ -35,11 +35,10 @@ import math
 import random
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from _simulated import FAILED_TEARDOWN_SECONDS, TEARDOWN_SECONDS, PredictedOracle, SimLaunch
+from _simulated import FAILED_TEARDOWN_SECONDS, TEARDOWN_SECONDS, PredictedOracle, SimLaunch, verify_steps
 
 from autospec.bench import LevelPlan, PrecisionGoal, Stop, stop_rule
 from autospec.bench.adaptive import precision_info
@@ -47,7 +46,7 @@ from autospec.launcher import LaunchError, LaunchRequest, StartupFacts, Teardown
 from autospec.launcher.launch import OnSpawn
 from autospec.metrics import LevelSummary, summarize
 from autospec.request_records import LevelResult, RequestRecord
-from autospec.sim import accept_length, init_outcome, noiseless_emit, resolve_args
+from autospec.sim import accept_length, init_outcome, resolve_args
 from autospec.sim.predict import _replay as replay_requests  # the noiseless per-request replay
 from autospec.sim.profile import Profile
 from autospec.study.chain import ChainHooks, TrialChain
@@ -165,18 +164,6 @@ class SpeedWarp:
         return (self._starts[k] + (t - k * self.SEGMENT_S) * self._factors[k]) / self.speed
 
 
-@lru_cache(maxsize=4096)
-def _verify_steps(per_step: float, output_len: int) -> int:
-    """Verify passes of a noiseless request of `output_len` tokens (the first comes from
-    prefill): what the server reports as `spec_verify_ct`."""
-    remaining, acc, steps = output_len - 1, 0.0, 0
-    while remaining > 0:
-        k, acc = noiseless_emit(acc, per_step, remaining)
-        remaining -= k
-        steps += 1
-    return steps
-
-
 @dataclass
 class SimulatedBench:
     """Measures levels from the simulator's replay (`LevelBench`); see the module docstring."""
@@ -261,7 +248,7 @@ class SimulatedBench:
         wl = self.oracle.space.workload
         kind, prompt_tokens = self.oracle.prompt_workload(self.oracle.space.bench.num_requests(c))
         per_step = accept_length(self.oracle.profile, cfg, kind, wl.temperature)
-        verify = _verify_steps(per_step, output_len) if cfg.speculative else None
+        verify = verify_steps(per_step, output_len) if cfg.speculative else None
         warp = SpeedWarp(self.rng, self.noise, server.speed)
         start = self.clock.now
         for index, (sent, first, finished) in enumerate(replay):
