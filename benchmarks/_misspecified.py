@@ -54,5 +54,5 @@ def apply() -> None:
     for module in (model, engine, predict):
         if hasattr(module, "step_seconds"):
             module.step_seconds = step_seconds  # type: ignore[attr-defined]
-    model.acceptance_per_depth = acceptance_per_depth  # type: ignore[assignment]
+    model.acceptance_per_depth = acceptance_per_depth
     _APPLIED = True

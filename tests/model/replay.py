@@ -10,7 +10,7 @@ sees in a study: the records' start-up facts, per-level summaries and objective 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,25 +68,3 @@ def replay(
         store.tell(trial, record)
         launched.append(candidate)
     return launched
-
-
-def hypervolume_ratio(found: Sequence[Sequence[float]], every: Sequence[Sequence[float]], maximize: Sequence[bool]) -> float:
-    """Hypervolume of `found` over that of `every` (2 objectives), both normalised between
-    the worst and the best of `every`."""
-    cols = list(zip(*every))
-    worst = [min(c) if m else max(c) for c, m in zip(cols, maximize)]
-    best = [max(c) if m else min(c) for c, m in zip(cols, maximize)]
-
-    def normalised(points: Sequence[Sequence[float]]) -> list[tuple[float, float]]:
-        return [tuple((b - v) / (b - w) if b != w else 0.0 for v, w, b in zip(p, worst, best)) for p in points]
-
-    def hv(points: list[tuple[float, float]]) -> float:
-        area, floor = 0.0, 1.0
-        for x, y in sorted(points):
-            if y < floor:
-                area += (1.0 - x) * (floor - y)
-                floor = y
-        return area
-
-    total = hv(normalised(every))
-    return hv(normalised(found)) / total if total > 0 else 1.0

@@ -8,9 +8,9 @@ which takes the trie's breadth as NGRAM's tree width, reaches this front within 
 
 from __future__ import annotations
 
-from replay import hypervolume_ratio, key, load_grid, replay
+from replay import key, load_grid, replay
 
-from autospec.model import observation_from_record
+from autospec.model import hypervolume_ratio, observation_from_record
 from autospec.space import grid
 
 SPACE, RECORDS = load_grid("real_8b_ngram_grid.json")

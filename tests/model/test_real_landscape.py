@@ -7,9 +7,9 @@ per-level summaries, accept length and objective values as the H200 measured the
 
 from __future__ import annotations
 
-from replay import hypervolume_ratio, key, load_grid, replay
+from replay import key, load_grid, replay
 
-from autospec.model import observation_from_record
+from autospec.model import hypervolume_ratio, observation_from_record
 
 SPACE, RECORDS = load_grid("real_ngram_grid.json")
 EVERY = [r.values for r in RECORDS.values()]

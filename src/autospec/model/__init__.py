@@ -10,6 +10,7 @@ imports nothing of the simulator (its forms come from how SGLang works, not from
     performance  decode-step cost and the benchmark's figures (queueing included)
     spec         `SpecModel`: all of it fitted together, predictions with uncertainty
     choose       `rank`: expected hypervolume improvement x p_start; `explain`
+    hypervolume  the one hypervolume (and improvement, and ratio) of the project
 
 docs/model.md has the forms, why they hold, and the validation against the hand-tuning sweep's
 measurements.
@@ -17,12 +18,15 @@ measurements.
 
 from autospec.model import observation
 from autospec.model.choose import Choice, explain, hypervolume_improvement, rank, reference_point
+from autospec.model.hypervolume import hypervolume, hypervolume_ratio
 from autospec.model.observation import *  # noqa: F403  (the names of observation.__all__, re-exported below)
 from autospec.model.performance import SUPPORTED_METRICS, Target
 from autospec.model.shape import Shape, shape_of
 from autospec.model.spec import Prediction, SpecModel
 
 __all__ = [
+    "hypervolume",
+    "hypervolume_ratio",
     "Shape",
     "shape_of",
     "Target",
