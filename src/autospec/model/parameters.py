@@ -72,9 +72,6 @@ class Layout:
     def index(self, name: str) -> int:
         return self._index[name]
 
-    def group(self, name: str) -> Group:
-        return self._groups[name]
-
     def block(self, group: str) -> slice:
         """Where a group's parameters sit."""
         return self._blocks[group]
@@ -101,10 +98,3 @@ class Layout:
             block = self._groups[name].natural(theta[:, self._blocks[name]])
             out.extend(block[:, i : i + 1] for i in range(block.shape[1]))
         return out
-
-    def natural(self, theta: np.ndarray, group: str) -> dict[str, np.ndarray]:
-        """Each of a group's parameters on the natural scale, as a column (m, 1), from
-        parameter rows `theta` (m, p) or (p,)."""
-        g = self._groups[group]
-        block = g.natural(np.atleast_2d(theta)[:, self._blocks[group]])
-        return {name: block[:, i : i + 1] for i, name in enumerate(g.names)}

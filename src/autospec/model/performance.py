@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autospec.model.acceptance import TREE_PARAMS, AcceptancePrior, accept_length
+from autospec.model.acceptance import ACCEPTANCE, TREE_PARAMS, AcceptancePrior, accept_length
 from autospec.model.laplace import laplace_fit
 from autospec.model.observation import Observation
 from autospec.model.physics import LevelFigures, Levels, Rates, ShapeArrays, replay
@@ -221,7 +221,7 @@ class PerformanceModel:
         vector (p,): each level replayed (`physics.replay`) at the accept length measured
         where there is one, the model's elsewhere."""
         theta = np.atleast_2d(theta)
-        acc = theta[:, LAYOUT.block("acceptance")]
+        acc = theta[:, LAYOUT.block(ACCEPTANCE.name)]
         tag = acc.tobytes()
         if self._accept_cache is None or self._accept_cache[0] != tag:
             self._accept_cache = (tag, self._accepts(acc, self.key_shapes)[0])
@@ -245,7 +245,7 @@ class PerformanceModel:
         prior_mean, prior_sd = self.prior_mean, self.prior_sd
         if not self.rows:
             return prior_mean.copy(), np.diag(prior_sd**2)
-        acceptance = LAYOUT.mask(LAYOUT.group("acceptance").names)
+        acceptance = LAYOUT.mask(ACCEPTANCE.names)
         fixed = np.zeros(len(LAYOUT), dtype=bool)
         if not self.speculative:
             fixed |= acceptance
@@ -274,7 +274,7 @@ class PerformanceModel:
 
     def _accept_residuals(self, thetas: np.ndarray) -> np.ndarray:
         """(m, k) acceptance residuals for parameter rows (m, p): each measured level."""
-        e = self._accepts(thetas[:, LAYOUT.block("acceptance")], self.key_shapes)  # (m, keys)
+        e = self._accepts(thetas[:, LAYOUT.block(ACCEPTANCE.name)], self.key_shapes)  # (m, keys)
         e_lv = e[:, np.array(self.row_key)[self.lv_row]]
         cols = [i for i, lv in enumerate(self.lv_levels) if "accept" in lv.figures]
         obs = np.array([self.lv_levels[i].figures["accept"] for i in cols])
@@ -289,7 +289,7 @@ class PerformanceModel:
 
     def accept_draws(self, thetas: np.ndarray, shapes: Sequence[Shape]) -> np.ndarray:
         """(m, n) accept lengths E (tokens per verify pass)."""
-        acc = np.atleast_2d(thetas)[:, LAYOUT.block("acceptance")]
+        acc = np.atleast_2d(thetas)[:, LAYOUT.block(ACCEPTANCE.name)]
         out = np.ones((acc.shape[0], len(shapes)))
         cache: dict[_KEY, np.ndarray] = {}
         for j, s in enumerate(shapes):
