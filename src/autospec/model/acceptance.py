@@ -58,6 +58,7 @@ Each study fits its own parameters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,7 @@ __all__ = [
     "position_acceptance",
     "tree_accept",
     "accept_length",
+    "accept_lengths",
     "ACCEPTANCE",
     "ACCEPT_PRIORS",
     "NGRAM_PRIORS",
@@ -129,15 +131,9 @@ class AcceptancePrior:
         ) + ACCEPT_PRIORS
 
 
-def _column(params: np.ndarray, name: str) -> np.ndarray:
-    """(M, 1): one acceptance parameter of rows `params` (M, len(ACCEPTANCE.names))."""
-    i = _LAYOUT.index(name)
-    return params[:, i : i + 1]
-
-
-def _values(params: np.ndarray, name: str) -> np.ndarray:
-    """(M,): one acceptance parameter of rows `params`."""
-    return params[:, _LAYOUT.index(name)]
+#: Where each acceptance parameter sits in a row of acceptance parameters (M, 7), by name.
+_AT = {name: _LAYOUT.index(name) for name in ACCEPTANCE.names}
+_COLUMN = {name: slice(i, i + 1) for name, i in _AT.items()}
 
 
 def position_acceptance(params: np.ndarray, depth: int, monotone: bool = True) -> np.ndarray:
@@ -146,18 +142,18 @@ def position_acceptance(params: np.ndarray, depth: int, monotone: bool = True) -
     params = np.atleast_2d(params)
     j = np.arange(depth, dtype=float)  # j - 1
     if monotone:
-        u1 = np.exp(np.clip(_column(params, "decline"), -30.0, 5.0))
-        u2 = np.exp(np.clip(_column(params, "acceleration"), -30.0, 5.0))
+        u1 = np.exp(np.clip(params[:, _COLUMN["decline"]], -30.0, 5.0))
+        u2 = np.exp(np.clip(params[:, _COLUMN["acceleration"]], -30.0, 5.0))
     else:
-        u1, u2 = _column(params, "decline"), _column(params, "acceleration")
-    logit = _column(params, "first_logit") - u1 * j[None, :] - u2 * j[None, :] ** 2
+        u1, u2 = params[:, _COLUMN["decline"]], params[:, _COLUMN["acceleration"]]
+    logit = params[:, _COLUMN["first_logit"]] - u1 * j[None, :] - u2 * j[None, :] ** 2
     return 1.0 / (1.0 + np.exp(-np.clip(logit, -30.0, 30.0)))
 
 
 def _beyond(params: np.ndarray, width: int) -> np.ndarray:
     """(M, width): P(rank > m | top-1 missed) for m = 1..width (1 at m = 1)."""
-    gamma = np.exp(np.clip(_values(params, "tail_power"), -30.0, 10.0))[:, None]
-    beta = np.exp(np.clip(_values(params, "tail_scale"), -30.0, 30.0))[:, None]
+    gamma = np.exp(np.clip(params[:, _AT["tail_power"]], -30.0, 10.0))[:, None]
+    beta = np.exp(np.clip(params[:, _AT["tail_scale"]], -30.0, 30.0))[:, None]
     m = np.arange(1, width + 1, dtype=float)[None, :]
     return (1.0 + (m - 1.0) / beta) ** (-gamma)
 
@@ -183,7 +179,7 @@ def tree_accept(params: np.ndarray, depth: int, width: int, draft: int, monotone
     if width <= 1:
         survive = np.cumprod(a, axis=1)
         return 1.0 + survive[:, : min(depth, draft - 1)].sum(axis=1)
-    w = 1.0 / (1.0 + np.exp(-np.clip(_values(params, "recentred_share"), -30.0, 30.0)))
+    w = 1.0 / (1.0 + np.exp(-np.clip(params[:, _AT["recentred_share"]], -30.0, 30.0)))
     return (1.0 - w) * _beam_accept(params, a, width, draft) + w * _recentred_accept(params, a, width, draft)
 
 
@@ -217,7 +213,7 @@ def _recentred_accept(params: np.ndarray, a: np.ndarray, width: int, draft: int)
 def _beam_accept(params: np.ndarray, a: np.ndarray, width: int, draft: int) -> np.ndarray:
     """The static beam tree's accept length (SGLang's construction, module docstring)."""
     m, depth = a.shape
-    lam = 1.0 / (1.0 + np.exp(-np.clip(_values(params, "branch_quality"), -30.0, 30.0)))  # (M,)
+    lam = 1.0 / (1.0 + np.exp(-np.clip(params[:, _AT["branch_quality"]], -30.0, 30.0)))  # (M,)
     mass = _rank_mass(params, a, width)
     top1 = np.zeros(width, dtype=bool)
     top1[0] = True
@@ -251,3 +247,27 @@ def accept_length(params: np.ndarray, shape: Shape) -> np.ndarray:
     if shape.family == "ngram":
         return tree_accept(params, shape.depth, shape.width, shape.draft, monotone=False)
     return tree_accept(params, shape.depth, shape.width, shape.draft)
+
+
+def accept_lengths(params: np.ndarray, shapes: Sequence[Shape]) -> np.ndarray:
+    """(M, len(shapes)): `accept_length` of every shape, each draft shape once; the chains
+    of one form (draft model or NGRAM) share their positions' acceptance, computed once to
+    the deepest (a chain's accept length only reads its first positions)."""
+    params = np.atleast_2d(params)
+    out = np.ones((params.shape[0], len(shapes)))
+    columns: dict[tuple[str, int, int, int, int], list[int]] = {}
+    for j, s in enumerate(shapes):
+        if s.speculative and s.depth > 0 and s.draft > 1:
+            columns.setdefault(s.key, []).append(j)
+    chains: dict[bool, list[Shape]] = {}
+    for idx in columns.values():
+        s = shapes[idx[0]]
+        if s.width <= 1:
+            chains.setdefault(s.family != "ngram", []).append(s)
+        else:
+            out[:, idx] = accept_length(params, s)[:, None]
+    for monotone, chain_shapes in chains.items():
+        survive = np.cumprod(position_acceptance(params, max(s.depth for s in chain_shapes), monotone), axis=1)
+        for s in chain_shapes:
+            out[:, columns[s.key]] = (1.0 + survive[:, : min(s.depth, s.draft - 1)].sum(axis=1))[:, None]
+    return out

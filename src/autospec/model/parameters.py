@@ -96,5 +96,5 @@ class Layout:
         out: list[np.ndarray] = []
         for name in groups:
             block = self._groups[name].natural(theta[:, self._blocks[name]])
-            out.extend(block[:, i : i + 1] for i in range(block.shape[1]))
+            out += [block[:, i : i + 1] for i in range(block.shape[1])]
         return out

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autospec.model.acceptance import ACCEPTANCE, TREE_PARAMS, AcceptancePrior, accept_length
+from autospec.model.acceptance import ACCEPTANCE, TREE_PARAMS, AcceptancePrior, accept_lengths
 from autospec.model.laplace import laplace_fit
 from autospec.model.observation import Observation
 from autospec.model.physics import LevelFigures, Levels, Rates, ShapeArrays, replay
@@ -200,6 +200,7 @@ class PerformanceModel:
             cap=np.array([self.rows[i].cap for i in self.lv_row]),
         )
         self.measured_accept = np.array([r.accept if r.accept is not None else np.nan for r in self.rows])
+        self.accept_unmeasured = np.isnan(self.measured_accept)
         # one entry per measured figure: which figure (an index into _FIGURES), of which level
         figures = [(i, name, value) for i, lv in enumerate(self.lv_levels) for name, value in lv.figures.items()]
         self.res_figure = np.array([_FIGURES.index(name) for _, name, _ in figures], dtype=int)
@@ -208,14 +209,6 @@ class PerformanceModel:
         self.res_noise = np.array([NOISE[name] for _, name, _ in figures])
 
     # ------------------------------------------------------------------ the fit
-    def _accepts(self, acc: np.ndarray, shapes: Sequence[Shape]) -> np.ndarray:
-        """(m, len(shapes)) accept lengths."""
-        out = np.ones((acc.shape[0], len(shapes)))
-        for j, s in enumerate(shapes):
-            if s.speculative:
-                out[:, j] = accept_length(acc, s)
-        return out
-
     def _residuals(self, theta: np.ndarray) -> np.ndarray:
         """(k,) log residuals over their noise of every measured figure, for one parameter
         vector (p,): each level replayed (`physics.replay`) at the accept length measured
@@ -224,12 +217,12 @@ class PerformanceModel:
         acc = theta[:, LAYOUT.block(ACCEPTANCE.name)]
         tag = acc.tobytes()
         if self._accept_cache is None or self._accept_cache[0] != tag:
-            self._accept_cache = (tag, self._accepts(acc, self.key_shapes)[0])
+            self._accept_cache = (tag, accept_lengths(acc, self.key_shapes)[0])
         e_key = self._accept_cache[1]
         e_model = e_key[self.row_key]  # per row
-        e_used = np.where(np.isnan(self.measured_accept), e_model, self.measured_accept)
+        e_used = np.where(self.accept_unmeasured, e_model, self.measured_accept)
         replayed = replay(Rates.of(LAYOUT, theta), e_used[self.lv_row][None, :], self.lv_shapes, self.lv_bench)
-        preds = np.stack(
+        preds = np.array(
             [e_model[self.lv_row], replayed.tpot[0], replayed.ttft[0], replayed.per_request[0], replayed.aggregate[0]]
         )  # in the order of _FIGURES
         predicted = np.maximum(preds[self.res_figure, self.res_level], 1e-12).tolist()
@@ -274,7 +267,7 @@ class PerformanceModel:
 
     def _accept_residuals(self, thetas: np.ndarray) -> np.ndarray:
         """(m, k) acceptance residuals for parameter rows (m, p): each measured level."""
-        e = self._accepts(thetas[:, LAYOUT.block(ACCEPTANCE.name)], self.key_shapes)  # (m, keys)
+        e = accept_lengths(thetas[:, LAYOUT.block(ACCEPTANCE.name)], self.key_shapes)  # (m, keys)
         e_lv = e[:, np.array(self.row_key)[self.lv_row]]
         cols = [i for i, lv in enumerate(self.lv_levels) if "accept" in lv.figures]
         obs = np.array([self.lv_levels[i].figures["accept"] for i in cols])
@@ -289,16 +282,7 @@ class PerformanceModel:
 
     def accept_draws(self, thetas: np.ndarray, shapes: Sequence[Shape]) -> np.ndarray:
         """(m, n) accept lengths E (tokens per verify pass)."""
-        acc = np.atleast_2d(thetas)[:, LAYOUT.block(ACCEPTANCE.name)]
-        out = np.ones((acc.shape[0], len(shapes)))
-        cache: dict[_KEY, np.ndarray] = {}
-        for j, s in enumerate(shapes):
-            if not s.speculative:
-                continue
-            if s.key not in cache:
-                cache[s.key] = accept_length(acc, s)
-            out[:, j] = cache[s.key]
-        return out
+        return accept_lengths(np.atleast_2d(thetas)[:, LAYOUT.block(ACCEPTANCE.name)], shapes)
 
     def figures(
         self,

@@ -151,8 +151,18 @@ class Levels:
         nfull = np.floor(self.requests / full)
         return full, nfull, self.requests - nfull * full
 
+    @cached_property
+    def at_once(self) -> np.ndarray:
+        """Whether all C requests run at once (C <= R)."""
+        return np.less_equal(self.concurrency, self.cap)
 
-@dataclass(frozen=True)
+    @cached_property
+    def partial(self) -> np.ndarray:
+        """Whether the last wave is partial."""
+        return self.waves[2] > 0
+
+
+@dataclass
 class LevelFigures:
     """A level's figures as the benchmark reports them (m, n), from the replay's parts: the
     full wave's step time t(B) and batch time, and the whole level's time (ms)."""
@@ -173,8 +183,7 @@ class LevelFigures:
     @property
     def per_request(self) -> np.ndarray:
         """One request's output tokens per second: a batch's, where C runs at once."""
-        c = self.levels.concurrency
-        return np.where(c <= self.levels.cap, self.levels.length * 1000.0 / self.batch, self.aggregate / c)
+        return np.where(self.levels.at_once, self.levels.length * 1000.0 / self.batch, self.aggregate / self.levels.concurrency)
 
     @property
     def tpot(self) -> np.ndarray:
@@ -201,9 +210,10 @@ def replay(rates: Rates, accept: np.ndarray, shapes: ShapeArrays, levels: Levels
     E * L / (L - 1): the first token comes from the prefill)."""
     full, nfull, rem = levels.waves
     steps = (levels.length - 1.0) / accept
-    t_full, t_rem = step_time(rates, np.stack(np.broadcast_arrays(full, rem)), shapes)  # both in one pass
+    both = np.array([full, rem]) if np.shape(full) == np.shape(rem) else np.array(np.broadcast_arrays(full, rem))
+    t_full, t_rem = step_time(rates, both, shapes)  # both in one pass
     o0, o1, phi = rates.prefill_floor, rates.prefill_per_request, rates.wave_share
     batch = o0 + o1 * full + steps * t_full
-    partial = np.where(rem > 0, o0 + o1 * rem + steps * t_rem, 0.0)
+    partial = np.where(levels.partial, o0 + o1 * rem + steps * t_rem, 0.0)
     total = phi * (nfull * batch + partial) + (1.0 - phi) * levels.requests / full * batch
     return LevelFigures(levels, rates, accept, t_full, t_rem, batch, total)
