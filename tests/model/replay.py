@@ -68,3 +68,23 @@ def replay(
         store.tell(trial, record)
         launched.append(candidate)
     return launched
+
+
+def check_grid_reads_as_measured(space: SearchSpace, records: Mapping[str, TrialRecord]) -> None:
+    """What src makes of a measured grid fixture: the space's grid (`autospec.space.grid`)
+    is exactly the measured configurations, and the model reads each record
+    (`observation_from_record`) with the start-up facts, accept lengths and objective
+    values the record holds."""
+    from autospec.model import observation_from_record
+    from autospec.space import grid
+
+    assert {key(c) for c in grid(space)} == set(records)
+    for record in records.values():
+        obs = observation_from_record(record, base_flags=space.server.flags)
+        assert obs is not None and obs.started
+        assert obs.max_running_requests == record.startup["max_running_requests"]
+        assert obs.max_total_num_tokens == record.startup["max_total_num_tokens"]
+        for c, level in record.bench.items():
+            assert obs.value("accept_length", c) == level["accept_length"]
+        for objective, value in zip(space.objectives, record.values or ()):
+            assert obs.value(objective.metric, objective.concurrency) == value

@@ -7,7 +7,11 @@ imports nothing of the simulator (its forms come from how SGLang works, not from
     observation  one launched trial as data (`observation_from(stored_trial)`)
     memory       KV pool, running-request cap, headroom after init, p_start
     acceptance   accept length per draft position, chains, trees, NGRAM
-    performance  decode-step cost and the benchmark's figures (queueing included)
+    physics      the decode step and the benchmark replayed from it: the forms, written once
+    parameters   named parameters (`Layout`: names <-> the optimiser's flat vector) and priors
+    priors       the performance fit's parameters and their prior table
+    laplace      MAP under Gaussian priors with the Laplace approximation
+    performance  acceptance, step cost and prefill fitted to the launches; their predictions
     spec         `SpecModel`: all of it fitted together, predictions with uncertainty
     choose       `rank`: expected hypervolume improvement x p_start; `explain`
     hypervolume  the one hypervolume (and improvement, and ratio) of the project

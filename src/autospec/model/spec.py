@@ -213,7 +213,8 @@ class SpecModel:
             return [None for _ in self.targets]
         shapes = [o.shape for o in self.measured]
         caps = np.array([float(o.max_running_requests or o.shape.slots or 48) for o in self.measured])
-        base = self.performance.figures(self.performance.params[None, :], shapes, caps[None, :], self.targets)[0]
+        requests = self.performance.requests_of(self.measured, self.targets)
+        base = self.performance.figures(self.performance.params[None, :], shapes, caps[None, :], self.targets, requests)[0]
         for i, target in enumerate(self.targets):
             idx, logs, sds = [], [], []
             for j, o in enumerate(self.measured):
@@ -260,7 +261,9 @@ class SpecModel:
         if self.measured:
             mshapes = [o.shape for o in self.measured]
             mcaps = np.array([float(o.max_running_requests or o.shape.slots or 48) for o in self.measured])
-            mlogs = np.log(np.maximum(self.performance.figures(thetas, mshapes, mcaps[None, :], self.targets), 1e-12))
+            mrequests = self.performance.requests_of(self.measured, self.targets)
+            mfigures = self.performance.figures(thetas, mshapes, mcaps[None, :], self.targets, mrequests)
+            mlogs = np.log(np.maximum(mfigures, 1e-12))
         noise = rng.standard_normal((m, n, t))
         noise[0] = 0.0  # draw 0 is the fit itself
         for i, target in enumerate(self.targets):
