@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from autospec.launcher import build_argv, classify_failure, parse_startup
+from autospec.sim import ArgumentRejected, classify_prompt, init_outcome, resolve_args
 from autospec.sim import args as sim_args
 from autospec.sim import logs as sim_logs
 from autospec.sim.faults import Faults
 from autospec.sim.gpu_state import GpuStateFile
-from autospec.sim.model import ArgumentRejected, classify_prompt, init_outcome, resolve_args
 from autospec.sim.parsing import count_tokens
 from autospec.sim.predict import noiseless_emit, predict
 from autospec.sim.profile import Profile, load_profile

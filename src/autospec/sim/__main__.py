@@ -27,8 +27,10 @@ from collections.abc import Sequence
 
 from autospec.sim import logs
 from autospec.sim.args import parse_command_line
+from autospec.sim.arguments import resolve_args
+from autospec.sim.config import ArgumentRejected
 from autospec.sim.faults import FaultSpecError, parse_faults, spawn_scheduler_child
-from autospec.sim.model import ArgumentRejected, init_outcome, resolve_args
+from autospec.sim.memory import init_outcome
 from autospec.sim.profile import ProfileError, load_profile
 from autospec.sim.server import ServerSetup, SimServer
 from autospec.sim.server_args import build_server_args

@@ -34,10 +34,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autospec.sim import logs
+from autospec.sim.acceptance import accept_length, accept_length_distribution
 from autospec.sim.engine import Engine, Generation
 from autospec.sim.http import HttpConnection, HttpRequest
-from autospec.sim.model import accept_length, accept_length_distribution, classify_prompt
 from autospec.sim.parsing import ApiError, Parsed, error_body, parse_chat, parse_completions, parse_generate
+from autospec.sim.prompts import classify_prompt
 from autospec.sim.responses import Responder
 
 if TYPE_CHECKING:

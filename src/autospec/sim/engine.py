@@ -46,9 +46,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autospec.sim import logs
-from autospec.sim.model import ServerConfig, prefill_seconds, step_seconds
+from autospec.sim.config import ServerConfig
 from autospec.sim.predict import noiseless_emit
 from autospec.sim.profile import Profile
+from autospec.sim.timing import prefill_seconds, step_seconds
 
 __all__ = ["Engine", "EngineStats", "Generation", "EOS_TOKEN_ID"]
 

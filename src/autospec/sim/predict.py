@@ -28,16 +28,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autospec.sim.model import (
-    ArgumentRejected,
-    ServerConfig,
-    accept_length,
-    init_outcome,
-    prefill_seconds,
-    resolve_args,
-    step_seconds,
-)
+from autospec.sim.acceptance import accept_length
+from autospec.sim.arguments import resolve_args
+from autospec.sim.config import ArgumentRejected, ServerConfig
+from autospec.sim.memory import init_outcome
 from autospec.sim.profile import Profile
+from autospec.sim.timing import prefill_seconds, step_seconds
 
 __all__ = ["Prediction", "exhaustive_optimum", "noiseless_emit", "predict"]
 

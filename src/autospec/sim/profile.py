@@ -1,7 +1,7 @@
 """Simulator profiles: a TOML file describing one model on one machine, loaded into a
 frozen `Profile`.
 
-A profile holds everything the performance and memory model (`autospec.sim.model`)
+A profile holds everything the performance and memory model (`autospec.sim.arguments`, `.memory`, `.acceptance`, `.timing`)
 needs: model and GPU sizes, SGLang's defaults for the flags the user leaves unset, the
 memory model's reserves, per-workload acceptance, step-cost coefficients, load timing
 and noise. The format is documented for users in docs/simulator.md. Each table is a
@@ -375,7 +375,7 @@ class _Noise(_Table):
 
 
 def _release(value: str) -> str:
-    """A release number such as 0.5.16 (what `model.version_at_least` compares)."""
+    """A release number such as 0.5.16 (what `config.version_at_least` compares)."""
     parts = value.split(".")
     valid = len(parts) >= 2 and all(p.isdigit() for p in parts[:3])
     try:

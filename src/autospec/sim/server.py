@@ -44,8 +44,8 @@ class ServerSetup:
     """Everything the server needs, resolved by ``__main__`` before the loop starts."""
 
     profile: Any  # autospec.sim.profile.Profile
-    cfg: Any  # autospec.sim.model.ServerConfig
-    outcome: Any  # autospec.sim.model.InitOutcome
+    cfg: Any  # autospec.sim.config.ServerConfig
+    outcome: Any  # autospec.sim.memory.InitOutcome
     server_args: dict[str, Any]
     host: str
     port: int
