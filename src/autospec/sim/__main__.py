@@ -96,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         state_dir=sim.gpu_state_dir,
         cmdline=" ".join([sys.executable, "-m", "autospec.sim", *argv]),
         disable_cuda_graph=bool(flags.get("disable_cuda_graph")),
+        machine=sim.machine,
         scheduler_child=spawn_scheduler_child(),
     )
     server = SimServer(setup)

@@ -50,6 +50,7 @@ from autospec.sim.config import ServerConfig
 from autospec.sim.predict import noiseless_emit
 from autospec.sim.profile import Profile
 from autospec.sim.timing import prefill_seconds, step_seconds
+from autospec.sim.variation import machine_factor
 
 __all__ = ["Engine", "EngineStats", "Generation", "EOS_TOKEN_ID"]
 
@@ -142,15 +143,27 @@ class EngineStats:
 
 class StepDurations:
     """Real seconds of simulated steps: the profile's step times at the time scale, times
-    the per-run speed factor (drawn once, here, from `rng` when noise is on) and, for each
-    step, a per-step factor (drawn from `rng` when noise is on and the profile has one)."""
+    the per-run speed factor (drawn once, here, from `rng` when noise is on), the
+    machine's (a fixed function of its name, `variation.machine_factor`, when noise is on)
+    and, for each step, a per-step factor (drawn from `rng` when noise is on and the
+    profile has one). A factor above 1 is a slower launch or machine."""
 
-    def __init__(self, profile: Profile, cfg: ServerConfig, *, time_scale: float, noise: bool, rng: random.Random) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        cfg: ServerConfig,
+        *,
+        time_scale: float,
+        noise: bool,
+        rng: random.Random,
+        machine: str | None = None,
+    ) -> None:
         self.profile = profile
         self.cfg = cfg
         self.scale = time_scale
         self.rng = rng
-        self.run_factor = math.exp(rng.gauss(0.0, profile.run_sigma)) if noise and profile.run_sigma else 1.0
+        launch = math.exp(rng.gauss(0.0, profile.run_sigma)) if noise and profile.run_sigma else 1.0
+        self.run_factor = launch * (machine_factor(machine, profile.machine_sigma) if noise else 1.0)
         self.step_sigma = profile.step_sigma if noise else 0.0
         self._step_cache: dict[int, float] = {}
 
@@ -286,6 +299,7 @@ class Engine:
         on_complete: Callable[[Generation], None],
         disable_cuda_graph: bool = False,
         stall: tuple[int, float] | None = None,
+        machine: str | None = None,
     ) -> None:
         self.profile = profile
         self.cfg = cfg
@@ -298,7 +312,7 @@ class Engine:
         self.speculative = cfg.speculative_algorithm is not None
         self.draft_tokens = cfg.speculative_num_draft_tokens if self.speculative else 1
         self.cuda_graph_max_bs = 0 if disable_cuda_graph else cfg.cuda_graph_max_bs
-        self.durations = StepDurations(profile, cfg, time_scale=time_scale, noise=noise, rng=rng)
+        self.durations = StepDurations(profile, cfg, time_scale=time_scale, noise=noise, rng=rng, machine=machine)
         self.waiting: deque[Generation] = deque()
         self.running: list[Generation] = []
         self.kv_tokens = 0

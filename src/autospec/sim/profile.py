@@ -28,6 +28,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Pla
 from pydantic_core import PydanticCustomError
 
 from autospec.sim.choices import ALGORITHMS, ATTENTION_BACKENDS
+from autospec.sim.variation import RequestVariation
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -131,10 +132,21 @@ class Profile:
     run_sigma: float
     step_sigma: float
     seed: int
+    # per request and per machine (autospec.sim.variation; docs/simulator.md section 13)
+    request_sigma: float = 0.0
+    ngram_climb: float = 0.0
+    climb_requests: float = 8.0
+    climb_window: int = 40
+    machine_sigma: float = 0.0
 
     # optional top-level keys read by the server (architecture, model_type,
     # draft_architecture, typical_output_len), those the file sets
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def variation(self) -> RequestVariation:
+        """The per-request effect on the accept length (`autospec.sim.variation`)."""
+        return RequestVariation(self.request_sigma, self.ngram_climb, self.climb_requests, self.climb_window)
 
     def accept_base_for(self, workload: str) -> float:
         try:
@@ -372,6 +384,12 @@ class _Noise(_Table):
     run_sigma: _NonNegative = 0.0
     step_sigma: _NonNegative = 0.0
     seed: _Integer = 0
+    # Defaults: calibrated to SGLang 0.5.16 on H200s (docs/simulator.md section 13).
+    request_sigma: _NonNegative = 0.1
+    ngram_climb: _NonNegative = 0.32
+    climb_requests: _NonNegative = 8.0
+    climb_window: _Count = 40
+    machine_sigma: _NonNegative = 0.05
 
 
 def _release(value: str) -> str:
