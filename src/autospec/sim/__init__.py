@@ -17,7 +17,7 @@ and facts (`autospec.sglang_rules`, `autospec.sglang_facts`).
 
 from __future__ import annotations
 
-from autospec.sim.acceptance import accept_length, accept_length_distribution
+from autospec.sim.acceptance import accept_length, accept_length_distribution, request_accept_length
 from autospec.sim.arguments import resolve_args
 from autospec.sim.config import ArgumentRejected, ServerConfig
 from autospec.sim.memory import InitOutcome, init_outcome
@@ -31,6 +31,7 @@ from autospec.sim.profile import (
 )
 from autospec.sim.prompts import classify_prompt
 from autospec.sim.timing import prefill_seconds, step_seconds
+from autospec.sim.variation import machine_factor
 
 __all__ = [
     "ArgumentRejected",
@@ -47,9 +48,11 @@ __all__ = [
     "init_outcome",
     "list_profiles",
     "load_profile",
+    "machine_factor",
     "noiseless_emit",
     "predict",
     "prefill_seconds",
+    "request_accept_length",
     "resolve_args",
     "step_seconds",
 ]

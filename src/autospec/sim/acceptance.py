@@ -22,8 +22,9 @@ import math
 
 from autospec.sim.config import ServerConfig
 from autospec.sim.profile import WORKLOADS, Profile
+from autospec.sim.variation import RequestVariation
 
-__all__ = ["accept_length", "accept_length_distribution", "acceptance_per_depth", "tree_shape"]
+__all__ = ["accept_length", "accept_length_distribution", "acceptance_per_depth", "request_accept_length", "tree_shape"]
 
 
 def acceptance_per_depth(profile: Profile, cfg: ServerConfig, workload: str, temperature: float) -> list[float]:
@@ -109,3 +110,20 @@ def accept_length_distribution(profile: Profile, cfg: ServerConfig, workload: st
         reach *= p
     probs[len(ps)] += reach
     return probs
+
+
+def request_accept_length(
+    profile: Profile, cfg: ServerConfig, workload: str, temperature: float, *, prompt: str, position: int
+) -> float:
+    """The mean accept length of one request as the server serves it with noise on: the
+    model's `accept_length` moved by the request's effect, a fixed function of its prompt
+    text and its `position` in the launch (1 = the launch's first request; NGRAM climbs
+    over the first ones): `variation.RequestVariation.shift`. Its mean over prompts and
+    over positions 1 .. the profile's ``climb_window`` is `accept_length`."""
+    mean = accept_length(profile, cfg, workload, temperature)
+    if not cfg.speculative:
+        return mean
+    variation: RequestVariation = profile.variation
+    draft = len(accept_length_distribution(profile, cfg, workload, temperature))
+    ngram = cfg.speculative_algorithm == "NGRAM"
+    return mean + variation.shift(mean=mean, draft_tokens=draft, ngram=ngram, prompt=prompt, position=position)

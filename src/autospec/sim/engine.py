@@ -8,8 +8,9 @@ One coroutine (:meth:`Engine.run`) on the server's loop:
   token.
 - *Decode*: steps of ``step_seconds(batch)`` in which every running request emits k
   tokens (noise off: the deterministic accumulator of ``predict.noiseless_emit``;
-  noise on: k drawn from ``accept_length_distribution`` with a seeded RNG, times a
-  per-run and a per-step speed factor). Step ends follow an absolute schedule (each
+  noise on: k drawn from the request's own acceptance distribution, a low-discrepancy
+  sequence per request (`accepted_tokens`), with steps timed by a per-run, a per-machine
+  and a per-step speed factor). Step ends follow an absolute schedule (each
   deadline is the previous deadline plus the step's duration), so Python overhead does
   not slow the simulated GPU.
 - *Gathering*: requests sent together (a benchmark level starting, or the replacements
@@ -62,6 +63,7 @@ BURST_QUIET_S = 0.010  # a fresh burst (a level starting) ended after this long 
 REPLACEMENT_QUIET_S = 0.050  # replacements of finished requests: allow this client turnaround
 GATHER_FULL_SCALE = 0.5
 STALL_RESET_S = 1.0  # behind schedule by more than this (SIGSTOP, starved): do not replay missed steps
+GOLDEN_RATIO_STEP = (math.sqrt(5.0) - 1.0) / 2.0  # the rotation of `accepted_tokens`' draws
 EOS_TOKEN_ID = 2  # "matched" in finish_reason when a request stops at its simulated EOS
 VOCAB = tuple(f" w{i}" for i in range(512))
 
@@ -91,6 +93,7 @@ class Generation:
     completion_tokens: int = 0
     verify_ct: int = 0
     accumulator: float = 0.0
+    draw_phase: float | None = None  # noise on: where its sequence of acceptance draws starts
     histogram: list[int] | None = None
     text: str = ""
     finished: bool = False
@@ -274,11 +277,21 @@ def new_token_ratio_after_retraction(running: list[Generation]) -> float:
 
 def accepted_tokens(gen: Generation, rng: random.Random) -> int:
     """Tokens `gen` emits in one verify step (at least 1, at most what it has left): from
-    the noiseless accumulator, or drawn with `rng` from its acceptance distribution."""
+    the noiseless accumulator, or drawn from its acceptance distribution.
+
+    The draws of one request are a low-discrepancy sequence (a golden-ratio rotation from
+    a phase drawn with `rng` at its first step): single steps vary as the distribution
+    says, but a request's mean settles at its own mean within a few steps, instead of
+    scattering by sd/sqrt(steps). So launches sent the same stream differ by their speed
+    factors, not by sampling luck, as on the H200, where launches of one configuration
+    agreed within 1-2% although single requests differed by 13-19% (issue 37)."""
     if gen.accept_cdf is None:
         k, gen.accumulator = noiseless_emit(gen.accumulator, gen.accept_mean, gen.remaining)
         return k
-    k = bisect.bisect_left(gen.accept_cdf, rng.random()) + 1
+    if gen.draw_phase is None:
+        gen.draw_phase = rng.random()
+    u = (gen.draw_phase + gen.verify_ct * GOLDEN_RATIO_STEP) % 1.0
+    k = bisect.bisect_left(gen.accept_cdf, u) + 1
     return min(k, len(gen.accept_cdf), gen.remaining)
 
 

@@ -19,6 +19,14 @@ The scheduler (shared contract with `autospec.sim.server`):
 Because requests arrive only when others finish, admissions happen only at those
 instants; between them the batch is constant, so the replay advances whole stretches of
 decode steps at once.
+
+Noiseless means without the three kinds of variation the server adds with noise on
+(`autospec.sim.variation`): every request runs at the model's accept length, which is
+the mean of the per-request accept lengths (`acceptance.request_accept_length`) over
+prompts and over a launch's first ``climb_window`` positions (NGRAM's climb averages zero
+there), at the reference machine's speed (factor 1) and without the launch's factor. So
+a figure here is the mean truth that launches scatter around, not what one launch of
+one request stream reads.
 """
 
 from __future__ import annotations
