@@ -21,7 +21,10 @@ Generation: 503 before ready; 400 for bad bodies or prompt + max tokens beyond t
 (SGLang's wording); requests with ``ignore_eos`` false stop at a seeded "EOS" (exponential
 around the profile's ``typical_output_len``, default 400 tokens; finish_reason ``stop``);
 the workload kind is ``classify_prompt(prompt)`` (token-id prompts: "synthetic") and, with
-``temperature``, sets the acceptance. The ``error_rate`` fault answers 500 or cuts a stream.
+``temperature``, sets the acceptance; with noise on, each request's accept length is moved
+by its effect, a fixed function of its prompt and its position among the launch's
+generation requests (`variation.RequestVariation`). The ``error_rate`` fault answers 500
+or cuts a stream.
 """
 
 from __future__ import annotations
