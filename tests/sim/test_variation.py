@@ -11,7 +11,7 @@ import statistics
 import httpx
 import pytest
 
-from autospec.sim import accept_length, load_profile, resolve_args
+from autospec.sim import accept_length, load_profile, request_accept_length, resolve_args
 from autospec.sim.variation import RequestVariation, climb, machine_factor, shifted_distribution
 
 from .conftest import to_argv
@@ -111,3 +111,22 @@ def test_two_launches_sent_the_same_stream_see_the_same_per_request_effect(sim_f
     assert statistics.correlation(a, b) > 0.5  # the requests' effects are the same
     model = accept_length(profile, resolve_args(profile, flags), "synthetic", 0.0)
     assert statistics.fmean(a[:3] + b[:3]) < model < statistics.fmean(a[10:] + b[10:])  # NGRAM's climb
+
+
+def test_predicts_accept_length_is_the_mean_of_the_per_request_ones_over_prompts_and_the_window():
+    profile = load_profile("qwen25-coder-7b-ngram-1x-l4")
+    for flags in (
+        {"speculative_algorithm": "NGRAM"},
+        {"speculative_algorithm": "EAGLE", "speculative_num_steps": 2, "speculative_eagle_topk": 1},
+    ):
+        cfg = resolve_args(profile, {"model_path": "m", **flags})
+        model = accept_length(profile, cfg, "chat", 0.0)
+        each = [
+            request_accept_length(profile, cfg, "chat", 0.0, prompt=f"question {i}", position=n)
+            for i in range(50)
+            for n in range(1, profile.climb_window + 1)
+        ]
+        assert statistics.fmean(each) == pytest.approx(model, rel=0.01)
+        assert statistics.stdev(each) > 0.05 * model  # and they do differ
+    plain = resolve_args(profile, {"model_path": "m"})
+    assert request_accept_length(profile, plain, "chat", 0.0, prompt="q", position=1) == 1.0
