@@ -40,7 +40,9 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from autospec.sglang_facts import max_draft_tokens
+from autospec.sglang_facts import ALGORITHM as ALGO
+from autospec.sglang_facts import DRAFT_TOKENS as DRAFT
+from autospec.sglang_facts import STEPS, TOPK, max_draft_tokens
 
 __all__ = [
     "EAGLE_FAMILY",
@@ -52,10 +54,6 @@ __all__ = [
     "walk",
 ]
 
-ALGO = "speculative_algorithm"
-STEPS = "speculative_num_steps"
-TOPK = "speculative_eagle_topk"
-DRAFT = "speculative_num_draft_tokens"
 DFLASH_BLOCK = "speculative_dflash_block_size"  # 0.5.23: DFLASH's alias of the draft-token count
 DSPARK_BLOCK = "speculative_dspark_block_size"  # 0.5.23: DSPARK's gamma; draft tokens = gamma + 1
 PAGE = "page_size"

@@ -1,4 +1,4 @@
-"""Confirmation launches within the budget (`QueuePolicy.enqueue_confirmation`, the
+"""Confirmation launches within the budget (`ConfirmationPolicy`, the
 study loop): they go to what the picks depend on, stop once the picks are separated,
 count towards ``--trials``, and a resumed study repeats none of them. Driven with a
 scripted chain whose figures carry 95% intervals, on Optuna's in-memory storage."""
@@ -16,6 +16,7 @@ from autospec.config import parse_search_space, tomllib
 from autospec.launcher import Launcher
 from autospec.records import TrialRecord, read_trials
 from autospec.study import OptimizeRequest, StopReason, StudyInterrupted, build_run
+from autospec.study.proposing.confirmations import ConfirmationPolicy
 from autospec.study.run import StudyRun
 from autospec.study.storage import StorageHandle
 from simspace import scripted_space_text
@@ -138,7 +139,8 @@ def test_by_default_a_quarter_of_the_budget_may_confirm(tmp_path):
 
     result = run.run()
 
-    assert run.queue.settings.confirm == 2
+    confirmation = run.queue.policy(ConfirmationPolicy)
+    assert confirmation is not None and confirmation.confirm == 2
     assert result.launched == 6 and len(confirmed_steps(run)) == 2  # 4 configurations searched, then 2 confirmations
 
 

@@ -14,6 +14,7 @@ from autospec.cli.main import main
 from autospec.config import parse_search_space
 from autospec.records import Markers, TrialRecord, read_trials, worst_values
 from autospec.study.processes.recovery import requeue
+from autospec.study.proposing.proposals import ProposalPolicy
 from autospec.study.proposing.references import (
     ADAPTIVE,
     NO_SPECULATION,
@@ -231,5 +232,7 @@ def test_the_loop_launches_references_as_queued_unraced_and_hides_them_from_the_
     assert all(relaunch and not raced for _, relaunch, raced in chain.ran[:3])  # never answered as a duplicate, never raced
     assert all(not relaunch and raced for _, relaunch, raced in chain.ran[3:])
     # the proposer's scratch study, which the sampler learns from, holds only the search's trials
-    scratch = run.queue.proposer.scratch.get_trials(deepcopy=False)
+    proposals = run.queue.policy(ProposalPolicy)
+    assert proposals is not None and proposals.proposer is not None
+    scratch = proposals.proposer.scratch.get_trials(deepcopy=False)
     assert scratch and all("autospec_reference" not in t.params for t in scratch)

@@ -53,6 +53,8 @@ def register(subparsers: Any) -> None:
 
 def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     """Which server: a running one, the simulator, or SGLang launched here."""
+    from autospec.cli.common import add_flag_option
+
     target = p.add_argument_group("server (pick one)")
     where = target.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="benchmark a server that is already running, e.g. http://127.0.0.1:30000")
@@ -60,13 +62,7 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--server-command", help="launch SGLang with this command, e.g. 'python -m sglang.launch_server'")
     target.add_argument("--model-path", help="model to serve when launching (default 'sim' with --sim)")
     target.add_argument("--tp-size", type=int, help="tensor parallel size when launching")
-    target.add_argument(
-        "--flag",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="server flag when launching, SGLang's name (repeatable), e.g. speculative_num_steps=3",
-    )
+    add_flag_option(target, "server flag when launching, SGLang's name (repeatable), e.g. speculative_num_steps=3")
     target.add_argument("--server-log", help="server log file when launching (default: a temporary file)")
     target.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds the server may take to start")
     target.add_argument(

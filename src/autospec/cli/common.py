@@ -118,6 +118,11 @@ def _value(text: str) -> Any:
         return text
 
 
+def add_flag_option(group: argparse._ActionsContainer, help: str) -> None:
+    """The repeatable ``--flag NAME=VALUE`` option (read with `parse_flag_overrides`)."""
+    group.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE", help=help)
+
+
 def _override_name(key: str) -> str:
     return key.strip().lstrip("-").replace("-", "_")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autospec.cli.common import (
+    add_flag_option,
     add_study_command,
     flag_override_origins,
     load_space,
@@ -68,13 +69,7 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     """What is served and measured, and how long a trial may take."""
     p.add_argument("--model-path", help="model to serve (overrides [server.flags] model_path)")
     p.add_argument("--tp-size", type=int, help="tensor parallel size (overrides [server.flags] tp_size)")
-    p.add_argument(
-        "--flag",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="fixed server flag, e.g. --flag attention_backend=fa3 (repeatable)",
-    )
+    add_flag_option(p, "fixed server flag, e.g. --flag attention_backend=fa3 (repeatable)")
     p.add_argument(
         "--server-command", help="how to start the server, e.g. 'sglang serve' or '/venv/bin/python -m sglang.launch_server'"
     )

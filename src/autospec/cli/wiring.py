@@ -118,7 +118,7 @@ def default_probe(gpus: Sequence[int] | None = None) -> GpuProbe:
 
 def hardware_of(probe: GpuProbe, slot: Slot | None, fallback: str, space: SearchSpace) -> str:
     """What a run's servers run on, e.g. "NVIDIA H200 x2" (", shared" for a slot that shares
-    its GPU): memory lessons are kept per hardware (`autospec.study.proposing.queue`). `fallback`
+    its GPU): memory lessons are kept per hardware (`autospec.study.proposing.proposals.teach_gate`). `fallback`
     when the probe names no GPU."""
     from autospec.launcher import ProbeUnavailable
 

@@ -15,24 +15,14 @@ docs/model.md has the forms, why they hold, and the validation against the hand-
 measurements.
 """
 
+from autospec.model import observation
 from autospec.model.choose import Choice, explain, hypervolume_improvement, rank, reference_point
-from autospec.model.observation import (
-    LevelObservation,
-    Observation,
-    flags_from_argv,
-    observation_from,
-    observation_from_record,
-)
+from autospec.model.observation import *  # noqa: F403  (the names of observation.__all__, re-exported below)
 from autospec.model.performance import SUPPORTED_METRICS, Target
 from autospec.model.shape import Shape, shape_of
 from autospec.model.spec import Prediction, SpecModel
 
 __all__ = [
-    "Observation",
-    "LevelObservation",
-    "observation_from",
-    "observation_from_record",
-    "flags_from_argv",
     "Shape",
     "shape_of",
     "Target",
@@ -45,3 +35,4 @@ __all__ = [
     "hypervolume_improvement",
     "reference_point",
 ]
+__all__ += observation.__all__

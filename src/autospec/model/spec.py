@@ -167,6 +167,12 @@ class SpecModel:
         accept_prior: AcceptancePrior | None = None,
         candidates: Sequence[Mapping[str, Any]] = (),
     ) -> None:
+        """Fit every part from `observations`. `base_flags`: the space's fixed flags
+        (candidates are merged over them); `draws`, `seed`: the Monte Carlo draws of every
+        prediction; `accept_prior`: what is known about acceptance before measuring it
+        (default: nothing about the workload); `candidates`: what will be predicted, so that
+        other tuned flags none of the launches varied yet are still told apart
+        (`shape.context_keys`)."""
         self.observations = list(observations)
         self.targets = tuple(targets)
         self.base_flags = dict(base_flags or {})
@@ -186,26 +192,10 @@ class SpecModel:
         self._gp = self._fit_residuals()
 
     @classmethod
-    def fit(
-        cls,
-        observations: Sequence[Observation],
-        targets: Sequence[Target],
-        *,
-        base_flags: Mapping[str, Any] | None = None,
-        draws: int = DRAWS,
-        seed: int = 0,
-        accept_prior: AcceptancePrior | None = None,
-        candidates: Sequence[Mapping[str, Any]] = (),
-    ) -> SpecModel:
-        """Fit every part from `observations` (launches: started or failed at init).
-        `base_flags`: the space's fixed flags (candidates are merged over them); `draws`,
-        `seed`: the Monte Carlo draws of every prediction; `accept_prior`: what is known
-        about acceptance before measuring it (default: nothing about the workload);
-        `candidates`: what will be predicted, so that other tuned flags none of the launches
-        varied yet are still told apart (`shape.context_keys`)."""
-        return cls(
-            observations, targets, base_flags=base_flags, draws=draws, seed=seed, accept_prior=accept_prior, candidates=candidates
-        )
+    def fit(cls, observations: Sequence[Observation], targets: Sequence[Target], **options: Any) -> SpecModel:
+        """Fit every part from `observations` (launches: started or failed at init); the
+        `options` are the constructor's keywords (`__init__`: what each one means)."""
+        return cls(observations, targets, **options)
 
     def _predicted_cap(self, o: Observation) -> float | None:
         """The running-request cap the memory model expects for a launch that did not report one."""

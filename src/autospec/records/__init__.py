@@ -11,25 +11,10 @@ stored trials are read back and classified. The only code that knows attribute k
     retry    StorageRetry (riding out a storage that is briefly away)
 """
 
+from autospec.records import schema
 from autospec.records.front import dominates, launch_groups, objective_groups, pareto_front, pooled_values
 from autospec.records.retry import STORAGE_AWAY_ERRORS, StorageRetry, StorageUnavailable
-from autospec.records.schema import (
-    BENCH_FAILED,
-    CONSTRAINT_VIOLATED,
-    DUPLICATE,
-    INTERRUPTED,
-    MEASURED_OUTCOMES,
-    NOT_LAUNCHED_OUTCOMES,
-    OK,
-    ORPHANED,
-    REJECTED,
-    SCHEMA_VERSION,
-    SKIPPED,
-    STALE,
-    WITHDRAWN,
-    Markers,
-    TrialRecord,
-)
+from autospec.records.schema import *  # noqa: F403  (the names of schema.__all__, re-exported below)
 from autospec.records.store import (
     DASHBOARD_CONSTRAINTS_KEY,
     FEASIBLE_KEY,
@@ -41,21 +26,6 @@ from autospec.records.store import (
 from autospec.records.stored import SERVER_KEY, WORKER_KEY, StoredTrial, TrialClass, classify, read_trial, read_trials
 
 __all__ = [
-    "SCHEMA_VERSION",
-    "TrialRecord",
-    "Markers",
-    "OK",
-    "REJECTED",
-    "SKIPPED",
-    "DUPLICATE",
-    "BENCH_FAILED",
-    "CONSTRAINT_VIOLATED",
-    "INTERRUPTED",
-    "STALE",
-    "ORPHANED",
-    "WITHDRAWN",
-    "NOT_LAUNCHED_OUTCOMES",
-    "MEASURED_OUTCOMES",
     "StoredTrial",
     "TrialClass",
     "classify",
@@ -78,3 +48,4 @@ __all__ = [
     "StorageUnavailable",
     "STORAGE_AWAY_ERRORS",
 ]
+__all__ += schema.__all__

@@ -31,12 +31,9 @@ from typing import Any
 from autospec.errors import UsageError
 from autospec.report.data import Measure, StudyData, TrialView
 from autospec.report.deploy import split_argv
+from autospec.sglang_facts import ADAPTIVE_ALGORITHMS, DRAFT_TOKENS, STEPS, TOPK
 
 __all__ = ["LadderSlot", "Ladder", "build_ladder", "ladder_json", "dumps", "adaptive_flags", "ADAPTIVE_ALGORITHMS"]
-
-ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
-STEPS = "speculative_num_steps"
-TOPK = "speculative_eagle_topk"
 
 
 @dataclass(frozen=True)
@@ -162,9 +159,9 @@ def adaptive_flags(ladder: Ladder, config_path: str) -> dict[str, Any]:
     """Server flags that run the ladder: adaptive on, start at the best low-load depth."""
     steps = ladder.initial_steps
     return {
-        "speculative_eagle_topk": 1,
+        TOPK: 1,
         STEPS: steps,
-        "speculative_num_draft_tokens": steps + 1,
+        DRAFT_TOKENS: steps + 1,
         "speculative_adaptive": True,
         "speculative_adaptive_config": config_path,
     }

@@ -16,6 +16,7 @@ from typing import Any
 
 from autospec.report.checks import WARNING_KINDS, TrialWarning, trial_warnings
 from autospec.report.data import Measure, StudyData, TrialView
+from autospec.sglang_facts import ALGORITHM, DRAFT_TOKENS, MEM_FRACTION, STEPS, TOPK
 
 __all__ = [
     "Ratio",
@@ -32,13 +33,13 @@ __all__ = [
 ]
 
 _SHORT = {
-    "speculative_num_steps": "steps",
-    "speculative_eagle_topk": "topk",
-    "speculative_num_draft_tokens": "draft",
-    "mem_fraction_static": "mem",
+    STEPS: "steps",
+    TOPK: "topk",
+    DRAFT_TOKENS: "draft",
+    MEM_FRACTION: "mem",
     "cuda_graph_max_bs": "graph_bs",
     "max_running_requests": "max_req",
-    "speculative_algorithm": "algo",
+    ALGORITHM: "algo",
 }
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from autospec.sglang_facts import ADAPTIVE_ALGORITHMS
 from autospec.sglang_rules import EAGLE_FAMILY, Rule, applicable_rules, walk
 from autospec.sim.choices import ALGORITHMS
 from autospec.sim.config import ArgumentRejected, ServerConfig, version_at_least
@@ -188,7 +189,7 @@ def _adaptive_flags(algo: str, flags: dict[str, Any], notes: list[str]) -> dict[
     not model the runtime switching of steps per batch size."""
     topk = _opt_int(flags.get("speculative_eagle_topk"))
     reason = None
-    if algo not in ("EAGLE", "EAGLE3", "NEXTN"):
+    if algo not in ADAPTIVE_ALGORITHMS:
         reason = f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
     elif topk is not None and topk != 1:
         reason = f"speculative_eagle_topk={topk} (only topk=1 is supported)"
