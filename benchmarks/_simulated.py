@@ -37,11 +37,11 @@ from typing import Any
 
 from autospec.feasibility.verdict import Verdict
 from autospec.launcher import classify_failure, flag_words, parse_startup
+from autospec.sim import ArgumentRejected, classify_prompt, init_outcome, resolve_args
 from autospec.sim import args as sim_args
 from autospec.sim import logs as sim_logs
 from autospec.sim.faults import Faults
 from autospec.sim.gpu_state import GpuStateFile
-from autospec.sim.model import ArgumentRejected, classify_prompt, init_outcome, resolve_args
 from autospec.sim.parsing import count_tokens
 from autospec.sim.predict import _replay as replay_requests  # the noiseless per-request replay
 from autospec.sim.predict import noiseless_emit, predict

@@ -712,7 +712,7 @@ def check_tree(ctx: CaseContext, truth: Truth) -> Check:
 
 
 def check_low_acceptance(ctx: CaseContext, truth: Truth) -> Check:
-    from autospec.sim.model import accept_length, resolve_args
+    from autospec.sim import accept_length, resolve_args
 
     best = _best(truth, 0)
     c32 = _best(truth, 1)

@@ -1,6 +1,6 @@
 """Facts about SGLang that several layers of autospec share, each with the SGLang
-version it was checked against. The simulator (`autospec.sim`) keeps its own copy of
-what it imitates (it imports nothing from autospec); tests hold the two together.
+version it was checked against. It imports nothing of autospec, so the simulator
+(`autospec.sim`) and SGLang's rule table (`autospec.sglang_rules`) read it too.
 """
 
 from __future__ import annotations

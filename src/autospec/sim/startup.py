@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from autospec.sim import logs
 from autospec.sim.faults import hang, spawn_zombie_child
 from autospec.sim.gpu_state import GpuStateFile
-from autospec.sim.model import draft_kv_ratio
+from autospec.sim.memory import draft_kv_ratio
 
 if TYPE_CHECKING:
     from autospec.sim.server import ServerSetup
