@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
-from autospec.records.front import launch_groups, objective_groups
+from autospec.records.servers import launch_groups, objective_groups
 from autospec.records.stored import StoredTrial
 
 __all__ = [

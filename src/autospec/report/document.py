@@ -28,7 +28,7 @@ from autospec.report.model_notes import model_lines
 from autospec.report.plots import concurrency_figure, pareto_figure, render
 from autospec.report.recommend import Pick, recommend
 from autospec.report.references import GAINS_LEGEND, gains_lines
-from autospec.report.table import ParetoTable, build_table, compact, format_markdown
+from autospec.report.table import ParetoTable, build_table, describe, format_markdown
 
 __all__ = ["ReportFiles", "write_report", "pick_summary"]
 
@@ -91,7 +91,7 @@ def _blocks(
     objectives = ", ".join(f"{o.label} ({o.direction})" for o in data.objectives)
     blocks: list[Block] = [("p", _counts_line(data)), ("p", f"Objectives: {objectives}.")]
     if baseline is not None:
-        blocks.append(("p", f"Baseline: trial {baseline.number} ({compact(baseline.flags)}); ratios in the table are to it."))
+        blocks.append(("p", f"Baseline: trial {baseline.number} ({describe(baseline)}); ratios in the table are to it."))
     notes = study_warnings(data, baseline)
     if notes:
         blocks += [("h2", "Notes"), ("list", notes)]

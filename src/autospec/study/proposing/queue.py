@@ -326,7 +326,7 @@ class QueuePolicy:
         front = [
             Measured(t.number, t.candidate, t.values, _startup(t).get("max_running_requests"))
             for t in pareto_front(launched_trials, self.store.maximize, [o.concurrency for o in self.space.objectives])
-            if t.values is not None and t.outcome == OK
+            if t.values is not None and t.outcome == OK and t.markers.reference is None  # a reference's flags are SGLang's
         ]
         push = push_candidate(self.space, front, self._push_answer)
         if push is None or any(t.markers.mem_push == push.base.number for t in pushes):  # another worker queued it
@@ -378,7 +378,8 @@ class QueuePolicy:
         target = next((t for t in trials if relaunch is not None and t.number == relaunch.trial), None)
         if relaunch is None or target is None:
             return ""
-        self.store.enqueue(target.retry_params, Markers(confirm_of=target.number))
+        # a reference point is relaunched as itself (its candidate comes from its marker)
+        self.store.enqueue(target.retry_params, Markers(confirm_of=target.number, reference=target.markers.reference))
         made = self.settings.confirm - self.confirmation_left(trials) + 1
         return f"confirmation relaunch {made} of at most {self.settings.confirm}: {relaunch.reason}"
 
