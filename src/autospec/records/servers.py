@@ -60,7 +60,7 @@ def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]
     root_of: dict[int, int] = {}  # trial number -> the first launch of its configuration
     first_of: dict[str, int] = {}
     for t in sorted(trials, key=lambda t: t.number):
-        if not is_configuration(t) or t.values is None and not t.has_measurement:
+        if not is_configuration(t) or (t.values is None and not t.has_measurement):
             continue
         confirm_of = t.markers.confirm_of
         if confirm_of is not None:

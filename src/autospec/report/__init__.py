@@ -8,8 +8,8 @@ folder; `importing.trials_to_add` builds the trials an import adds (`TrialStore`
 them).
 """
 
-from autospec.report.answer import Answer, answer, pick_lines, picks_json, verdict_lines
 from autospec.report.adaptive import Ladder, LadderSlot, adaptive_flags, build_ladder, ladder_json
+from autospec.report.answer import Answer, answer, pick_lines, picks_json, verdict_lines
 from autospec.report.checks import WARNING_KINDS, TrialWarning, study_warnings, trial_warnings
 from autospec.report.data import Measure, Objective, StudyData, TrialView, front_json, snapshot
 from autospec.report.deploy import Deployment, deployment_for, render_cmd, render_systemd, render_yaml

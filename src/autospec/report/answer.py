@@ -64,7 +64,7 @@ def _reaches(r: Ratio | None, maximize: bool) -> bool:
 def _adaptive_line(data: StudyData, picks: Mapping[str, Pick]) -> str:
     adaptive = next((t for t in data.references if t.reference == ADAPTIVE), None)
     if adaptive is None:
-        return "--speculative-adaptive was not measured in this study (optimize --references measures it where SGLang supports it)"
+        return "--speculative-adaptive was not measured here (optimize --references measures it where SGLang supports it)"
     parts, both = [], True
     for name in ("latency", "throughput"):
         pick = picks[name]
@@ -83,7 +83,7 @@ def verdict_lines(data: StudyData, picks: Mapping[str, Pick]) -> list[str]:
     lat, thr = picks["latency"], picks["throughput"]
     if lat.trial.number == thr.trial.number:
         tied = sorted(set(lat.tied_with) | set(thr.tied_with))
-        line = f"deploy trial {lat.trial.number} ({describe(lat.trial)}) for every load: it is the latency and the throughput pick"
+        line = f"deploy trial {lat.trial.number} ({describe(lat.trial)}) for every load: the latency and the throughput pick"
         if tied:
             line += f"; trial(s) {', '.join(map(str, tied))} tie with it within the intervals: deploy trial {lat.trial.number}"
         return [line]

@@ -53,7 +53,8 @@ def standing(data: StudyData, chosen: TrialView, i: int) -> Standing:
         apart = not overlap(_pooled(a, n), _pooled(b, other.launches))
         single = apart and n < MIN_LAUNCHES and o.name not in data.spread
         separated = apart and not single
-    return Standing(i, a, n, chosen.launches, tuple(others), other, b, separated, single, tuple(disagreeing_launches(data, chosen)))
+    differ = tuple(disagreeing_launches(data, chosen))
+    return Standing(i, a, n, chosen.launches, tuple(others), other, b, separated, single, differ)
 
 
 def _measure(t: TrialView, data: StudyData, i: int) -> Measure:

@@ -182,8 +182,7 @@ def _legend(data: StudyData, baseline: TrialView | None, level: int | None, rows
     lines.append("max_req: max_running_requests SGLang chose at startup (requests beyond it queue)")
     if baseline is not None:
         lines.append(
-            f"xR +-h: ratio to the baseline, trial {baseline.number} ({describe(baseline)}); "
-            ">1 means larger than the baseline"
+            f"xR +-h: ratio to the baseline, trial {baseline.number} ({describe(baseline)}); >1 means larger than the baseline"
         )
     used = {w.kind for r in rows for w in r.warnings}
     for kind, (code, sentence) in WARNING_KINDS.items():
