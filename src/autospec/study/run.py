@@ -227,7 +227,7 @@ class StudyRun:
                 self.store.set_study_attr(WORKER_OPTIONS_KEY, dict(self.req.study_options))
             self.queue.prepare(trials)
         self.launched = count_launched(trials)
-        measured = [t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values]
+        measured = {t.number: t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values}
         self.obs.study_started(self.req.study_name, self.launched, self.req.n_trials, measured)
 
     def _summarize(self) -> None:
@@ -239,8 +239,8 @@ class StudyRun:
         except StorageUnavailable as e:
             self._log(f"the model's summary of the configurations not launched is not stored: {e}")
             return
-        if summary:
-            self._log(f"picks: {summary}")
+        if summary:  # the contests behind the confirmations; what to deploy is the CLI's answer (autospec.report)
+            self.events.write(f"confirmation contests: {summary}")
 
     def _loop(self) -> StopReason:
         deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None
