@@ -47,5 +47,6 @@ def pareto_front(
     groups = launch_groups(trials)
     levels = list(concurrencies) if concurrencies is not None else [None] * len(maximize)
     per_objective = [objective_groups(trials, c, groups) for c in levels]
-    points = [(group[0], tuple(pooled_values(by[n])[i] for i, by in enumerate(per_objective))) for n, group in groups.items()]
+    named = {n: next(t for t in group if t.number == n) for n, group in groups.items()}  # the configuration's name
+    points = [(named[n], tuple(pooled_values(by[n])[i] for i, by in enumerate(per_objective))) for n in groups]
     return [t for t, v in points if not any(o is not t and dominates(ov, v, maximize) for o, ov in points)]

@@ -69,6 +69,9 @@ def _adaptive_line(data: StudyData, picks: Mapping[str, Pick]) -> str:
     for name in ("latency", "throughput"):
         pick = picks[name]
         i = pick.objective if pick.objective is not None else 0
+        if pick.trial.number == adaptive.number:
+            parts.append(f"it is the {name} pick at {_where(data, i)}")
+            continue
         r = ratio(_measure(data, adaptive, i), _measure(data, pick.trial, i))  # one call: a paired ratio can replace it
         both = both and _reaches(r, data.objectives[i].maximize)
         parts.append(f"{fmt_ratio(r)} of trial {pick.trial.number} at {_where(data, i)}")
