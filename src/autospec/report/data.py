@@ -247,7 +247,7 @@ class StudyData:
             infeasible=kinds.count("infeasible"),
             duplicate=kinds.count("duplicate"),
             relaunch=kinds.count("relaunch"),
-            reference=sum(1 for t in self.trials if t.reference is not None and t.kind != "relaunch"),
+            reference=sum(1 for t in self.trials if t.reference is not None and t.kind in ("front", "dominated", "reference")),
             failed=kinds.count("failed"),
             interrupted=kinds.count("interrupted"),
             running=kinds.count("running"),

@@ -304,6 +304,7 @@ def table_json(table: ParetoTable) -> list[dict[str, Any]]:
         out.append(
             {
                 "number": row.number,
+                "reference": row.trial.reference,
                 "params": row.trial.flags,
                 "objectives": {
                     n: _objective_json(m, row.trial, i) for i, (n, m) in enumerate(zip(table.objective_names, row.objectives))
