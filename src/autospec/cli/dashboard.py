@@ -84,7 +84,8 @@ def publish(study: optuna.Study) -> Answer:
     from autospec.report import answer, snapshot
     from autospec.report.dashboard import FIGURE_ID, FigureJson, front_figure, note_markdown
 
-    found = answer(snapshot(study))
+    data = snapshot(study)
+    found = answer(data, data.baseline_trial())  # the baseline `autospec pareto` uses by default
     optuna_dashboard.save_note(study, note_markdown(found))
     figure = front_figure(found)
     if figure is not None:

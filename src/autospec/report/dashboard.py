@@ -108,7 +108,8 @@ def front_figure(found: Answer) -> dict[str, Any] | None:
         "title": {"text": f"autospec: pooled front of {data.name} (95% intervals)"},
         "xaxis": {"title": {"text": ox.label}},
         "yaxis": {"title": {"text": oy.label}},
-        "legend": {"orientation": "h"},
+        "legend": {"orientation": "h", "y": -0.3},
+        "margin": {"b": 120},
     }
     return {"data": traces, "layout": layout}
 
