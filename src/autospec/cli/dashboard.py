@@ -89,7 +89,7 @@ def publish(study: optuna.Study) -> Answer:
     optuna_dashboard.save_note(study, note_markdown(found))
     figure = front_figure(found)
     if figure is not None:
-        optuna_dashboard.save_plotly_graph_object(study, FigureJson(figure), graph_object_id=FIGURE_ID)  # type: ignore[arg-type]
+        optuna_dashboard.save_plotly_graph_object(study, FigureJson(figure), graph_object_id=FIGURE_ID)
     return found
 
 
