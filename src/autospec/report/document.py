@@ -21,6 +21,7 @@ from pathlib import Path
 
 from autospec.errors import UsageError
 from autospec.report.adaptive import adaptive_flags, build_ladder, dumps
+from autospec.report.answer import verdict_lines
 from autospec.report.checks import study_warnings
 from autospec.report.data import StudyData, TrialView
 from autospec.report.deploy import argv_of, deployment_for, render_cmd
@@ -95,7 +96,7 @@ def _blocks(
     notes = study_warnings(data, baseline)
     if notes:
         blocks += [("h2", "Notes"), ("list", notes)]
-    blocks.append(("h2", "Recommendations"))
+    blocks += [("h2", "What to deploy"), ("list", verdict_lines(data, picks)), ("h2", "Recommendations")]
     if not picks:
         blocks.append(("p", "Nothing is on the Pareto front yet: run autospec optimize."))
     shown: dict[int, str] = {}
