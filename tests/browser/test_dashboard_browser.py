@@ -140,7 +140,11 @@ FIGURE = """(() => {
 })()"""
 
 
-NOTE = "(() => document.body.innerText.includes('autospec: what to deploy') ? document.body.innerText : null)()"
+# the body is null while the page loads: poll until the note is drawn
+NOTE = """(() => {
+  const b = document.body;
+  return b && b.innerText.includes('autospec: what to deploy') ? b.innerText : null;
+})()"""
 
 
 def test_the_study_note_and_the_front_figure_show_what_pareto_shows(dashboard, browser, capsys):
