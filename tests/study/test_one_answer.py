@@ -67,6 +67,9 @@ def test_closing_lines_pareto_json_export_and_dashboard_note_name_the_same_picks
     storage = f"sqlite:///{tmp_path / 'studies' / 'one.db'}"
     study = optuna.load_study(study_name="one", storage=storage)
     data = snapshot(study)
+    for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):  # no feasible point with value 0
+        assert any(v > 0 for v in t.constraints.values()) or min(t.values) > 0, t.number
+    assert {t.reference for t in data.references} == {"no_speculation", "sglang_defaults", "adaptive"}
     ladder_file = tmp_path / "ladder.json"
     assert main(["export", *where, "--format", "adaptive", "-o", str(ladder_file)]) == 0
     capsys.readouterr()
