@@ -91,3 +91,14 @@ def test_a_relaunch_of_a_reference_joins_it_and_one_that_broke_an_slo_is_no_conf
     groups = launch_groups(trials)
     assert {n: [t.number for t in g] for n, g in groups.items()} == {0: [0, 2], 1: [1]}
     assert [t.number for t in pareto_front(trials, [True, True], [1, 32])] == [0, 1]
+
+
+def test_levels_that_are_not_objectives_pool_over_the_same_server_too():
+    from autospec.records.launches import pool_levels
+
+    trials = [launch(0, 220.0, 1900.0, mem=0.92), launch(1, 230.0, 1800.0, reference="sglang_defaults", running=17)]
+    for t in trials:  # a C=1 aggregate figure, which no objective names
+        t.record.bench[1]["agg_output_tok_s"] = t.record.values[0]
+    levels = pool_levels(trials, ["agg_output_tok_s"])
+    assert levels[0][("agg_output_tok_s", 1)].value == levels[1][("agg_output_tok_s", 1)].value == 225.0
+    assert levels[1][("agg_output_tok_s", 32)].value == 1800.0  # queue-bound there: its own figure

@@ -31,7 +31,7 @@ from autospec.metrics import SHORT_WINDOW
 from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
-from autospec.records.launches import ObjectiveRef, level_interval, pool_study
+from autospec.records.launches import ObjectiveRef, level_interval, pool_levels, pool_study
 
 __all__ = [
     "Objective",
@@ -46,6 +46,8 @@ __all__ = [
     "front_json",
 ]
 
+#: figures pooled at every measured level for the concurrency plot and the adaptive ladder
+LEVEL_METRICS = ("output_tok_s", "agg_output_tok_s")
 _OBJECTIVE_RE = re.compile(r"^(?P<metric>[a-z0-9_]+)@c(?P<c>\d+)$")
 
 
@@ -161,6 +163,8 @@ class TrialView:
     predicted: Mapping[str, Any] | None = None  # --sampler model: what it expected before the launch
     worker: Mapping[str, Any] | None = None  # who ran it: host, hardware, GPU slot (docs/distributed.md)
     reference: str | None = None  # the reference point it measured (no_speculation, sglang_defaults, adaptive)
+    # (metric, concurrency) -> the figure pooled over the same server's launches there (`pool_levels`)
+    level_pooled: Mapping[tuple[str, int], Measure] = field(default_factory=dict)
 
     @property
     def levels(self) -> list[int]:
@@ -185,12 +189,12 @@ class TrialView:
 
     def level_figure(self, objectives: Sequence[Objective], metric: str, concurrency: int) -> Measure | None:
         """`metric` at `concurrency` as the front and the table give it: pooled over the
-        configuration's launches where it is an objective (`objective_measure`), this
-        launch's summary elsewhere (levels that are not objectives are not pooled)."""
+        configuration's launches (`objective_measure` where it is an objective, else
+        `level_pooled`), this launch's summary where nothing was pooled."""
         for i, o in enumerate(objectives):
             if o.metric == metric and o.concurrency == concurrency:
                 return self.objective_measure(o, i)
-        return self.measure(metric, concurrency)
+        return self.level_pooled.get((metric, concurrency)) or self.measure(metric, concurrency)
 
     def value(self, index: int) -> float:
         """Objective `index` as stored (NaN when the trial has no values)."""
@@ -362,6 +366,9 @@ def snapshot(study: Any) -> StudyData:
         views[number] = _pooled(
             views[number], len(group), classes, objectives, pooled.configurations[number], pooled.pooled_with[number]
         )
+    for number, figures in pool_levels(trials, LEVEL_METRICS).items():
+        measures = {key: Measure(p.value, p.half) for key, p in figures.items() if math.isfinite(p.value)}
+        views[number] = replace(views[number], level_pooled=measures)
     spread = {objectives[i].name: s for i, s in pooled.spread.items()}
     return StudyData(study.study_name, objectives, list(views.values()), dict(study.user_attrs), spread)
 
