@@ -35,7 +35,7 @@ def test_front_json_is_built_from_the_snapshot(data):
         {"name": "agg_output_tok_s@c32", "direction": "maximize"},
     ]
     assert [f["number"] for f in out["front"]] == [t.number for t in data.front]
-    assert set(out["front"][0]) == {"number", "params", "values"}
+    assert set(out["front"][0]) == {"number", "params", "values", "reference"}
     assert out["counts"] == {
         "measured": 7,
         "infeasible": 4,

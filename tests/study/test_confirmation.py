@@ -106,7 +106,7 @@ def test_confirmation_goes_to_the_picks_and_their_overlapping_rivals_and_counts_
     assert [relaunch for _, _, relaunch in chain.ran[:4]] == [False] * 4  # the search came first
     events = (tmp_path / "confirming-events.log").read_text()
     assert "confirmation relaunch 1 of at most 3" in events
-    assert "picks: best at C=1: trial" in events and "not settled within the budget" in events
+    assert "confirmation contests: best at C=1: trial" in events and "not settled within the budget" in events
 
 
 def test_confirmation_stops_once_the_picks_are_separated_and_the_search_takes_the_rest(tmp_path):
@@ -120,7 +120,9 @@ def test_confirmation_stops_once_the_picks_are_separated_and_the_search_takes_th
     # nothing left to launch in this four-configuration space
     assert len(confirmed_steps(run)) == 1
     assert result.stopped_because is StopReason.EXHAUSTED and result.launched == 5
-    (picks,) = [line for line in (tmp_path / "confirming-events.log").read_text().splitlines() if "] picks: " in line]
+    (picks,) = [
+        line for line in (tmp_path / "confirming-events.log").read_text().splitlines() if "] confirmation contests: " in line
+    ]
     assert picks.count("separated") == 2 and "not settled" not in picks
 
 

@@ -386,7 +386,28 @@ def _space_of(args: argparse.Namespace) -> SearchSpace:
     )
 
 
+def _print_answer(result: OptimizeResult, args: argparse.Namespace) -> None:
+    """The closing lines: the verdict and the picks, as `autospec pareto` gives them
+    (`autospec.report.answer`), and the same in optuna-dashboard's note and figure."""
+    import warnings
+
+    import optuna
+
+    from autospec.cli.common import open_existing_study
+    from autospec.cli.dashboard import publish
+    from autospec.report import pick_lines
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats of RDB storages
+    _, study = open_existing_study(result.study_name, args.storage, Path(args.studies_dir))
+    found = publish(study)
+    print("verdict:")
+    for line in [*found.verdict, *pick_lines(found.data, found.picks)]:
+        print(f"  {line}")
+
+
 def _print_result(result: OptimizeResult, args: argparse.Namespace) -> None:
+    if result.launched:
+        _print_answer(result, args)
     if result.stopped_because == "timeout":
         print(f"stopped at --timeout with {result.launched}/{result.target} trials; run the same command to continue")
     elif result.stopped_because == "exhausted":

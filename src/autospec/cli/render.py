@@ -1,7 +1,8 @@
 """Terminal rendering: live progress of a study and plain-text tables. No logic.
 
 The progress display uses rich: on a terminal, a status line (current trial, phase,
-elapsed time, ETA, best so far) is redrawn in place below the finished trials, and each
+elapsed time, ETA, the best single launch so far on each objective, with its trial) is
+redrawn in place below the finished trials, and each
 finished trial is printed as its own line, wrapped at the terminal's width rather than
 cut, so both objective values and any reason always show whole. Elsewhere (logs, pipes)
 every event is one plain line.
@@ -107,6 +108,7 @@ class Progress:
         self.t_trial = self.t_start
         self.launched_times: list[float] = []
         self.best: list[float | None] = [None] * len(self.labels)
+        self.best_trial: list[int | None] = [None] * len(self.labels)  # the trial behind each best figure
         self.current = ""
         self.index = 0
         self.phase_name = ""
@@ -125,9 +127,9 @@ class Progress:
         if self.phase_name:
             parts.append(f"{self.phase_name} {_clock(time.monotonic() - self.t_trial)}")
         parts.append(f"total {_clock(time.monotonic() - self.t_start)} eta {self._eta()}")
-        best = self._values(self.best)
+        best = self._best()
         if best:
-            parts.append(f"best {best}")
+            parts.append(f"best so far {best}")
         if self.skipped_counts:
             parts.append("without launch: " + ", ".join(f"{n} {k}" for k, n in sorted(self.skipped_counts.items())))
         return Text(" | ".join(parts), no_wrap=True, overflow="ellipsis")
@@ -146,6 +148,12 @@ class Progress:
     def _values(self, values: Sequence[float | None]) -> str:
         return " ".join(f"{label} {v:.1f}" for label, v in zip(self.labels, values) if v is not None)
 
+    def _best(self) -> str:
+        """'out@c1 282.4 (trial 6), agg@c32 2116.5 (trial 9)': each figure names its launch."""
+        return ", ".join(
+            f"{label} {v:.1f} (trial {n})" for label, v, n in zip(self.labels, self.best, self.best_trial) if v is not None
+        )
+
     def _eta(self) -> str:
         if not self.launched_times:
             return "?"
@@ -154,10 +162,12 @@ class Progress:
         return f"{s // 60}m{s % 60:02d}s"
 
     # ------------------------------------------------------------------ observer
-    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
+    def study_started(
+        self, study_name: str, done: int, target: int, measured: Mapping[int, Sequence[float]] | None = None
+    ) -> None:
         self.done, self.target = done, target
-        for values in measured:  # a resumed study: best so far includes earlier runs
-            self._update_best(values)
+        for number, values in (measured or {}).items():  # a resumed study: best so far includes earlier runs
+            self._update_best(number, values)
         if done:
             self._print(f"study {study_name}: {done}/{target} trials already measured; continuing")
         else:
@@ -183,7 +193,7 @@ class Progress:
             return
         self.launched_times.append(took)
         if record.values is not None and record.outcome == "ok":
-            self._update_best(record.values)
+            self._update_best(number, record.values)
         values = "" if record.values is None else " " + self._values(record.values)
         what = record.outcome if record.outcome == "ok" else self._failure(record)
         count = "" if done == self.index else f" | {done}/{target} done"  # trials of other slots finished meanwhile
@@ -216,21 +226,22 @@ class Progress:
             self._print(f"{what} | {outcome}: {reason}")
         self._refresh()
 
-    def _update_best(self, values: Sequence[float]) -> None:
-        for i, v in enumerate(values):
+    def _update_best(self, number: int, values: Sequence[float]) -> None:
+        for i, v in enumerate(values[: len(self.best)]):
             best = self.best[i]
             if best is None or self.signs[i] * (v - best) > 0:
-                self.best[i] = v
+                self.best[i], self.best_trial[i] = v, number
 
     def message(self, text: str) -> None:
         self._print(text)
         self._refresh()
 
     def finished(self) -> None:
-        """The run ended (any way): take the status line down, print the best so far."""
+        """The run ended (any way): take the status line down, say how far it got. What to
+        deploy comes after, from the pooled front (`autospec.report.answer`), not from the
+        single launches this display saw."""
         if self._live is not None:
             self._live.stop()
             self._live = None
-        best = self._values(self.best)
-        if best and not self.quiet:
-            self._print(f"best so far: {best} ({self.done}/{self.target} trials, {_clock(time.monotonic() - self.t_start)})")
+        if self.done and not self.quiet:
+            self._print(f"{self.done}/{self.target} trials in {_clock(time.monotonic() - self.t_start)}")

@@ -4,7 +4,9 @@ stored trials are read back and classified. The only code that knows attribute k
     schema   TrialRecord (typed, versioned, round-tripping to user attributes), Markers,
              outcome names
     stored   StoredTrial, TrialClass, classify, read_trials (the one reader)
-    front    pareto_front (the one Pareto front), launch_groups (relaunches pooled in), objective_groups
+    servers  the same server: launch_groups (a configuration's launches, references included),
+             objective_groups (the same server at one concurrency), holds_level
+    front    pareto_front (the one Pareto front), pooled_values
     confirming  what the picks rest on (contests) and which relaunch settles them
     store    TrialStore (the one writer: records, constraints, the dashboard's mirror,
              worker/server identities, queued trials)

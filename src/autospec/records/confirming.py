@@ -36,8 +36,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from autospec.metrics.relaunch import LaunchFigure, Pooled
-from autospec.records.front import launch_groups
 from autospec.records.launches import ObjectiveRef, PooledStudy, launch_figure, pool_study
+from autospec.records.servers import launch_groups
 from autospec.records.stored import StoredTrial, TrialClass
 
 __all__ = [

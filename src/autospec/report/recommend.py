@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 from autospec.report.data import Measure, Objective, StudyData, TrialView
 from autospec.report.support import support_note
-from autospec.report.table import compact
+from autospec.report.table import describe, fmt_ratio, ratio
 
-__all__ = ["Pick", "recommend", "PICKS", "share_of_best"]
+__all__ = ["Pick", "recommend", "PICKS", "share_of_best", "best_speculative"]
 
 PICKS = ("latency", "throughput", "knee")
 TIE_MARGIN = 0.01  # relative: values this close to the best are practically equal
@@ -44,9 +44,37 @@ TIE_MARGIN = 0.01  # relative: values this close to the best are practically equ
 
 @dataclass(frozen=True)
 class Pick:
+    """`trial` (a configuration of the front: a reference point too) picked as `name`;
+    `objective`: the objective it was chosen on (None: the knee); `tied_with`: the front
+    configurations tied with it there (named, not deciding: module docstring)."""
+
     name: str  # "latency" | "throughput" | "knee"
     trial: TrialView
     why: str
+    objective: int | None = None
+    tied_with: tuple[int, ...] = ()
+
+
+def best_speculative(data: StudyData, i: int) -> TrialView | None:
+    """The best measured configuration on objective `i` that speculates: no reference point
+    (they are SGLang's own choices), the configuration a reference pick is compared with."""
+    tuned = [t for t in data.measured if t.reference is None]
+    return max(tuned, key=lambda t: (_score(t, data, i), -t.number)) if tuned else None
+
+
+def _reference_note(data: StudyData, t: TrialView, i: int) -> str:
+    """For a reference point picked on objective `i`: the best speculative configuration's
+    ratio to it there (one `ratio` call: the comparison a paired statistic can replace)."""
+    if t.reference is None:
+        return ""
+    other = best_speculative(data, i)
+    if other is None:
+        return f" It is the reference point {t.reference}: nothing tuned was measured to compare it with."
+    r = ratio(_value(other, data, i), _value(t, data, i))
+    return (
+        f" It is the reference point {t.reference}: the best tuned configuration, trial {other.number} "
+        f"({describe(other)}), reads {fmt_ratio(r)} of it at {_where(data.objectives[i])}."
+    )
 
 
 def _value(t: TrialView, data: StudyData, i: int) -> Measure:
@@ -96,6 +124,10 @@ def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = N
     return chosen, [t for t in trials if t is chosen or _tied(_value(t, data, i), _value(chosen, data, i))]
 
 
+def _others(tied: list[TrialView], chosen: TrialView) -> tuple[int, ...]:
+    return tuple(sorted(t.number for t in tied if t is not chosen))
+
+
 def _lead(tied: list[TrialView], data: StudyData, i: int, superlative: str) -> str:
     """'fastest at C=1', or 'practically fastest at C=1' when others tie with it."""
     return f"{'' if len(tied) < 2 else 'practically '}{superlative} at {_where(data.objectives[i])}"
@@ -129,8 +161,6 @@ def share_of_best(data: StudyData, t: TrialView, front: list[TrialView]) -> list
 
 def _ratio_text(a: Measure, b: Measure) -> str:
     """'x1.12 +-0.02', with ', within noise' when the interval includes 1."""
-    from autospec.report.table import fmt_ratio, ratio
-
     r = ratio(a, b)
     if r is None:
         return "-"
@@ -173,7 +203,13 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
                 f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
                 f"{_fmt(_value(baseline, data, thr), ot)})."
             )
-    picks["latency"] = Pick("latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}{support_note(data, t, lat)}")
+    picks["latency"] = Pick(
+        "latency",
+        t,
+        f"trial {t.number} ({describe(t)}) is {why}{support_note(data, t, lat)}{_reference_note(data, t, lat)}",
+        lat,
+        _others(tied, t),
+    )
 
     # throughput
     t, tied = _best(front, data, thr, lat)
@@ -184,7 +220,12 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     if baseline is not None:
         extra += f"; at {_where(ot)} {_ratio_text(a_t, _value(baseline, data, thr))}"
     picks["throughput"] = Pick(
-        "throughput", t, f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.{support_note(data, t, thr)}"
+        "throughput",
+        t,
+        f"trial {t.number} ({describe(t)}) has {lead}: {_fmt(a_t, ot)}{extra}.{support_note(data, t, thr)}"
+        f"{_reference_note(data, t, thr)}",
+        thr,
+        _others(tied, t),
     )
 
     # knee
@@ -196,7 +237,7 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     picks["knee"] = Pick(
         "knee",
         t,
-        f"trial {t.number} ({compact(t.flags)}) is the balanced choice: it keeps at least "
+        f"trial {t.number} ({describe(t)}) is the balanced choice: it keeps at least "
         f"{min(shares):.0%} of the best value on every objective ({parts}).",
     )
     return picks

@@ -91,6 +91,8 @@ def reference_gains(data: StudyData, picks: Mapping[str, Pick]) -> list[PickGain
     for ref in data.references:
         base = _measures(data, ref)
         for number, (t, names) in by_trial.items():
+            if number == ref.number:
+                continue  # the reference is that pick: no gain over itself
             gains = []
             for o, a, b in zip(data.objectives, _measures(data, t), base):
                 r = ratio(a, b)

@@ -196,7 +196,7 @@ class StudyRun:
             self.queue.started(trials)
             self.queue.queue(Moment.START, trials, count_launched(trials))
         self.launched = count_launched(trials)
-        measured = [t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values]
+        measured = {t.number: t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values}
         self.obs.study_started(self.req.study_name, self.launched, self.req.n_trials, measured)
 
     def _summarize(self) -> None:
@@ -207,8 +207,8 @@ class StudyRun:
         except StorageUnavailable as e:
             self._log(f"the model's summary of the configurations not launched is not stored: {e}")
             return
-        for line in lines:
-            self._log(line)
+        for line in lines:  # the contests behind the confirmations; what to deploy is the CLI's answer
+            self.events.write(f"confirmation contests: {line}")
 
     def _loop(self) -> StopReason:
         deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None

@@ -88,7 +88,9 @@ class ConfirmationPolicy(LaunchPolicy):
             return None
         made = self.confirm - confirmation_left(trials, self.confirm) + 1
         line = f"confirmation relaunch {made} of at most {self.confirm}: {relaunch.reason}"
-        return Plan(((target.retry_params, Markers(confirm_of=target.number)),), line=line)
+        # a reference point is relaunched as itself (its candidate comes from its marker)
+        markers = Markers(confirm_of=target.number, reference=target.markers.reference)
+        return Plan(((target.retry_params, markers),), line=line)
 
     def summary(self, trials: Sequence[StoredTrial]) -> tuple[dict[str, object], str]:
         """One line: what each pick objective's leader rests on (none without confirmation

@@ -53,7 +53,7 @@ class MemPushPolicy(LaunchPolicy):
         front = [
             Measured(t.number, t.candidate, t.values, _startup(t).get("max_running_requests"))
             for t in pareto_front(launched_trials, self.maximize, [o.concurrency for o in self.space.objectives])
-            if t.values is not None and t.outcome == OK
+            if t.values is not None and t.outcome == OK and t.markers.reference is None  # a reference's flags are SGLang's
         ]
         push = push_candidate(self.space, front, self._answer)
         if push is None or any(t.markers.mem_push == push.base.number for t in pushes):  # another worker queued it
