@@ -2,9 +2,9 @@
 one H200, every configuration of a grid measured. Two grids (`--grid`):
 
 - `tiny` (default): `real-tiny-ngram-breadth` on the tiny target, CPU-bound at C=32
-  (tests/fixtures/real_ngram_grid.json; docs/real-gpu-validation.md, "The model on real SGLang");
+  (tests/fixtures/real_ngram_grid.json; docs/validation/2026-12-01-h200-model-on-real-sglang.md, "The model on real SGLang");
 - `8b`: `real-8b-ngram` on the 8B-shaped target, GPU-bound, temperature 1 and top_k 4
-  (tests/fixtures/real_8b_ngram_grid.json; docs/real-gpu-validation.md, "The 8B-shaped target").
+  (tests/fixtures/real_8b_ngram_grid.json; docs/validation/2026-12-02-h200-8b-grid.md, "The 8B-shaped target").
 
     # once, from the study the H200 run left (tools/gpu/run_study.sh's study-state.tar.xz):
     .venv/bin/python benchmarks/real_landscape.py --write-fixture path/to/study-state.tar.xz --study ngram-model

@@ -1,7 +1,7 @@
 """Four C=32 levels one after another on one real server (SGLang 0.5.16 on an H200, the
 8B-shaped target, NGRAM with 8 draft tokens; tests/fixtures/real_8b_c32_same_server_runs.json.gz,
-its "about" says how they were measured; docs/real-gpu-validation.md, "Where the C=32 noise
-comes from"), replayed through the steady window: the runs accept drafts alike, yet their
+its "about" says how they were measured; docs/validation/2026-12-03-h200-8b-launches-of-one-configuration.md),
+replayed through the steady window: the runs accept drafts alike, yet their
 aggregates differ beyond their own intervals. The server's step time drifts from minute to
 minute, so a 15-second level cannot pin its configuration's figure to +-3% however it is
 sliced, and only more launches or longer levels narrow it."""

@@ -17,7 +17,7 @@ Two fits, both against data/seed_speculation.csv (the seed's hand sweep of MTP s
 
 It prints the fitted values as TOML to paste into
 src/autospec/sim/profiles/seed-qwen35-122b-4x-rtxpro6000.toml, and the side-by-side
-table (seed vs model, % error) that docs/simulator.md shows.
+table (seed vs model, % error) of docs/validation/2026-11-29-sim-seed-calibration.md.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ REAL_AUTOSPEC = FIXTURES.parent / "real-0.5.16-h200-autospec"
 
 
 def test_real_logs_from_autospec_driving_sglang_0_5_16_on_an_h200():
-    """Logs autospec's own launcher captured on the H200 (docs/real-gpu-validation.md)."""
+    """Logs autospec's own launcher captured on the H200 (docs/validation/2026-11-29-h200-first-run.md)."""
     from autospec.launcher import RUNTIME_EVENT_PATTERNS
 
     tiny = parse_startup((REAL_AUTOSPEC / "tinypool-retract.log").read_text())

@@ -2,7 +2,7 @@
 `real-8b-ngram` (NGRAM draft tokens x the trie's breadth on the 8B-shaped random-weight
 target, temperature 1, top_k 4) measured with real SGLang 0.5.16 on an H200
 (tests/fixtures/real_8b_ngram_grid.json, written by `benchmarks/real_landscape.py --grid 8b`
-from the study of docs/real-gpu-validation.md, "The 8B-shaped target"). The model sampler,
+from the study of docs/validation/2026-12-02-h200-8b-grid.md, "The 8B-shaped target"). The model sampler,
 which takes the trie's breadth as NGRAM's tree width, reaches this front within 8 launches
 (`benchmarks/real_landscape.py --grid 8b` prints the ratio per launch)."""
 

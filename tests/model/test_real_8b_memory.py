@@ -1,7 +1,7 @@
 """The memory model against real launches: EAGLE on the 8B-shaped random-weight target at
 several `mem_fraction_static` values, measured with real SGLang 0.5.16 on an H200
 (tests/fixtures/real_8b_eagle_mem.json, from tools/gpu/eagle_mem_sweep.sh; the study's
-launches plus one launch below SGLang's minimum; docs/real-gpu-validation.md, "The memory
+launches plus one launch below SGLang's minimum; docs/validation/2026-12-03-h200-8b-eagle-memory-model.md, "The memory
 model on the 8B-shaped target").
 
 Each launch is predicted from the launches before it, in the order the study made them, as

@@ -1,6 +1,6 @@
 """A default study of `real-8b-ngram` with its references, on the H200 with real SGLang 0.5.16
 (tests/fixtures/real_8b_ngram_refs_study.db.gz: the study's own SQLite file, and its events
-log beside it; docs/real-gpu-validation.md, "References and confirmation on the 8B-shaped
+log beside it; docs/validation/2026-12-03-h200-8b-references-confirmation.md, "References and confirmation on the 8B-shaped
 target"): no speculation and SGLang's NGRAM defaults, four search launches and the default
 confirmation (a quarter of --trials 8: two relaunches), read back through `autospec pareto`.
 

@@ -1,6 +1,6 @@
 """Launches of two fixed configurations of `real-8b-ngram` on the H200 with real SGLang 0.5.16
 (tests/fixtures/real_8b_pin_{a,b}_relaunches.db.gz, each a study's own SQLite file;
-docs/real-gpu-validation.md, "Launches of one configuration on the 8B-shaped target"): the
+docs/validation/2026-12-03-h200-8b-launches-of-one-configuration.md, "Launches of one configuration on the 8B-shaped target"): the
 space narrowed to one configuration (tools/gpu/pin_space.py) and studied with `--remeasure
 --no-references --confirm 0`, so every trial is a new launch of the same server: NGRAM with 8
 draft tokens and the default trie (a) and with 2 draft tokens and a chain (b), four launches

@@ -1,7 +1,7 @@
 """A study replayed against a real landscape: every configuration of
 `real-tiny-ngram-breadth` measured with real SGLang 0.5.16 on an H200
 (tests/fixtures/real_ngram_grid.json, written by benchmarks/real_landscape.py from the
-study of docs/real-gpu-validation.md, "The model on real SGLang"). The replay answers each
+study of docs/validation/2026-12-01-h200-model-on-real-sglang.md, "The model on real SGLang"). The replay answers each
 launch the model asks for with the trial recorded for that configuration: start-up facts,
 per-level summaries, accept length and objective values as the H200 measured them."""
 

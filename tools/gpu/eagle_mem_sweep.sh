@@ -1,6 +1,6 @@
 #!/bin/bash
 # EAGLE on the 8B-shaped target at several --mem-fraction-static values, down to where it
-# fails (docs/real-gpu-validation.md): a default study of real-8b-eagle-mem (every value it
+# fails (docs/validation/2026-12-03-h200-8b-eagle-memory-model.md): a default study of real-8b-eagle-mem (every value it
 # decides to launch), then one `autospec bench` launch below SGLang's minimum so the failure
 # message of the installed SGLang is seen even when the study's memory model skipped it.
 #

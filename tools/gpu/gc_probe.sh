@@ -1,6 +1,6 @@
 #!/bin/bash
 # Do Python garbage collections in SGLang's scheduler cause the C=32 stalls on the H200?
-# (issue 15, docs/real-gpu-validation.md, "Stalls at C=32")
+# (issue 15, docs/validation/2026-12-01-h200-precise-measurement.md, "Stalls at C=32")
 #
 #   bash tools/gpu/gc_probe.sh ARCHIVE_DIR OUT_DIR
 #

@@ -5,7 +5,7 @@
 Each named ``[params.NAME]`` table becomes a categorical of the one VALUE (parsed as TOML:
 4, 0.5, "EAGLE"); everything else, comments included, is copied as it is. A study of the
 result with ``--remeasure`` launches that configuration again and again, measured exactly as
-a study of the full space measures it (docs/real-gpu-validation.md: launches of one
+a study of the full space measures it (docs/validation/2026-12-03-h200-8b-launches-of-one-configuration.md: launches of one
 configuration, their spread beside each launch's own interval)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Lockstep against phase-spread C=32 levels on one real server (docs/real-gpu-validation.md,
+# Lockstep against phase-spread C=32 levels on one real server (docs/validation/2026-12-03-h200-8b-launches-of-one-configuration.md,
 # "Phase-spread start"): the 8B-shaped target, NGRAM (DRAFT draft tokens, the default trie),
 # the real-8b-ngram workload (64-token prompts, 256 output tokens, temperature 1, top_k 4).
 # `autospec bench --precise` at C=32 capped at SECS seconds, RUNS times each way, alternating,

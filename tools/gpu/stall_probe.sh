@@ -1,6 +1,6 @@
 #!/bin/bash
 # Are the C=32 throughput stalls on the H200 the server's or the client's? (issue 15,
-# docs/real-gpu-validation.md, "Stalls at C=32")
+# docs/validation/2026-12-01-h200-precise-measurement.md, "Stalls at C=32")
 #
 #   bash tools/gpu/stall_probe.sh ARCHIVE_DIR OUT_DIR
 #

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Per-request records of precise C=32 levels on a fresh real server, for replay in tests
-# (issue 15: one-off stalls left out of the steady window; docs/real-gpu-validation.md).
+# (issue 15: one-off stalls left out of the steady window; docs/validation/2026-12-01-h200-precise-measurement.md).
 #
 #   bash tools/gpu/stall_records.sh ARCHIVE_DIR OUT_DIR
 #

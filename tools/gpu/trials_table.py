@@ -1,4 +1,4 @@
-"""Every trial of a study as a Markdown table: what docs/real-gpu-validation.md records.
+"""Every trial of a study as a Markdown table: what the runs in docs/validation/ record.
 
     python tools/gpu/trials_table.py --storage sqlite:///S.db --study NAME [--nvml nvml.csv ...]
 

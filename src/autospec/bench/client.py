@@ -45,7 +45,7 @@ SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 #: SGLang (0.5.16 checked): moves every live object of the HTTP server's, scheduler's and
 #: detokenizer's Python heaps out of the collector's generations (`gc.freeze()`), which its
 #: long-GC warning advises after warmup. Measured on an H200: C=32 per-second throughput
-#: with dips to 50-60% before, none after (docs/real-gpu-validation.md).
+#: with dips to 50-60% before, none after (docs/validation/2026-12-01-h200-precise-measurement.md).
 FREEZE_GC_PATH = "/freeze_gc"
 
 

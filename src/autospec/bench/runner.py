@@ -53,7 +53,7 @@ from autospec.request_records import LevelResult, RequestRecord
 
 
 def default_num_requests(concurrency: int) -> int:
-    """The hand-tuning sweep's request count per level (docs/simulator.md): 2 x concurrency, 4 at
+    """The hand-tuning sweep's request count per level (docs/validation/2026-11-29-sim-seed-calibration.md): 2 x concurrency, 4 at
     concurrency 1."""
     return 4 if concurrency == 1 else 2 * concurrency
 

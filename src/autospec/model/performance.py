@@ -10,7 +10,7 @@ replayed with its own request count, output length and the launch's running-requ
 (the start-up fact, or the memory model's prediction), with Gaussian priors on every
 parameter. Where a launch measured its accept length, the cost residuals use the measured
 one (acceptance misfit then cannot bias the costs); where it did not (the hand-tuning
-sweep's measurements, docs/simulator.md), the model's. Uncertainty: the Laplace
+sweep's measurements, docs/validation/2026-11-29-sim-seed-calibration.md), the model's. Uncertainty: the Laplace
 approximation at the optimum (the data's precision divided by how much worse than the
 stated noise the fit is, plus the prior's, so never wider than the prior), drawn as
 parameter samples.

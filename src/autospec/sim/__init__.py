@@ -10,7 +10,7 @@ use to know what the server *should* do:
     predict(profile, flags, concurrency=32)          # noiseless benchmark figures
 
 The model is one module per concept: `arguments` (SGLang's argument rules, read from
-`autospec.sglang_rules`), `memory`, `acceptance`, `timing` and `prompts`; docs/simulator.md
+`autospec.sglang_rules`), `memory`, `acceptance`, `timing` and `prompts`; docs/simulator-model.md
 documents it. This package imports nothing from the rest of autospec but SGLang's rules
 and facts (`autospec.sglang_rules`, `autospec.sglang_facts`).
 """

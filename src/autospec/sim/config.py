@@ -2,7 +2,7 @@
 rewrites (`ServerConfig`), the rejection SGLang raises at argument time
 (`ArgumentRejected`), release comparison (`version_at_least`) and units. Pure.
 
-The model, one module per concept (docs/simulator.md):
+The model, one module per concept (docs/simulator-model.md):
     flags --arguments.resolve_args--> ServerConfig --memory.init_outcome--> InitOutcome
     ServerConfig --acceptance.accept_length / timing.step_seconds, prefill_seconds--> speed
     prompt text --prompts.classify_prompt--> workload kind (which sets the acceptance)

@@ -132,7 +132,7 @@ class Profile:
     run_sigma: float
     step_sigma: float
     seed: int
-    # per request and per machine (autospec.sim.variation; docs/simulator.md section 15)
+    # per request and per machine (autospec.sim.variation; docs/simulator.md, "How it varies launch to launch")
     request_sigma: float = 0.0
     ngram_climb: float = 0.0
     climb_requests: float = 8.0
@@ -384,7 +384,7 @@ class _Noise(_Table):
     run_sigma: _NonNegative = 0.0
     step_sigma: _NonNegative = 0.0
     seed: _Integer = 0
-    # Defaults: calibrated to SGLang 0.5.16 on H200s (docs/simulator.md section 15).
+    # Defaults: calibrated to SGLang 0.5.16 on H200s (docs/simulator.md, "How it varies launch to launch").
     request_sigma: _NonNegative = 0.1
     ngram_climb: _NonNegative = 0.32
     climb_requests: _NonNegative = 8.0

@@ -1,5 +1,5 @@
 """What makes measurements differ from the noiseless model, in three parts that a real
-server shows too (issue 37; SGLang 0.5.16 on H200s, docs/simulator.md section 15):
+server shows too (issue 37; SGLang 0.5.16 on H200s, docs/simulator.md, "How it varies launch to launch"):
 
 - **per request**, the same in every launch: a request's accept length moves with its
   prompt and with its position in the launch (`request_shift`). Two launches sent the
