@@ -375,7 +375,7 @@ class BenchSpec(KnownKeys):
     until the trial's measuring took `max_share_of_launch` of its launch time, or until
     it sent `max_requests_at(C)` requests (the ceiling). With `freeze_gc` (the default)
     each level asks the server to freeze its garbage collectors after its warmup; see
-    docs/benchmarking.md."""
+    docs/precision.md."""
 
     concurrency: Annotated[tuple[int, ...], PlainValidator(_levels)] = (1, 32)
     requests_multiplier: _PositiveInt = 2

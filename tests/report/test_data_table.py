@@ -169,7 +169,7 @@ def test_the_notes_name_the_figures_that_left_out_a_one_off_stall(tmp_path, caps
     stalls = [n for n in notes if n.startswith("one-off stalls")]
     assert stalls == [
         "one-off stalls left out of steady windows (a pause that did not come back, as when a server "
-        "meets a batch shape for the first time; docs/benchmarking.md): "
+        "meets a batch shape for the first time; docs/figures.md): "
         f"trial {made.numbers[1]} agg_output_tok_s@c32 (3.2 s)"
     ]
     assert main(["pareto", *made.args]) == 0

@@ -16,7 +16,7 @@ record), so from then on the workers' requests end evenly spread over one reques
 as under steady traffic, instead of in lockstep waves (identical requests started together,
 C prefills at once). The metrics count the ramp requests' tokens in the aggregate and leave
 them out of per-request figures (`autospec.metrics.summary`). Studies start in lockstep:
-on SGLang 0.5.16 / H200 phase-spread C=32 levels were no narrower (docs/benchmarking.md).
+on SGLang 0.5.16 / H200 phase-spread C=32 levels were no narrower (docs/benchmarking.md, "Load: closed-loop levels").
 
 Measured prompts are `prompts(workload, n)[i]` for the i-th request sent, the same
 list at every level (so levels and other clients can be fed identical prompts).

@@ -7,7 +7,7 @@
     autospec bench --url http://127.0.0.1:30000 --precise --target-ci 0.02 --max-seconds 30
 
 Parse -> workload and level plans -> (launch) -> measure -> table (and JSON). The
-figures and their definitions are those of `autospec.metrics` (docs/benchmarking.md).
+figures and their definitions are those of `autospec.metrics` (docs/figures.md).
 Exit codes: 0 every level passed; 1 a level failed its error threshold or the server
 could not start; 2 bad input.
 """

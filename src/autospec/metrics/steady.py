@@ -61,14 +61,14 @@ batch, its stalls), which the bootstrap cannot (`method` says which):
                   sqrt((1 + r) / (1 - r)) for their lag-1 autocorrelation r, and added in
                   quadrature to the bootstrap's. It cannot see how waves differ beyond
                   that, so reports flag it, the race does not compare it and it never
-                  meets a precision target. docs/benchmarking.md ("Confidence") has its
+                  meets a precision target. docs/figures.md ("Confidence") has its
                   calibration against the simulator and real SGLang 0.5.16 records
 
 A window with no interval over time keeps the bootstrap's, and the other way round (only a
 window with one request and no time has none). On SGLang 0.5.16 / H200 (NGRAM, 16 draft
 tokens, C=32) the bootstrap alone said +-1% after windows of 1.3-3 s. The interval
 describes how fast requests were served (acceptance, step times), not the launch-to-launch
-noise of a server (docs/benchmarking.md, "Confidence"). `slices` (whole waves the window
+noise of a server (docs/figures.md, "Confidence"). `slices` (whole waves the window
 holds) says how far the interval can be trusted: a precision target counts as met, and
 the race compares it, only with `PRECISE_SLICES` of them. `share` (the window's share of
 the level's run) says how much of the run was steady; a window below `MIN_SHARE` of the

@@ -1,6 +1,6 @@
 """Per-level summaries from request records (pure; no I/O, no Optuna).
 
-Definitions (docs/benchmarking.md has the long form; docs/architecture.md the
+Definitions (docs/figures.md has the long form; docs/architecture.md the
 contract). Over the level's *measured* requests (warmup excluded), successful ones
 unless stated; the shortened first requests of a phase-spread start (`RequestRecord.ramp`)
 count in the aggregates, the totals and accept length, not in the per-request figures:

@@ -5,7 +5,7 @@ name. `Layout` is the one place that maps names to positions: groups of named pa
 laid out in order, each group seen by the fit on one scale (``log`` for positive rates,
 ``logit`` for shares, ``as is`` otherwise). `Prior` is a parameter's Gaussian prior on that
 scale, with what it means; a table of them is the model's stated belief before any launch
-(docs/model.md, "Priors").
+(docs/model.md, "Parameters and their priors").
 """
 
 from __future__ import annotations

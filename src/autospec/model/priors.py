@@ -4,7 +4,7 @@
 vector: acceptance (`acceptance.ACCEPTANCE`), step cost, prefill and wave share
 (`physics`). `STEP_PRIORS` is the physics' prior table; its centres scale with t1, the
 single-request step time (ms) of the study's own launches, so one table serves a 1 ms tiny
-model and a 60 ms 122B one. docs/model.md, "Priors", lists every prior with its meaning.
+model and a 60 ms 122B one. docs/model.md, "Parameters and their priors", lists every prior with its meaning.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def stall_notes(data: StudyData) -> list[str]:
         return []
     return [
         "one-off stalls left out of steady windows (a pause that did not come back, as when a server meets a "
-        f"batch shape for the first time; docs/benchmarking.md): {', '.join(left_out)}"
+        f"batch shape for the first time; docs/figures.md): {', '.join(left_out)}"
     ]
 
 
