@@ -15,7 +15,7 @@
   relaunches measured it) are named as ties but do not decide: wide intervals say the
   order is uncertain, not that a worse estimate is as good (letting them decide made
   the picks of simulated studies with confirmation launches worse:
-  docs/tuning-quality.md).
+  docs/validation/2026-12-01-sim-optimum-gap-every-profile.md).
 - knee: the balanced choice: the configuration whose worst objective, as a share of the
   best value on the front, is highest (max-min of normalised objectives).
 
