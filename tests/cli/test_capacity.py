@@ -171,7 +171,9 @@ def test_a_bad_capacity_timeout_is_one_line(tmp_path, capsys, value):
 
 @pytest.mark.slow
 def test_compare_measures_a_pick_and_a_reference_under_the_same_bounds_side_by_side(sim_study, capsys):
-    bound = _bound(sim_study, capsys)
+    # loose enough that no speculation (a slower first token than the knee's) holds at C=1 too,
+    # also on a loaded machine: this test is about the comparison, not where either breaks
+    bound = 4 * _bound(sim_study, capsys)
     knee = _knee(sim_study, capsys)["number"]
     argv = ["capacity", "--study", "cap", "--studies-dir", str(sim_study), "--compare", "knee,no_speculation"]
     code = main([*argv, "--ttft-p99-ms", f"{bound:.3f}", "--max-concurrency", "32", "--waves", "2", *SIM_ARGS[:5]])
