@@ -3,7 +3,7 @@
 Every relative link in README.md and docs/ (the dated runs in docs/validation/ included)
 names a file of the repository and, with `#anchor`, a heading of that file as GitHub
 renders its anchor. README.md stays within 110 lines and each user doc (docs/*.md, not
-docs/validation/) within 300.
+docs/validation/) within 300, and docs/validation/README.md lists every dated run.
 """
 
 from __future__ import annotations
@@ -96,3 +96,10 @@ def test_readme_is_read_in_five_minutes() -> None:
 def test_each_user_doc_stays_short(doc: Path) -> None:
     lines = doc.read_text().splitlines()
     assert len(lines) <= 300, f"{doc.name} has {len(lines)} lines; split it by topic or move dated runs to docs/validation/"
+
+
+def test_validation_index_lists_every_run() -> None:
+    folder = ROOT / "docs" / "validation"
+    listed = {Path(t).name for t in relative_links(folder / "README.md")}
+    runs = {p.name for p in folder.glob("*.md") if p.name != "README.md"}
+    assert runs <= listed, f"docs/validation/README.md does not list {sorted(runs - listed)}"
