@@ -538,11 +538,13 @@ def _field_dict(table: Any) -> dict[str, Any]:
 
 
 def _workload_dict(workload: Workload) -> dict[str, Any]:
-    """The workload's fields as the fingerprint hashes them: `top_k` came later, so it is
-    hashed only when set (an unset one leaves every earlier space's fingerprint as it was)."""
+    """The workload's fields as the fingerprint hashes them: `top_k` and `sampling_seed` came
+    later, so each is hashed only when set (unset, every earlier space's fingerprint stays as it was)."""
     hashed = _field_dict(workload)
     if hashed["top_k"] is None:
         del hashed["top_k"]
+    if not hashed["sampling_seed"]:
+        del hashed["sampling_seed"]
     return hashed
 
 

@@ -159,7 +159,7 @@ async def _closed_loop(
         nonlocal completed, consecutive_errors
         first = ramp_len(lane) if ramp_len is not None else None
         while (index := next_index()) is not None:
-            record = await client.send(feed[index], warmup=warmup, lane=lane, output_len=first or output_len)
+            record = await client.send(feed[index], warmup=warmup, lane=lane, output_len=first or output_len, position=index)
             if first is not None:
                 record, first = dataclasses.replace(record, ramp=True), None
             completed += 1
