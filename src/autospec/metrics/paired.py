@@ -46,6 +46,8 @@ __all__ = [
     "PRIOR_SD",
     "Comparison",
     "LogSpread",
+    "Side",
+    "compare",
     "launch_spread",
     "paired_ratio",
     "unpaired_ratio",
@@ -211,3 +213,26 @@ def unpaired_ratio(
     return Comparison(
         math.exp(centre), math.exp(centre - rel), math.exp(centre + rel), 0, 0, launches, False, "figures", unsettled
     )
+
+
+@dataclass(frozen=True)
+class Side:
+    """One configuration in a comparison: its pooled figure with its 95% half-width (None:
+    exact) over `launches`, each launch's per-position figures (`series`; empty where a launch
+    has none) and how many of its launches never settled."""
+
+    value: float
+    half: float | None
+    launches: int
+    series: tuple[Series, ...] = ()
+    unsettled: int = 0
+
+
+def compare(a: Side, b: Side, spread: LogSpread | None, unit: str = "requests") -> Comparison | None:
+    """A over B: paired over matched ids where both sides have per-position figures, else
+    the unpaired fallback (module docstring); None when neither can be formed."""
+    unsettled = a.unsettled + b.unsettled
+    paired = paired_ratio(a.series, b.series, spread, unit=unit, unsettled=unsettled)
+    if paired is not None:
+        return paired
+    return unpaired_ratio(a.value, a.half, b.value, b.half, (a.launches, b.launches), unsettled=unsettled)
