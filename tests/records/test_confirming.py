@@ -125,7 +125,7 @@ def _paired_study(launches: int, log_spread):
     b = tuple(_stream(14, 1.0, shift) for shift in (0.0, -0.004)[:launches])
     figures = {1: [Pooled(318.0, 30.0, launches, 30.0, None)], 2: [Pooled(300.0, 30.0, launches, 30.0, None)]}
     sides = {1: [Side(318.0, 30.0, launches, a)], 2: [Side(300.0, 30.0, launches, b)]}
-    return PooledStudy({}, figures, log_spread=log_spread, sides=sides, units={0: "requests"})
+    return PooledStudy({}, figures, log_spread=log_spread, sides=sides)
 
 
 def test_confirmation_stops_once_the_paired_interval_excludes_1():

@@ -219,20 +219,21 @@ def unpaired_ratio(
 class Side:
     """One configuration in a comparison: its pooled figure with its 95% half-width (None:
     exact) over `launches`, each launch's per-position figures (`series`; empty where a launch
-    has none) and how many of its launches never settled."""
+    has none), how many of its launches never settled, and what the series' ids name."""
 
     value: float
     half: float | None
     launches: int
     series: tuple[Series, ...] = ()
     unsettled: int = 0
+    unit: str = "requests"  # what the series' ids name: "requests" or "waves"
 
 
-def compare(a: Side, b: Side, spread: LogSpread | None, unit: str = "requests") -> Comparison | None:
+def compare(a: Side, b: Side, spread: LogSpread | None) -> Comparison | None:
     """A over B: paired over matched ids where both sides have per-position figures, else
     the unpaired fallback (module docstring); None when neither can be formed."""
     unsettled = a.unsettled + b.unsettled
-    paired = paired_ratio(a.series, b.series, spread, unit=unit, unsettled=unsettled)
+    paired = paired_ratio(a.series, b.series, spread, unit=a.unit, unsettled=unsettled)
     if paired is not None:
         return paired
     return unpaired_ratio(a.value, a.half, b.value, b.half, (a.launches, b.launches), unsettled=unsettled)

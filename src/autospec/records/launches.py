@@ -147,7 +147,6 @@ class PooledStudy:
     # (`autospec.metrics.paired`), and each configuration's paired sides
     log_spread: dict[int, LogSpread] = field(default_factory=dict)
     sides: dict[int, list[Side | None]] = field(default_factory=dict)
-    units: dict[int, str] = field(default_factory=dict)
 
     def compare(self, a: int, b: int, index: int) -> Comparison | None:
         """Trial `a`'s configuration over trial `b`'s on objective `index`: paired over matched
@@ -155,7 +154,7 @@ class PooledStudy:
         sa, sb = _side(self, a, index), _side(self, b, index)
         if sa is None or sb is None:
             return None
-        return compare(sa, sb, self.log_spread.get(index), self.units.get(index, "requests"))
+        return compare(sa, sb, self.log_spread.get(index))
 
     def sharing(self, number: int, index: int) -> tuple[int, ...]:
         """The other measured trials whose launches are in trial `number`'s figure of objective `index`."""
@@ -174,8 +173,8 @@ def _side(pooled: PooledStudy, number: int, index: int) -> Side | None:
 
 def _sides(
     classes: Mapping[int, list[StoredTrial]], ref: ObjectiveRef, figures: Mapping[int, Pooled | None]
-) -> tuple[dict[int, Side | None], LogSpread | None, str]:
-    """Per configuration its paired side on `ref`, the study's log spread and the unit."""
+) -> tuple[dict[int, Side | None], LogSpread | None]:
+    """Per configuration its paired side on `ref`, and the study's log spread."""
     units: set[str] = set()
     series: dict[int, tuple[dict[str, float], ...]] = {}
     unsettled: dict[int, int] = {}
@@ -184,12 +183,13 @@ def _sides(
         units.update(f[1] for f in found if f is not None)
         series[n] = tuple(f[0] if f is not None else {} for f in found)
         unsettled[n] = sum(1 for t in launches if not level_settled(_level(t, ref)))
+    unit = units.pop() if len(units) == 1 else "requests"
     roots = {launches[0].number: n for n, launches in classes.items()}  # one group per pool
     spread = launch_spread([series[n] for n in roots.values() if len(series[n]) > 1])
     sides: dict[int, Side | None] = {}
     for n, p in figures.items():
-        sides[n] = None if p is None else Side(p.value, p.half, p.launches, series[n], unsettled[n])
-    return sides, spread, units.pop() if len(units) == 1 else "requests"
+        sides[n] = None if p is None else Side(p.value, p.half, p.launches, series[n], unsettled[n], unit)
+    return sides, spread
 
 
 def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> PooledStudy:
@@ -201,7 +201,6 @@ def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> P
     behind: dict[int, list[list[StoredTrial]]] = {n: [] for n in groups}
     sides: dict[int, list[Side | None]] = {n: [] for n in groups}
     log_spread: dict[int, LogSpread] = {}
-    units: dict[int, str] = {}
     for ref in refs:
         classes = objective_groups(trials, ref.concurrency, groups)
         figures = {n: [f for f in (launch_figure(t, ref) for t in launches) if f is not None] for n, launches in classes.items()}
@@ -215,9 +214,9 @@ def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> P
             configurations[n].append(pool_launches(figures[n], spread.get(ref.index)) if figures[n] else None)
             pooled_with[n].append(tuple(sorted(m for m in pools[launches[0].number] if m != n)))
             behind[n].append(launches)
-        found_sides, found_log, units[ref.index] = _sides(classes, ref, {n: configurations[n][-1] for n in classes})
+        found_sides, found_log = _sides(classes, ref, {n: configurations[n][-1] for n in classes})
         if found_log is not None:
             log_spread[ref.index] = found_log
         for n in groups:
             sides[n].append(found_sides.get(n))
-    return PooledStudy(spread, configurations, pooled_with, behind, log_spread, sides, units)
+    return PooledStudy(spread, configurations, pooled_with, behind, log_spread, sides)
