@@ -388,6 +388,9 @@ class BenchSpec(KnownKeys):
     max_requests: Annotated[int | tuple[tuple[int, int], ...] | None, PlainValidator(_request_ceiling)] = None
     freeze_gc: StrictBool = True
     warmup_output_len: Annotated[int, Strict(), Field(ge=0)] = 0  # 0: the workload's output_len
+    #: warm a level up past `warmup_requests` waves while its per-request rate still trends, up to
+    #: this many warm-up requests (never fewer than those waves); 0: a fixed warm-up
+    warmup_cap: Annotated[int, Strict(), Field(ge=0)] = 24
 
     def num_requests(self, concurrency: int) -> int:
         """Measured requests at one level: `multiplier` waves, at least `min_requests`."""

@@ -253,3 +253,35 @@ def test_without_the_option_no_request_carries_a_sampling_seed(fake_server) -> N
     server = fake_server(lambda n, body: Reply(tokens=4, per_event=2))
     run_levels(server.url, Workload("random", input_len=5, output_len=4), [LevelPlan(1, num_requests=2)])
     assert not any("sampling_seed" in b["sampling_params"] for b in server.bodies)
+
+
+def test_the_warm_up_runs_until_the_rate_settles_within_its_cap(fake_server) -> None:
+    """The server's first requests are slow and speed up over 8 (a cache that learns); a
+    fixed warm-up of 1 would measure the climb; the adaptive one sends until the rate is
+    steady and says it settled. A server that keeps speeding up reaches the cap: flagged."""
+    from autospec.metrics.warmup import MIN_POINTS
+
+    def climbing_until(n_steady: int):
+        return lambda n, body: Reply(tokens=4, per_event=4, delay_s=0.05 * max(n_steady - n, 1))
+
+    server = fake_server(climbing_until(8))
+    result = run_levels(
+        server.url, Workload("random", input_len=5, output_len=4), [LevelPlan(1, 4, warmup_requests=1, warmup_cap=24)]
+    )[1]
+    warm = result.metadata["warmup"]
+    assert warm["settled"] and MIN_POINTS <= warm["sent"] < 24
+    assert sum(r.warmup for r in result.records) == warm["sent"] and len(result.measured) == 4
+    summary = summarize(result)
+    assert summary.warmup_settled is True and summary.warmup_sent == warm["sent"]
+
+    never = fake_server(climbing_until(11))
+    flagged = run_levels(
+        never.url, Workload("random", input_len=5, output_len=4), [LevelPlan(1, 2, warmup_requests=1, warmup_cap=10)]
+    )[1]
+    assert flagged.metadata["warmup"] == {"sent": 10, "cap": 10, "settled": False}
+    assert summarize(flagged).warmup_settled is False
+
+    fixed = run_levels(
+        fake_server(climbing_until(8)).url, Workload("random", input_len=5, output_len=4), [LevelPlan(1, 2, warmup_requests=1)]
+    )[1]
+    assert "warmup" not in fixed.metadata and summarize(fixed).warmup_settled is None

@@ -138,6 +138,10 @@ class LevelSummary:
     # request id, at C > 1 per wave; empty for repeat runs and records without request ids
     request_speeds: dict[str, float] = field(default_factory=dict)
     wave_speeds: dict[str, float] = field(default_factory=dict)
+    # a warm-up that ran until the rate settled (`autospec.bench.runner`, `autospec.metrics.warmup`):
+    # whether it settled within its cap, and how many warm-up requests it sent; None: a fixed warm-up
+    warmup_settled: bool | None = None
+    warmup_sent: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -414,9 +418,13 @@ def summarize(
         result.concurrency, measured, [_window(measured)], [window] if window else [], max_error_rate, 1, intervals
     )
     c = result.concurrency
+    warm = result.metadata.get("warmup")
+    warm = warm if isinstance(warm, dict) else {}
     return replace(
         summary,
         gc_frozen=result.metadata.get("gc_frozen"),
+        warmup_settled=warm.get("settled"),
+        warmup_sent=warm.get("sent"),
         request_speeds=series.request_speeds(measured) if c == 1 else {},
         wave_speeds=series.wave_speeds(measured, c) if c > 1 else {},
     )
