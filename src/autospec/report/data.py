@@ -373,7 +373,8 @@ def snapshot(study: Any) -> StudyData:
     originals = dict(views)
     for number, group in launch_groups(trials).items():
         for t in group[1:]:  # a measured trial of the same flags (--remeasure) is a relaunch of the first
-            views[t.number] = replace(views[t.number], kind="relaunch", confirm_of=number)
+            if t.trial_class != TrialClass.REFERENCE:  # a reference of the same server stays a reference
+                views[t.number] = replace(views[t.number], kind="relaunch", confirm_of=number)
         classes = [[originals[t.number] for t in launches] for launches in pooled.launches[number]]
         views[number] = _pooled(
             views[number], len(group), classes, objectives, pooled.configurations[number], pooled.pooled_with[number]
