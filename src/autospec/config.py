@@ -389,8 +389,9 @@ class BenchSpec(KnownKeys):
     freeze_gc: StrictBool = True
     warmup_output_len: Annotated[int, Strict(), Field(ge=0)] = 0  # 0: the workload's output_len
     #: warm a level up past `warmup_requests` waves while its per-request rate still trends, up to
-    #: this many warm-up requests (never fewer than those waves); 0: a fixed warm-up
-    warmup_cap: Annotated[int, Strict(), Field(ge=0)] = 24
+    #: this many warm-up requests (never fewer than those waves); 0 (the default): a fixed warm-up.
+    #: NGRAM spaces set it: the n-gram cache's climb makes a fixed count too short
+    warmup_cap: Annotated[int, Strict(), Field(ge=0)] = 0
 
     def num_requests(self, concurrency: int) -> int:
         """Measured requests at one level: `multiplier` waves, at least `min_requests`."""
