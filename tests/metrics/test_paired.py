@@ -71,9 +71,17 @@ def test_an_unsettled_launch_does_not_decide() -> None:
     assert c.as_dict()["unsettled"] == 1 and c.as_dict()["separated"] is False
 
 
-def test_no_paired_comparison_without_matched_figures() -> None:
+def test_no_paired_comparison_without_enough_matched_figures() -> None:
     assert paired_ratio([{}], [{"0.0": 1.0}], None) is None
     assert paired_ratio([{"0.0": 1.0}], [{"1.0": 1.0}], None) is None
+    two_waves = {"0": 2000.0, "1": 2100.0}
+    assert paired_ratio([two_waves], [{k: v * 0.9 for k, v in two_waves.items()}], None) is None
+    from autospec.metrics.paired import Side, compare
+
+    fallback = compare(
+        Side(2050.0, 100.0, 1, (two_waves,)), Side(1845.0, 90.0, 1, ({k: v * 0.9 for k, v in two_waves.items()},)), None
+    )
+    assert fallback is not None and not fallback.paired and fallback.hi / fallback.lo < 1.3
 
 
 def test_the_spread_is_the_sd_of_a_launchs_mean_log_figure_over_shared_requests_pooled_over_configurations() -> None:
