@@ -9,6 +9,11 @@ the KV pool's size, which that level did not reach); the study's between-launch 
 (`autospec.metrics.relaunch`) is measured over those pools and widens every
 configuration's interval once relaunches measured it. The report and the study's racing
 both read intervals from here.
+
+Two configurations are compared here too (`PooledStudy.compare`): each is a paired side
+(`autospec.metrics.paired.Side`: its pooled figure and each launch's per-position figures,
+`level_series`), and the study's between-launch spread of a launch's log figure is pooled
+over the same launches (`launch_spread`).
 """
 
 from __future__ import annotations
