@@ -82,6 +82,7 @@ def test_no_paired_comparison_without_enough_matched_figures() -> None:
         Side(2050.0, 100.0, 1, (two_waves,)), Side(1845.0, 90.0, 1, ({k: v * 0.9 for k, v in two_waves.items()},)), None
     )
     assert fallback is not None and not fallback.paired and fallback.hi / fallback.lo < 1.3
+    assert fallback.matched == 2 and fallback.unit == "requests"  # what matched, too few to pair
 
 
 def test_the_spread_is_the_sd_of_a_launchs_mean_log_figure_over_shared_requests_pooled_over_configurations() -> None:

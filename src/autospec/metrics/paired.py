@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scipy import stats as _stats
@@ -115,7 +115,8 @@ def launch_spread(groups: Sequence[Sequence[Series]]) -> LogSpread | None:
 class Comparison:
     """A over B: `ratio` with its 95% interval [`lo`, `hi`], over `matched` ids (requests or
     waves, `unit`) with `dropped` ids left out, from `launches` = (nA, nB); `paired` False
-    for the unpaired fallback; `unsettled` launches behind it whose rate never settled."""
+    for the unpaired fallback (its `unit` "figures" where a side had no per-position figures,
+    else the too few ids that matched); `unsettled` launches behind it whose rate never settled."""
 
     ratio: float
     lo: float
@@ -239,4 +240,9 @@ def compare(a: Side, b: Side, spread: LogSpread | None) -> Comparison | None:
     paired = paired_ratio(a.series, b.series, spread, unit=a.unit, unsettled=unsettled)
     if paired is not None:
         return paired
-    return unpaired_ratio(a.value, a.half, b.value, b.half, (a.launches, b.launches), unsettled=unsettled)
+    found = unpaired_ratio(a.value, a.half, b.value, b.half, (a.launches, b.launches), unsettled=unsettled)
+    if found is None or not any(a.series) or not any(b.series):
+        return found
+    # both have per-position figures, but too few match: say how many, in their unit
+    matched = len(set(_per_id([s for s in a.series if s])) & set(_per_id([s for s in b.series if s])))
+    return replace(found, matched=matched, unit=a.unit)

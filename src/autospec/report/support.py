@@ -54,7 +54,7 @@ def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, la
     how = (
         f"paired over {c.matched} {c.unit}" + (f", {c.dropped} unmatched left out" if c.dropped else "")
         if c.paired
-        else "unpaired: no per-request figures"
+        else (f"unpaired: only {c.matched} {c.unit} matched" if c.unit != "figures" else "unpaired: no per-request figures")
     )
     ratio = f"x{c.ratio:.3f} (95% {c.lo:.3f}-{c.hi:.3f}, {how}, {c.launches[0]} and {c.launches[1]} launches)"
     if c.unsettled:
