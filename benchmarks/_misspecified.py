@@ -32,11 +32,12 @@ def apply() -> None:
     global _APPLIED
     if _APPLIED:
         return
+    import autospec.sim.acceptance as acceptance
     import autospec.sim.engine as engine
-    import autospec.sim.model as model
     import autospec.sim.predict as predict
+    import autospec.sim.timing as timing
 
-    step, accept = model.step_seconds, model.acceptance_per_depth
+    step, accept = timing.step_seconds, acceptance.acceptance_per_depth
 
     def step_seconds(profile: Any, cfg: Any, batch_size: int) -> float:
         b = max(int(batch_size), 1)
@@ -51,8 +52,8 @@ def apply() -> None:
         base = a[0]
         return [min(base * (0.55 + 0.45 * math.exp(-0.5 * i)), 1.0) for i in range(len(a))]
 
-    for module in (model, engine, predict):
+    for module in (timing, engine, predict):
         if hasattr(module, "step_seconds"):
             module.step_seconds = step_seconds  # type: ignore[attr-defined]
-    model.acceptance_per_depth = acceptance_per_depth  # type: ignore[assignment]
+    acceptance.acceptance_per_depth = acceptance_per_depth
     _APPLIED = True

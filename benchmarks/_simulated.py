@@ -1,64 +1,56 @@
-"""An in-process stand-in for the study's trial chain: what a real ``optimize --sim`` launch
-would answer, deterministically and in milliseconds (no server process, no HTTP).
+"""The simulator in-process: what a real ``optimize --sim`` launch would answer,
+deterministically and in milliseconds (no server process, no HTTP), and the noiseless truth
+the benchmarks value studies with.
 
 Usage (from a script in benchmarks/, which has this folder on sys.path):
 
-    from _simulated import SimulatedChain, PredictedOracle, run_study, true_values
+    from _simulated import PredictedOracle, run_study, true_values
     study = run_study(load_space("default"), seed=1, n_trials=20, studies_dir=tmp)
     ref = true_values(load_profile(), space, {**space.server.flags, **candidate})
 
-Works against the current tree (``TrialChain(layout=...)``, ``autospec.records``) and
-an older checkout (``TrialChain(work_dir=...)``, ``autospec.study.records``), whichever
-``autospec`` is importable (e.g. ``PYTHONPATH=/tmp/old/src``).
-
-What is the real thing, reused in-process:
-  - the feasibility gate's verdict and learning (the study's own gate object);
+`run_study` runs the product's study (`autospec.study.building.build_run`) with the
+product's `TrialChain`, whose launcher, bench and clock are simulated
+(`_simulated_chain.simulated_chain`). What is the real thing, reused in-process here:
   - the simulator's argument parser (``autospec.sim.args``), resolver (``resolve_args``),
     memory model (``init_outcome``), ``server_args`` line and start-up sequence
     (``autospec.sim.startup.Startup``, driven with a zero time scale), so the server log
     holds the lines a real launch prints;
   - the launcher's own ``parse_startup`` and ``classify_failure`` on that log;
-  - the simulator's noiseless ``predict`` for the benchmark figures.
-What is modelled (see `SimulatedChain` and the constants below): GPU seconds, teardown,
-and the measured values (noiseless, as with ``--sim-noise off``; optional Gaussian noise).
+  - the simulator's noiseless ``predict`` for the truth (`PredictedOracle`).
+What is modelled (the constants below): GPU seconds of a launch and its teardown.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
+import functools
 import io
 import json
 import math
-import random
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autospec.launcher import build_argv, classify_failure, parse_startup
+from autospec.feasibility.verdict import Verdict
+from autospec.launcher import classify_failure, flag_words, parse_startup
+from autospec.sim import ArgumentRejected, classify_prompt, init_outcome, resolve_args
 from autospec.sim import args as sim_args
 from autospec.sim import logs as sim_logs
 from autospec.sim.faults import Faults
 from autospec.sim.gpu_state import GpuStateFile
-from autospec.sim.model import ArgumentRejected, classify_prompt, init_outcome, resolve_args
 from autospec.sim.parsing import count_tokens
+from autospec.sim.predict import _replay as replay_requests  # the noiseless per-request replay
 from autospec.sim.predict import noiseless_emit, predict
 from autospec.sim.profile import Profile, load_profile
 from autospec.sim.server import ServerSetup
 from autospec.sim.server_args import build_server_args
 from autospec.sim.startup import Startup
 
-try:  # the current tree
-    from autospec.records import TrialRecord
-except ImportError:  # the older checkout
-    from autospec.study.records import TrialRecord
-
 __all__ = [
-    "SimulatedChain",
     "SimLaunch",
     "PredictedOracle",
     "InProcessSimPreflight",
@@ -67,7 +59,6 @@ __all__ = [
     "true_values",
     "run_study",
     "sim_command",
-    "flag_words",
     "PREDICTABLE_METRICS",
     "TEARDOWN_SECONDS",
     "FAILED_TEARDOWN_SECONDS",
@@ -123,20 +114,6 @@ PREDICTABLE_METRICS = (
 # ----------------------------------------------------------------------------- compat
 
 
-def flag_words(flags: Mapping[str, Any]) -> list[str]:
-    """Server flags -> argv words without command/host/port (the launcher's conversion;
-    `autospec.launcher.flag_words` where it exists, else the old wiring's equivalent)."""
-    launcher = importlib.import_module("autospec.launcher")
-    if hasattr(launcher, "flag_words"):
-        return launcher.flag_words(flags)
-    import os
-
-    from autospec.launcher import LaunchRequest
-
-    argv = build_argv(LaunchRequest(command=("server",), flags=flags, log_path=Path(os.devnull)), port=0)
-    return argv[1:-4]
-
-
 def sim_command(
     profile: Profile | None = None, *, load_seconds: float | None = None, warmup_seconds: float | None = None
 ) -> tuple[str, ...]:
@@ -188,52 +165,29 @@ def _parse(words: Sequence[str]) -> tuple[Any | None, str]:
 class InProcessSimPreflight:
     """The simulator's resolver as a preflight oracle, in-process: the same answers as
     `autospec.feasibility.sim_preflight.SimPreflight` (which runs ``python -m
-    autospec.sim.resolve`` per argv). `sglang_version()` follows the installed SimPreflight:
-    where it asks the resolver for the profile's version (``--sim-print-version``, from
-    commit bc80926), the profile's version; before that, its quirk of asking with an empty
-    argv, which argparse rejects (no --model-path), so the gate fell back to autospec's
-    default SGLang version rather than the profile's."""
+    autospec.sim.resolve`` per argv), the profile's SGLang version included."""
+
+    batch_saves_time = False  # as SimPreflight: no batch to save an interpreter start on
 
     def __init__(self, profile: Profile, command: Sequence[str] = ()) -> None:
         self.profile = profile
         self._options = _sim_options(command)
         self._cache: dict[tuple[str, ...], dict[str, Any]] = {}
-        self._mirror_sim_preflight()
-
-    def _mirror_sim_preflight(self) -> None:
-        """Take the installed SimPreflight's plain class attributes (e.g. the current
-        tree's ``batch_saves_time = False``, which decides whether the gate prefetches), so
-        the gate treats this oracle as it treats the real one; warn about public methods
-        the installed one has and this one lacks."""
-        from autospec.feasibility.sim_preflight import SimPreflight
-
-        for name, value in vars(SimPreflight).items():
-            if name.startswith("_"):
-                continue
-            if isinstance(value, (staticmethod, classmethod, property)) or callable(value):
-                if not hasattr(self, name):
-                    warnings.warn(f"SimPreflight.{name} has no in-process counterpart", stacklevel=3)
-                continue
-            setattr(self, name, value)
 
     def available(self) -> tuple[bool, str]:
         return True, ""
 
     def sglang_version(self) -> str:
-        if _sim_preflight_reports_profile_version():
-            return self.profile.sglang_version
-        return self._run([]).get("sglang_version") or _default_sglang_version()
+        return self.profile.sglang_version
 
-    def check(self, argv: Sequence[str]) -> Any:
-        from autospec.feasibility.verdict import Verdict
-
+    def check(self, argv: Sequence[str]) -> Verdict:
         out = self._run(argv)
         if not out.get("ok"):
             reason = out.get("error") or "rejected by the simulator's argument checks (no message)"
             return Verdict(status="rejected", reason=reason, source="preflight", rule=None, resolved={})
         return Verdict(status="ok", reason="", source="preflight", rule=None, resolved=out.get("resolved", {}))
 
-    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Any]:
+    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Verdict]:
         return [self.check(argv) for argv in argvs]
 
     def _run(self, argv: Sequence[str]) -> dict[str, Any]:
@@ -254,21 +208,6 @@ class InProcessSimPreflight:
             return {"ok": False, "error": str(exc), "sglang_version": self.profile.sglang_version}
         resolved = json.loads(json.dumps(cfg.as_dict(), default=str))
         return {"ok": True, "resolved": resolved, "sglang_version": self.profile.sglang_version}
-
-
-def _sim_preflight_reports_profile_version() -> bool:
-    """Whether the installed SimPreflight asks the simulator for its profile's SGLang
-    version (``PRINT_VERSION``, current tree) rather than falling back to the default."""
-    module = importlib.import_module("autospec.feasibility.sim_preflight")
-    return hasattr(module, "PRINT_VERSION")
-
-
-def _default_sglang_version() -> str:
-    try:
-        from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
-    except ImportError:  # the older checkout hard-codes it
-        return "0.5.23"
-    return DEFAULT_SGLANG_VERSION
 
 
 # ----------------------------------------------------------------------------- one launch
@@ -481,15 +420,6 @@ class PredictedOracle:
                     f"{spec.name}: the simulated chain cannot predict {spec.metric!r}; "
                     f"it knows {', '.join(PREDICTABLE_METRICS)} (run a real --sim study for the others)"
                 )
-        predict_module = importlib.import_module("autospec.sim.predict")  # the package re-exports the function
-
-        replayed = [
-            s.name
-            for s in (*self.space.objectives, *self.space.constraints)
-            if s.metric.split("_ms_")[0] in ("ttft", "tpot", "e2e") and s.metric != "ttft_ms_mean"
-        ]
-        if replayed and not hasattr(predict_module, "_replay"):
-            raise ValueError(f"{', '.join(replayed)}: this simulator has no predict._replay to form percentiles from")
         if not self.space.workload.ignore_eos:
             warnings.warn(
                 "workload ignore_eos=false: the real simulator stops requests at seeded EOS positions; "
@@ -600,7 +530,8 @@ class PredictedOracle:
         launch = self.launch(flags)
         if not launch.ok:
             return None
-        levels = {c: self.level(launch.flags, c, first=(i == 0)) for i, c in enumerate(self.space.bench.concurrency)}
+        flags = launch.flags or {}
+        levels = {c: self.level(flags, c, first=(i == 0)) for i, c in enumerate(self.space.bench.concurrency)}
         values = [levels[o.concurrency].metrics[o.metric] for o in self.space.objectives]
         constraints = {c.name: c.violation(levels[c.concurrency].metrics[c.metric]) for c in self.space.constraints}
         return values, constraints
@@ -619,12 +550,7 @@ def _percentiles(
     per-request (sent, first token, done) times of predict's own noiseless replay."""
     from autospec.metrics import stats
 
-    predict_module = importlib.import_module("autospec.sim.predict")  # the package re-exports the function
-
-    replay = getattr(predict_module, "_replay", None)
-    if replay is None:  # a simulator without the replay: the level's mean TTFT only
-        return {}
-    records = replay(profile, cfg, init.max_running_requests, accept, concurrency, n, input_len, output_len)
+    records = replay_requests(profile, cfg, init.max_running_requests, accept, concurrency, n, input_len, output_len)
     ttft = [(first - sent) * 1000.0 for sent, first, _ in records]
     e2e = [(done - sent) * 1000.0 for sent, _, done in records]
     tpot = [(done - first) * 1000.0 / (output_len - 1) for _, first, done in records] if output_len > 1 else []
@@ -638,25 +564,30 @@ def _percentiles(
 
 def _bench_prompts(spec: Any, n: int, seed_offset: int = 0) -> list[Any]:
     """The first `n` prompts the benchmark sends for the space's workload (seed shifted
-    by `seed_offset`: the warmup uses seed + 1). Handles both trees: the workload as a
-    `Workload` or as a config record, prompts as a function or as a method."""
-    bench = importlib.import_module("autospec.bench")
-    workload_cls = bench.Workload
-    workload = spec if isinstance(spec, workload_cls) else workload_cls(**dataclasses.asdict(spec))
-    if seed_offset:
-        workload = dataclasses.replace(workload, seed=workload.seed + seed_offset)
-    make = getattr(importlib.import_module("autospec.bench.workloads"), "prompts", None)
-    return make(workload, n) if callable(make) else workload.prompts(n)
+    by `seed_offset`: the warmup uses seed + 1)."""
+    from autospec.bench.workloads import prompts
+
+    workload = dataclasses.replace(spec, seed=spec.seed + seed_offset) if seed_offset else spec
+    return prompts(workload, n)
 
 
-def _bench_accept_length(per_step: float, output_len: int) -> float:
-    """The benchmark's accept length for noiseless steps emitting `per_step` tokens on
-    average: completion tokens / verify passes (the first token comes from prefill)."""
+@functools.lru_cache(maxsize=4096)
+def verify_steps(per_step: float, output_len: int) -> int:
+    """Verify passes of a noiseless request of `output_len` tokens whose steps emit
+    `per_step` tokens on average (the first token comes from prefill): the server's
+    `spec_verify_ct`."""
     remaining, acc, steps = output_len - 1, 0.0, 0
     while remaining > 0:
         k, acc = noiseless_emit(acc, per_step, remaining)
         remaining -= k
         steps += 1
+    return steps
+
+
+def _bench_accept_length(per_step: float, output_len: int) -> float:
+    """The benchmark's accept length for noiseless steps emitting `per_step` tokens on
+    average: completion tokens / verify passes."""
+    steps = verify_steps(per_step, output_len)
     return output_len / steps if steps else math.nan
 
 
@@ -672,269 +603,7 @@ def true_values(profile: Profile, space: Any, flags: Mapping[str, Any]) -> list[
     return PredictedOracle(profile, space).true_values(flags)
 
 
-# ----------------------------------------------------------------------------- the chain
-
-
-class _NoHooks:
-    @staticmethod
-    def phase(name: str) -> None:
-        pass
-
-    @staticmethod
-    def spawned(info: dict[str, Any]) -> None:
-        pass
-
-
-def _teardown(seconds: float) -> dict[str, Any]:
-    """A TeardownReport.as_dict() of a clean stop (nothing was spawned)."""
-    return {
-        "seconds": seconds,
-        "signal_sent": "TERM",
-        "killed_after_timeout": False,
-        "leftover_pids": [],
-        "gpu_memory_released": True,
-        "gpu_wait_seconds": 0.0,
-        "port_released": True,
-        "stopped_pids": [],
-        "processes_seconds": seconds,
-        "simulated": True,
-    }
-
-
-class SimulatedChain:
-    """`autospec.study.chain.TrialChain` without processes: same constructor keywords
-    (``space, launcher, gate, command, layout`` or ``work_dir``, ``env``,
-    ``ready_timeout_s``; others accepted and kept as attributes) and the same
-    ``run(number, candidate, hooks) -> TrialRecord`` contract.
-
-    Extra keywords: ``profile`` (default: the default profile), ``noise`` (relative
-    Gaussian noise on every measured figure, 0 = noiseless; each level then also stores
-    the 95% interval that noise implies, value +- 1.96 x noise x value, as the precision
-    loop's ``cis``), ``launch_noise`` (a relative Gaussian offset drawn once per launch
-    and applied to every figure of it: the between-launch spread, invisible to the
-    launch's own intervals) and ``seed`` (their `random.Random` stream, drawn in trial order), ``write_logs`` (write the simulated
-    server log and bench.json where the real chain would, and name the log in records
-    and failure messages; default off: no files, ``log_path`` None), ``load_seconds`` /
-    ``warmup_seconds`` (default: the profile's, i.e. a real GPU's pace), ``steady_waves``
-    (see `PredictedOracle`).
-
-    ``record.seconds`` are modelled GPU seconds, not wall time: preflight 0, launch (load
-    + warmup, or the point of death), bench (see `PredictedOracle.level`), teardown
-    (`TEARDOWN_SECONDS`, `FAILED_TEARDOWN_SECONDS`) and their total. ``hooks.phase`` is
-    called as TrialChain calls it; ``hooks.spawned`` never (no process is spawned, so
-    no server record is stored for recovery to act on)."""
-
-    def __init__(
-        self,
-        space: Any,
-        launcher: Any = None,
-        gate: Any = None,
-        command: Sequence[str] = (),
-        layout: Any = None,
-        work_dir: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        ready_timeout_s: float | None = None,
-        *,
-        profile: Profile | None = None,
-        noise: float = 0.0,
-        launch_noise: float = 0.0,
-        seed: int | None = 0,
-        write_logs: bool = False,
-        load_seconds: float | None = None,
-        warmup_seconds: float | None = None,
-        steady_waves: int = 0,
-        **kwargs: Any,
-    ) -> None:
-        if gate is None:
-            raise TypeError("SimulatedChain needs the study's feasibility gate (gate=...)")
-        self.space, self.launcher, self.gate, self.command = space, launcher, gate, tuple(command)
-        self.layout, self.work_dir = layout, work_dir
-        self.env = dict(env or {})
-        self.ready_timeout_s = ready_timeout_s
-        for name, value in kwargs.items():
-            setattr(self, name, value)
-        self.profile = profile or load_profile()
-        self.oracle = PredictedOracle(self.profile, space, steady_waves)
-        self.noise = float(noise)
-        self.launch_noise = float(launch_noise)
-        self.rng = random.Random(seed)
-        self.write_logs = write_logs
-        self.load_seconds, self.warmup_seconds = load_seconds, warmup_seconds
-
-    # -- the contract
-    def run(
-        self,
-        number: int,
-        candidate: Mapping[str, Any],
-        hooks: Any = None,
-        relaunch: bool = False,
-        env: Mapping[str, str] | None = None,
-    ) -> Any:
-        """One trial: verdict -> simulated launch -> predicted benchmark -> teardown (`env`
-        is what a real chain would add to the server's environment; nothing is started)."""
-        hooks = hooks or _NoHooks()
-        flags = {**self.space.server.flags, **candidate}
-        hooks.phase("preflight")
-        verdict = self.gate.verdict(flags, reuse=not relaunch)
-        seconds = {"preflight": 0.0}
-        if not verdict.ok:
-            return self._not_launched(verdict, candidate, seconds)
-        log_path = self._log_path(number)
-        record = TrialRecord(
-            outcome="ok",
-            candidate=dict(candidate),
-            resolved=dict(verdict.resolved),
-            launched=True,
-            seconds=seconds,
-            log_path=str(log_path) if log_path else None,
-        )
-        hooks.phase("launch")
-        launch = self.oracle.launch(
-            flags, command=self.command, log_path=log_path, load_seconds=self.load_seconds, warmup_seconds=self.warmup_seconds
-        )
-        self._write(log_path, launch.log_text)
-        record.seconds["launch"] = launch.seconds
-        record.server_args = list(launch.argv)
-        if not launch.ok:
-            record.outcome, record.reason = launch.kind, str(launch.error)
-            record.teardown = _teardown(FAILED_TEARDOWN_SECONDS)
-            record.seconds["teardown"] = FAILED_TEARDOWN_SECONDS
-            self.gate.learn_failure(verdict.resolved, launch.kind)
-            return self._finish(record)
-        record.startup = launch.startup.as_dict()
-        self._bench(launch, record, hooks)
-        measured = getattr(hooks, "measured", None)  # TrialChain's hook since 2026-12-01 (absent in older trees)
-        if measured is not None:
-            measured(record)
-        hooks.phase("teardown")
-        record.teardown = _teardown(TEARDOWN_SECONDS)
-        record.seconds["teardown"] = TEARDOWN_SECONDS
-        if record.outcome == "ok":
-            self.gate.learn_success(verdict.resolved, record.startup or {})
-        return self._finish(record)
-
-    def _not_launched(self, verdict: Any, candidate: Mapping[str, Any], seconds: dict[str, float]) -> Any:
-        """The record of a candidate the gate stopped (TrialChain's own branch)."""
-        record = TrialRecord(
-            outcome=verdict.status,
-            candidate=dict(candidate),
-            reason=verdict.reason,
-            resolved=dict(verdict.resolved),
-            seconds=seconds,
-        )
-        if verdict.status == "duplicate":
-            source = self.gate.measurement_of(verdict.resolved)
-            if source is not None:
-                record.values = list(source.values) if source.values is not None else None
-                record.constraints = dict(source.constraints)
-                record.duplicate_of = source.number
-                record.bench = source.bench
-        seconds["total"] = 0.0
-        return record
-
-    def _bench(self, launch: SimLaunch, record: Any, hooks: Any) -> None:
-        """Predicted levels -> record.bench, values, constraints (TrialChain._bench's rules)."""
-        figures: dict[int, dict[str, float]] = {}
-        record.seconds["bench"] = 0.0
-        offset = 1.0 + self.launch_noise * self.rng.gauss(0.0, 1.0) if self.launch_noise else 1.0
-        for i, c in enumerate(self.space.bench.concurrency):
-            hooks.phase(f"bench c={c}")
-            level = self.oracle.level(launch.flags, c, first=(i == 0))
-            figures[c] = {name: v * offset for name, v in self._noisy(level.metrics).items()}
-            cis = {}
-            if self.noise:
-                cis = {n: [v - 1.96 * self.noise * abs(v), v + 1.96 * self.noise * abs(v)] for n, v in figures[c].items()}
-                cis = {n: ci for n, ci in cis.items() if all(math.isfinite(x) for x in ci)}
-            _, prompt_tokens = self.oracle.prompt_workload(level.num_requests)
-            record.bench[c] = {
-                **({"cis": cis} if cis else {}),
-                "concurrency": c,
-                "n_requests": level.num_requests,
-                "n_ok": level.num_requests,
-                "prompt_tokens_mean": float(prompt_tokens),  # what the bench summary records of the sizes
-                "completion_tokens": self.space.workload.output_len * level.num_requests,
-                "n_errors": 0,
-                "error_rate": 0.0,
-                "failed_reason": None,
-                **figures[c],
-                "simulated": True,
-            }
-            record.seconds["bench"] += level.seconds
-        if self.write_logs and record.log_path:
-            self._write(Path(record.log_path).parent / "bench.json", json.dumps(record.bench, indent=1, default=str))
-        measured = {
-            spec.name: figures[spec.concurrency][spec.metric] for spec in (*self.space.objectives, *self.space.constraints)
-        }
-        missing = [name for name, v in measured.items() if not math.isfinite(v)]
-        if missing:
-            record.outcome = "bench_failed"
-            record.reason = f"{', '.join(missing)} could not be measured (no successful request reported it)"
-            return
-        record.values = [measured[o.name] for o in self.space.objectives]
-        for c in self.space.constraints:
-            record.constraints[c.name] = c.violation(measured[c.name])
-        if any(v > 0 for v in record.constraints.values()):
-            record.outcome = "constraint_violated"
-            broken = [k for k, v in record.constraints.items() if v > 0]
-            record.reason = f"violates {', '.join(broken)}"
-
-    def _noisy(self, metrics: Mapping[str, float]) -> dict[str, float]:
-        """Each figure x (1 + noise x N(0,1)), drawn in a fixed (sorted) order; exact when
-        noise is 0 (no draws, so the stream does not advance)."""
-        if not self.noise:
-            return dict(metrics)
-        return {name: metrics[name] * (1.0 + self.noise * self.rng.gauss(0.0, 1.0)) for name in sorted(metrics)}
-
-    def _finish(self, record: Any) -> Any:
-        record.seconds["total"] = sum(v for k, v in record.seconds.items() if k != "total")
-        return record
-
-    # -- files (only with write_logs)
-    def _log_path(self, number: int) -> Path | None:
-        if not self.write_logs:
-            return None
-        if self.layout is not None:
-            return Path(self.layout.server_log(number))
-        if self.work_dir is not None:
-            return Path(self.work_dir) / f"trial-{number:04d}" / "server.log"
-        return None
-
-    @staticmethod
-    def _write(path: Path | None, text: str) -> None:
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-
-
 # ----------------------------------------------------------------------------- the study
-
-
-def _study_runner() -> tuple[Any, Callable[..., Any]]:
-    """(OptimizeRequest, run(request, observer, chain_factory)) of the installed autospec:
-    ``autospec.study.building.build_run`` now; before it, the loop module's `optimize` with
-    its `TrialChain` replaced (``autospec.study.run``, earlier ``autospec.study.loop``), so
-    older versions can still be compared."""
-    try:
-        building = importlib.import_module("autospec.study.building")
-    except ModuleNotFoundError as exc:
-        if exc.name != "autospec.study.building":
-            raise
-    else:
-        request_cls = importlib.import_module("autospec.study.request").OptimizeRequest
-        return request_cls, lambda req, obs, chain: building.build_run(req, obs, make_chain=chain).run()
-    try:
-        module = importlib.import_module("autospec.study.run")
-    except ModuleNotFoundError as exc:
-        if exc.name != "autospec.study.run":
-            raise
-        module = importlib.import_module("autospec.study.loop")
-
-    def run(req: Any, obs: Any, chain: Callable[..., Any]) -> Any:
-        with _patched(module, "TrialChain", chain):
-            return module.optimize(req, obs)
-
-    return module.OptimizeRequest, run
 
 
 @contextlib.contextmanager
@@ -963,30 +632,35 @@ def run_study(
     preflight: bool = True,
     study_name: str | None = None,
     observer: Any = None,
-    steady_waves: int = 0,
 ) -> Any:
-    """Run the installed autospec's real study loop (``optimize``) with `SimulatedChain`
-    in place of TrialChain, and return the Optuna study.
+    """Run the product's study (`build_run(...).run()`) with the simulated launcher, bench
+    and clock in its `TrialChain` (`_simulated_chain.simulated_chain`), and return the
+    Optuna study.
 
-    As ``optimize --sim`` wires it: the simulator command, a plain `Launcher()` (nothing is
-    launched), ``flag_words`` as argv builder, and (`preflight`) the simulator's resolver
-    as preflight, run in-process (`InProcessSimPreflight`); `sglang_version` None takes
-    what that preflight reports, as the CLI does. `extra`: further OptimizeRequest
-    keywords (e.g. ``{"baseline": True, "storage": "..."}``); `steady_waves`: see
-    `PredictedOracle`. The study is named
-    `study_name` (default ``sim-<sampler>-seed<seed>``) in `studies_dir`; an existing
-    study of that name is continued, as the real loop does."""
-    request_cls, run = _study_runner()
-    from autospec.launcher import Launcher
+    As ``optimize --sim`` wires it: the simulator command, ``flag_words`` as argv builder,
+    and (`preflight`) the simulator's resolver as preflight, run in-process
+    (`InProcessSimPreflight`); `sglang_version` None takes what that preflight reports, as
+    the CLI does. `noise`: each request's relative spread; `launch_noise`: the spread of a
+    launch's speed (`_simulated_chain`). `extra`: further OptimizeRequest keywords (e.g.
+    ``{"baseline": True, "storage": "..."}``). The study is named `study_name` (default
+    ``sim-<sampler>-seed<seed>``) in `studies_dir`; an existing study of that name is
+    continued, as the real loop does."""
+    import functools
+
+    import optuna
+    from _simulated_chain import simulated_chain
+
+    from autospec.study.building import build_run
+    from autospec.study.request import OptimizeRequest
     from autospec.study.storage import open_storage
 
     profile = profile or load_profile()
     command = sim_command(profile)
     pre = InProcessSimPreflight(profile, command) if preflight else None
-    version = sglang_version or (pre.sglang_version() if pre is not None else _default_sglang_version())
+    version = sglang_version or (pre.sglang_version() if pre is not None else profile.sglang_version)
     name = study_name or f"sim-{sampler}-seed{seed}"
     studies_dir = Path(studies_dir)
-    request = request_cls(
+    request = OptimizeRequest(
         space=space,
         study_name=name,
         n_trials=n_trials,
@@ -994,7 +668,6 @@ def run_study(
         studies_dir=studies_dir,
         sampler=sampler,
         seed=seed,
-        launcher=Launcher(),
         preflight=pre,
         to_argv=flag_words,
         sglang_version=version,
@@ -1002,14 +675,8 @@ def run_study(
         # search quality is measured on the search alone (reference points would take launches)
         **{"references": False, **dict(extra or {})},
     )
-
-    def chain_factory(**kwargs: Any) -> SimulatedChain:
-        return SimulatedChain(
-            **kwargs, profile=profile, noise=noise, launch_noise=launch_noise, seed=seed, steady_waves=steady_waves
-        )
-
-    run(request, observer, chain_factory)
+    oracle = PredictedOracle(profile, space)
+    chain = functools.partial(simulated_chain, profile=profile, noise=noise, launch_noise=launch_noise, seed=seed, oracle=oracle)
+    build_run(request, observer, make_chain=chain).run()
     handle = open_storage(request.storage, name, studies_dir)
-    import optuna
-
     return optuna.load_study(study_name=name, storage=handle.storage)

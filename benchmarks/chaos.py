@@ -364,10 +364,12 @@ def run_chaos(
     by_number = {t.number: t for t in trials_now}
 
     def given_up(t: optuna.trial.FrozenTrial) -> bool:
-        depth, current = 0, t
-        while current is not None and current.user_attrs.get("outcome") in ("stale", "orphaned"):
+        depth = 0
+        current_or_none: optuna.trial.FrozenTrial | None = t
+        while current_or_none is not None and current_or_none.user_attrs.get("outcome") in ("stale", "orphaned"):
             depth += 1
-            current = by_number.get(current.user_attrs.get("retry_of"))
+            retry_of = current_or_none.user_attrs.get("retry_of")
+            current_or_none = by_number.get(retry_of) if retry_of is not None else None
         return depth > MAX_STALE_RETRIES
 
     def chosen(t: optuna.trial.FrozenTrial) -> bool:  # killed before any parameter: nothing to retry

@@ -2,8 +2,9 @@
 20 launches, and what does it spend on the way?
 
 Strategies x profiles x seeds x budgets, all against the in-process simulated chain
-(`_simulated`: the real study loop, the simulator's resolver, memory model and noiseless
-`predict`, about 2 ms per launch), so every number is deterministic for a seed.
+(`_simulated`: the product's study loop and trial chain with a simulated launcher and bench,
+the simulator's resolver, memory model and noiseless scheduler replay; noise off), so every
+number is deterministic for a seed.
 
     .venv/bin/python benchmarks/efficiency.py                      # everything: 560 runs, ~12 min on 2 cores
     .venv/bin/python benchmarks/efficiency.py --jobs 2 --json out.json   # the same, every run's launches in out.json
@@ -28,7 +29,8 @@ Per run (one strategy, one profile with its search space, one seed, one budget o
   (`autospec.launcher.LAUNCH_FAILURE_KINDS`; for the baselines that launch without
   preflight this includes `rejected_args`).
 - **GPU seconds**: the modelled seconds of every launch (load + measurement + teardown, or
-  the point of death; `SimulatedChain`), in total and until 95%.
+  the point of death; the simulated launcher and bench of `_simulated_chain`), in total and
+  until 95%.
 
 Strategies (`STRATEGIES`, one entry each; add a new one there):
 
@@ -45,8 +47,9 @@ Strategies (`STRATEGIES`, one entry each; add a new one there):
   `autospec.study.proposing.samplers`; docs/model.md); each budget is its own study
   (`--trials` = budget).
 
-Baselines that are not the study loop value a launch the same way as the study's chain: a
-`SimulatedChain` behind a gate that lets everything through.
+Baselines that are not the study loop value a launch the same way as the study's chain:
+the product's `TrialChain` with the simulated launcher and bench (`_simulated_chain`)
+behind a gate that lets everything through.
 """
 
 from __future__ import annotations
@@ -69,6 +72,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from autospec.feasibility.gate import FeasibilityGate
+from autospec.feasibility.verdict import Verdict
+from autospec.model import hypervolume
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -101,40 +108,7 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*independent sampling.*")
 
 
-# ============================================================================ hypervolume
-
-
-def hypervolume_2d(points: Iterable[Sequence[float]], reference: Sequence[float]) -> float:
-    """Exact hypervolume of 2-D points under minimisation: the area of the union of the
-    boxes [x, rx] x [y, ry] of every point that is strictly better than the reference
-    (rx, ry) in both coordinates. Dominated and duplicate points add nothing.
-
-    A sweep: sort by x (then y); walking right, each point that lowers the best y so far
-    adds the strip (rx - x) x (best y - y). O(n log n)."""
-    rx, ry = float(reference[0]), float(reference[1])
-    inside = sorted((float(p[0]), float(p[1])) for p in points if p[0] < rx and p[1] < ry)
-    area, best_y = 0.0, ry
-    for x, y in inside:
-        if y < best_y:
-            area += (rx - x) * (best_y - y)
-            best_y = y
-    return area
-
-
-def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
-    """Hypervolume under minimisation: `hypervolume_2d` for two objectives, Optuna's
-    (private) `optuna._hypervolume.compute_hypervolume` for more, plain length for one."""
-    pts = [tuple(map(float, p)) for p in points if all(v < r for v, r in zip(p, reference))]
-    if not pts:
-        return 0.0
-    if len(reference) == 1:
-        return float(reference[0]) - min(p[0] for p in pts)
-    if len(reference) == 2:
-        return hypervolume_2d(pts, reference)
-    import numpy as np
-    from optuna._hypervolume import compute_hypervolume
-
-    return float(compute_hypervolume(np.asarray(pts), np.asarray(reference, dtype=float)))
+# ============================================================================ normalising
 
 
 def normalise(
@@ -385,13 +359,11 @@ class Run:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class _OpenGate:
+class _OpenGate(FeasibilityGate):
     """A feasibility gate that lets every candidate through and learns nothing: the
     baselines launch what they pick."""
 
-    def verdict(self, flags: Mapping[str, Any], reuse: bool = True) -> Any:
-        from autospec.feasibility.verdict import Verdict
-
+    def verdict(self, flags: Mapping[str, Any], reuse: bool = True) -> Verdict:
         return Verdict(status="ok", reason="", source="static", rule=None, resolved={})
 
     def learn_failure(self, resolved: Mapping[str, Any], kind: str) -> None:
@@ -402,18 +374,30 @@ class _OpenGate:
 
 
 def launch_directly(ctx: CaseContext, candidates: Iterable[dict[str, Any]], budget: int) -> list[Launch]:
-    """Launch `candidates` in order, up to `budget` launches, through the simulated chain
-    (no preflight, no learning): every candidate costs what the study's chain would charge."""
-    from _simulated import SimulatedChain
+    """Launch `candidates` in order, up to `budget` launches, through the product's chain with
+    the simulated launcher and bench (no preflight, no learning): every candidate costs what
+    the study's chain would charge."""
+    from _simulated import sim_command
+    from _simulated_chain import simulated_chain
 
-    chain = SimulatedChain(ctx.space, gate=_OpenGate(), profile=ctx.profile)
+    from autospec.study.files import StudyLayout
+
     out: list[Launch] = []
-    for number, cand in enumerate(candidates):
-        if len(out) >= budget:
-            break
-        record = chain.run(number, cand)
-        values = ctx.feasible_values(cand) if record.outcome in ("ok", "constraint_violated") else None
-        out.append(Launch(dict(cand), record.outcome, float(record.seconds.get("total", 0.0)), values))
+    with tempfile.TemporaryDirectory(prefix="efficiency-direct-") as folder:
+        chain = simulated_chain(
+            profile=ctx.profile,
+            oracle=ctx.oracle,
+            space=ctx.space,
+            gate=_OpenGate(),
+            command=sim_command(ctx.profile),
+            layout=StudyLayout(folder=Path(folder), name="direct", studies_dir=Path(folder)),
+        )
+        for number, cand in enumerate(candidates):
+            if len(out) >= budget:
+                break
+            record = chain.run(number, cand)
+            values = ctx.feasible_values(cand) if record.outcome in ("ok", "constraint_violated") else None
+            out.append(Launch(dict(cand), record.outcome, float(record.seconds.get("total", 0.0)), values))
     return out
 
 
@@ -728,7 +712,7 @@ def check_tree(ctx: CaseContext, truth: Truth) -> Check:
 
 
 def check_low_acceptance(ctx: CaseContext, truth: Truth) -> Check:
-    from autospec.sim.model import accept_length, resolve_args
+    from autospec.sim import accept_length, resolve_args
 
     best = _best(truth, 0)
     c32 = _best(truth, 1)
@@ -740,10 +724,10 @@ def check_low_acceptance(ctx: CaseContext, truth: Truth) -> Check:
     for steps in (1, 2, 3, 4):
         cfg = resolve_args(ctx.profile, {**ctx.space.server.flags, STEPS: steps, TOPK: 1, DRAFT: steps + 1})
         accepts.append(f"{steps}: {accept_length(ctx.profile, cfg, kind, ctx.space.workload.temperature):.2f}")
-    steps = best[0].get(STEPS)
+    best_steps = best[0].get(STEPS)
     return Check(
         "low acceptance",
-        steps is not None and steps <= 2 and gain < 0.15,
+        best_steps is not None and best_steps <= 2 and gain < 0.15,
         [
             f"accept length per verify step (steps: E) on {kind} at T={ctx.space.workload.temperature}: " + ", ".join(accepts),
             f"C=1 optimum: {_fmt_cand(best[0])}: {best[1][0]:.1f} tok/s (want steps 1-2); no speculation {_no_spec(ctx, 1):.1f}",
@@ -918,10 +902,10 @@ def run_all(
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         truth_futures = {pool.submit(_truth_task, c): c for c in cases}
         run_futures = [pool.submit(_run_task, *task) for task in tasks]
-        for fut in as_completed(truth_futures):
-            truths[truth_futures[fut]] = fut.result()
-        for fut in as_completed(run_futures):
-            runs.append(fut.result())
+        for truth_future in as_completed(truth_futures):
+            truths[truth_futures[truth_future]] = truth_future.result()
+        for run_future in as_completed(run_futures):
+            runs.append(run_future.result())
             progress(runs[-1])
     return truths, runs
 
@@ -1021,26 +1005,8 @@ def render_tables(
 
 
 def self_test() -> int:
-    """Unit checks of the hypervolume, the normalisation, the front and the grid order."""
-    import numpy as np
-    from optuna._hypervolume import compute_hypervolume
-
-    # exact small cases
-    assert hypervolume_2d([(0.5, 0.5)], (1, 1)) == 0.25
-    assert abs(hypervolume_2d([(0.0, 0.5), (0.5, 0.0)], (1, 1)) - 0.75) < 1e-12
-    assert abs(hypervolume_2d([(0.0, 0.5), (0.5, 0.0), (0.6, 0.6), (0.0, 0.5)], (1, 1)) - 0.75) < 1e-12  # dominated, dup
-    assert hypervolume_2d([(1.0, 0.0), (0.2, 1.0), (1.5, -1)], (1, 1)) == 0.0  # on or beyond the reference
-    assert hypervolume_2d([], (1, 1)) == 0.0
-    assert abs(hypervolume_2d([(0, 0)], (2, 3)) - 6.0) < 1e-12
-    # against Optuna's implementation on random sets
-    rng = np.random.default_rng(0)
-    for n in (1, 2, 5, 30, 200):
-        pts = rng.random((n, 2))
-        ours = hypervolume_2d(pts.tolist(), (1.0, 1.0))
-        theirs = float(compute_hypervolume(pts, np.array([1.0, 1.0])))
-        assert abs(ours - theirs) < 1e-9, (n, ours, theirs)
-    pts3 = rng.random((20, 3))
-    assert abs(hypervolume(pts3.tolist(), [1.0, 1.0, 1.0]) - float(compute_hypervolume(pts3, np.ones(3)))) < 1e-9
+    """Unit checks of the normalisation, the front and the grid order (the hypervolume's are
+    tests/model/test_hypervolume.py)."""
     # normalisation: ideal -> 0, reference -> 1, both directions
     assert normalise([10, 5], [2, 9], [10, 5], ["maximize", "minimize"]) == (0.0, 0.0)
     assert normalise([2, 9], [2, 9], [10, 5], ["maximize", "minimize"]) == (1.0, 1.0)
@@ -1063,7 +1029,7 @@ def self_test() -> int:
     assert [o[DRAFT] for o in grid_order(space, profile)] == [2, 4, 8, 16]
     space, profile = load_case(CASES["qwen3-next-80b-mtp-4x-l40s"])
     assert [(o[STEPS], o[DRAFT], o[MRR]) for o in grid_order(space, profile)] == [(1, 2, 48), (3, 4, 48), (5, 6, 48)]
-    print("self-test: ok (hypervolume vs optuna._hypervolume, normalisation, front, grid order)")
+    print("self-test: ok (normalisation, front, grid order)")
     return 0
 
 
@@ -1114,7 +1080,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", help="write every run's launches and figures to this file")
     ap.add_argument("--describe", action="store_true", help="describe each profile's landscape and check its structure")
-    ap.add_argument("--self-test", action="store_true", help="unit checks of the hypervolume and the grid order")
+    ap.add_argument("--self-test", action="store_true", help="unit checks of the normalisation, the front and the grid order")
     ap.add_argument(
         "--misspecified",
         action="store_true",
@@ -1161,9 +1127,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {space} | {t.n_configs} ({t.kinds.get('ok', 0)}) | {ref} | {ideal} | {len(t.front)} |")
     print(f"\n(objectives: {', '.join(truths[args.profiles[0]].objectives)})\n")
     print("\n".join(render_tables(results, args.profiles, args.strategies, args.budgets, args.seeds)))
-    per_strategy = Counter()
+    per_strategy: Counter[str] = Counter()
     for r in results:
-        per_strategy[r.strategy] += r.wall_s
+        per_strategy[r.strategy] += r.wall_s  # type: ignore[assignment]  # Counter of seconds
     print("worker wall time by strategy: " + ", ".join(f"{s} {per_strategy[s]:.0f} s" for s in args.strategies))
     print(f"wall time {wall:.0f} s ({wall / 60:.1f} min) for {len(results)} runs, jobs {args.jobs}")
 

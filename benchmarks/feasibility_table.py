@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import optuna
 from _studies import run_study
 
 from autospec.feasibility.gate import dedup_key
@@ -35,7 +36,7 @@ from autospec.launcher import LAUNCH_FAILURE_KINDS as LAUNCH_FAILURES
 FAST = ["--output-len", "32"]
 
 
-def tally(study) -> dict:
+def tally(study: optuna.Study) -> dict:
     seen: set[str] = set()
     out = {"static_invalid": 0, "duplicates": 0, "init_failures": 0, "not_launched": 0, "launched": 0}
     for t in sorted(study.trials, key=lambda t: t.number):

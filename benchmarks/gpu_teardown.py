@@ -35,6 +35,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 try:
@@ -127,7 +128,9 @@ def used_mb(probe: NvmlGpuProbe, gpu: int) -> float:
     return probe.snapshot().used_mb[gpu]
 
 
-def wait_used(probe: NvmlGpuProbe, gpu: int, predicate, timeout_s: float, since: float | None = None) -> float | None:
+def wait_used(
+    probe: NvmlGpuProbe, gpu: int, predicate: Callable[[float], bool], timeout_s: float, since: float | None = None
+) -> float | None:
     """Seconds from ``since`` (default: now) until predicate(used MiB) holds, or None after timeout_s."""
     started = time.monotonic() if since is None else since
     while time.monotonic() - started < timeout_s:
@@ -142,7 +145,7 @@ def holder_command(script: Path, args: argparse.Namespace, setsid: bool) -> tupl
     return flags, [sys.executable, str(script)]
 
 
-def run_launcher(probe, script: Path, args, setsid: bool, log_dir: Path, index: int) -> dict:
+def run_launcher(probe: NvmlGpuProbe, script: Path, args: argparse.Namespace, setsid: bool, log_dir: Path, index: int) -> dict:
     baseline = used_mb(probe, args.gpu)
     flags, command = holder_command(script, args, setsid)
     launcher = Launcher(probe, term_timeout_s=args.term_timeout, gpu_free_timeout_s=args.bare_wait, gpu_tolerance_mb=TOLERANCE_MB)
@@ -172,11 +175,12 @@ def run_launcher(probe, script: Path, args, setsid: bool, log_dir: Path, index: 
     }
 
 
-def run_bare_kill(probe, script: Path, args, index: int) -> dict:
+def run_bare_kill(probe: NvmlGpuProbe, script: Path, args: argparse.Namespace, index: int) -> dict:
     baseline = used_mb(probe, args.gpu)
     _flags, command = holder_command(script, args, setsid=False)
     argv = command + ["--gb", str(args.gb), "--gpu", str(args.gpu), "--port", str(pick_free_port())]
     proc = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
     line = proc.stdout.readline()  # printed once parent and child both hold their memory
     held = used_mb(probe, args.gpu) - baseline
     started = time.monotonic()

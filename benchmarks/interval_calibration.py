@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ def load_runs(path: Path) -> list[list[RequestRecord]]:
     runs: dict[int, list[RequestRecord]] = {}
     for line in path.read_text().splitlines():
         row = json.loads(line)
-        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items() if k in names}
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items() if k in names}
         record = RequestRecord(**fields)
         if not record.warmup:
             runs.setdefault(int(row.get("repeat", 0)), []).append(record)

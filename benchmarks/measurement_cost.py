@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from _studies import run_study
 
@@ -77,7 +78,7 @@ def main() -> None:
     )
 
 
-def _warnings(data, trial):
+def _warnings(data: Any, trial: Any) -> list[Any]:
     from autospec.report.checks import trial_warnings
 
     return trial_warnings(data, trial)

@@ -20,16 +20,12 @@ best of every configuration the study launched (`launched`: what the search reac
 the gap between the two is what deciding from noisy measurements lost) and the study's
 own pick for that objective (`pick`: `autospec pareto`'s latency pick for the
 lowest-concurrency objective, its throughput pick for the highest), all valued without
-noise. ``--chain simulated`` runs the real study loop with the in-process simulated chain
-(`_simulated.run_study`: deterministic, seconds per study) instead of simulator servers,
-with ``--noise`` (each launch's measuring error, with the interval it implies) and
-``--launch-noise`` (an offset per launch, the between-launch spread); ``--confirm K``
-is passed to the study (default: the tool's default). ``--steady-waves N`` (default 40)
-has the chain read the aggregate as the bench's steady window does (ramp-up and drain
-left out), which is what the truth here values; ``--steady-waves 0`` reads the whole
-level, as the chain did before 2026-12-03 (a short level of a configuration that runs
-fewer requests at once than C ends with a partial wave and reads low: 11% for the seed
-profile's C=32 optimum, docs/tuning-quality.md).
+noise. ``--chain simulated`` runs the product's study and trial chain with the simulated
+launcher and bench (`_simulated.run_study`: deterministic, seconds per study) instead of
+simulator servers, with ``--noise`` (each request's relative spread: the per-request records
+the product's metrics summarise, intervals and racing included) and ``--launch-noise``
+(the spread of a launch's speed, the between-launch spread); ``--confirm K`` is passed to
+the study (default: the tool's default).
 
 Studies that run at once share the machine's cores with their simulators and clients, and a
 starved client reads fast configurations (many small streamed chunks) as slower than they are:
@@ -40,13 +36,16 @@ on the 2-core machine `--jobs 4` gave llama31-8b a C=32 median of 0.861 and `--j
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from _simulated import PredictedOracle
 from _studies import run_study
@@ -79,13 +78,23 @@ def space_file(case_space: str, mode: str, folder: Path) -> str:
     return str(out)
 
 
-def _pick_of(data) -> dict[int, str]:
+def _pick_of(data: Any) -> dict[int, str]:
     """Objective index -> the pick chosen on it (latency: lowest concurrency, throughput: highest)."""
     lat, thr = data.latency_objective, data.throughput_objective
     return {lat: "latency"} if lat == thr else {lat: "latency", thr: "throughput"}
 
 
-def _run(args, folder: Path, study_name: str, name: str, mode: str, seed: int, space, profile, extra: list[str]):
+def _run(
+    args: argparse.Namespace,
+    folder: Path,
+    study_name: str,
+    name: str,
+    mode: str,
+    seed: int,
+    space: Any,
+    profile: Any,
+    extra: list[str],
+) -> tuple[Any, float]:
     """One study, as a user runs it (simulator servers) or with the in-process chain."""
     if args.chain == "simulated":
         from _simulated import run_study as run_in_process
@@ -104,7 +113,6 @@ def _run(args, folder: Path, study_name: str, name: str, mode: str, seed: int, s
             studies_dir=folder / study_name,
             study_name=study_name,
             extra={"confirm": args.confirm},
-            steady_waves=args.steady_waves,
         )
         return study, time.monotonic() - t0
     confirm = ["--confirm", str(args.confirm)] if args.confirm is not None else []
@@ -120,8 +128,16 @@ def _run(args, folder: Path, study_name: str, name: str, mode: str, seed: int, s
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _swap(truth: Callable[..., float], objective: Any, flags: Mapping[str, Any]) -> float:
+    return truth(flags, objective)
+
+
+def _flags_truth(truth: Callable[..., float], objective: Any, trial: Any) -> float:
+    return truth(trial.flags, objective)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--profiles", nargs="+", default=list(CASES), choices=list(CASES), metavar="PROFILE")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
@@ -131,17 +147,10 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="studies run at once")
     ap.add_argument("--output-len", type=int, default=None, help="override every space's [workload] output_len")
     ap.add_argument("--chain", choices=("server", "simulated"), default="server", help="simulator servers or in-process")
-    ap.add_argument("--noise", type=float, default=0.01, help="--chain simulated: each figure's measuring error")
+    ap.add_argument("--noise", type=float, default=0.05, help="--chain simulated: each request's relative spread")
     ap.add_argument("--launch-noise", type=float, default=0.05, help="--chain simulated: the between-launch spread")
     ap.add_argument("--confirm", type=int, default=None, help="the study's --confirm K (default: the tool's default)")
-    ap.add_argument(
-        "--steady-waves",
-        type=int,
-        default=40,
-        help="--chain simulated: measure agg_output_tok_s over this many waves, as the bench's steady window reads it "
-        "(default 40; 0: over the level's own requests, ramp-up and drain included)",
-    )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     cores = os.cpu_count() or 1
     if args.jobs > max(1, cores // 2):
         print(
@@ -161,7 +170,14 @@ def main() -> None:
             kw = {"input_len": prompt_tokens, "output_len": args.output_len or wl.output_len, "temperature": wl.temperature}
             extra = ["--output-len", str(args.output_len)] if args.output_len else []
 
-            def truth(flags, objective, space=space, profile=profile, kw=kw, kind=kind):
+            def truth(
+                flags: Mapping[str, Any],
+                objective: Any,
+                space: Any = space,
+                profile: Any = profile,
+                kw: Any = kw,
+                kind: str = kind,
+            ) -> float:
                 waves = STEADY_WAVES if objective.metric == "agg_output_tok_s" else 2
                 p = predict(
                     profile,
@@ -178,7 +194,7 @@ def main() -> None:
                 }[objective.metric]
                 return value if p.ok else 0.0
 
-            best = [max(grid(space), key=lambda c, o=o: truth(c, o)) for o in space.objectives]
+            best = [max(grid(space), key=functools.partial(_swap, truth, o)) for o in space.objectives]
             optimum = [truth(c, o) for c, o in zip(best, space.objectives)]
             print(
                 f"{name} ({kind} prompts): "
@@ -186,7 +202,15 @@ def main() -> None:
                 flush=True,
             )
 
-            def one(job, name=name, truth=truth, optimum=optimum, space=space, extra=extra, profile=profile):
+            def one(
+                job: tuple[str, int],
+                name: str = name,
+                truth: Callable[..., float] = truth,
+                optimum: list[float] = optimum,
+                space: Any = space,
+                extra: list[str] = extra,
+                profile: Any = profile,
+            ) -> tuple[str, int, list[list[float]], float]:
                 mode, seed = job
                 study_name = f"gap-{name}-{mode}-{seed}"
                 study, wall = _run(args, folder, study_name, name, mode, seed, space, profile, extra)
@@ -194,10 +218,10 @@ def main() -> None:
                 front, launched = data.front, data.measured
                 picks = recommend(data)
                 pick_of = _pick_of(data)
-                rows = []
+                rows: list[list[float]] = []
                 for i, o in enumerate(space.objectives):
-                    best = max(front, key=lambda t, o=o: truth(t.flags, o), default=None)
-                    reached = max(launched, key=lambda t, o=o: truth(t.flags, o), default=None)
+                    best = max(front, key=functools.partial(_flags_truth, truth, o), default=None)
+                    reached = max(launched, key=functools.partial(_flags_truth, truth, o), default=None)
                     chosen = picks[pick_of[i]].trial if pick_of.get(i) in picks else None
                     rows.append([truth(t.flags, o) / optimum[i] if t is not None else 0.0 for t in (best, reached, chosen)])
                 confirmations = sum(1 for t in data.trials if t.confirm_of is not None and t.kind == "relaunch")
@@ -234,9 +258,11 @@ def main() -> None:
                 f"{statistics.median(reached):.3f} | {statistics.median(gap):.3f} | {statistics.median(pick):.3f} | "
                 f"{min(pick):.3f} | {statistics.median(row[2] for row in rows):.0f} |"
             )
+    return 0
 
 
 if __name__ == "__main__":
     t0 = time.monotonic()
-    main()
+    code = main()
     print(f"\n({time.monotonic() - t0:.0f} s)")
+    sys.exit(code)

@@ -1,11 +1,11 @@
-"""Which configurations does a study propose, in which order? Runs the real study loop of
-whichever autospec is importable with the in-process simulated chain (`_simulated`), so
-two code versions can be compared trial by trial, deterministically and in seconds.
+"""Which configurations does a study propose, in which order? Runs the product's study
+loop and trial chain with the simulated launcher and bench (`_simulated`), so two code
+versions can be compared trial by trial, deterministically and in seconds.
 
-    # the old code, then the current code, then compare
-    PYTHONPATH=/tmp/old/src .venv/bin/python benchmarks/proposal_order.py --out old.json
+    # the old checkout's script with its own code, then the current one, then compare
+    (cd /tmp/old && PYTHONPATH=src .venv/bin/python benchmarks/proposal_order.py --out /tmp/old.json)
     .venv/bin/python benchmarks/proposal_order.py --out new.json
-    .venv/bin/python benchmarks/proposal_order.py --compare old.json new.json
+    .venv/bin/python benchmarks/proposal_order.py --compare /tmp/old.json new.json
 
 Options: --seeds 1 2 3 (default), --sampler tpe, --trials 20 (launched trials), --space
 default, --noise 0. The JSON holds, per seed, ``[trial number, Optuna params, outcome,

@@ -35,11 +35,15 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "model"))
 
-from replay import FIXTURES, hypervolume_ratio, key, load_grid, replay  # noqa: E402
+from replay import FIXTURES, key, load_grid, replay  # noqa: E402
+
+from autospec.config import SearchSpace  # noqa: E402
+from autospec.model import hypervolume_ratio  # noqa: E402
 
 #: grid -> (fixture, search space, the study that measured it)
 GRIDS = {
@@ -64,7 +68,8 @@ def write_fixture(source: Path, study: str, model_launches: int, fixture: str, s
                 tar.extractall(tmp, filter="data")
             db = next(Path(tmp).rglob(f"{study}.db"))
         loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{db}")
-        rows, seen = [], set()
+        rows: list[dict[str, Any]] = []
+        seen: set[str] = set()
         for t in read_trials(loaded):
             if not t.has_measurement or t.record is None or key(t.record.candidate) in seen:
                 continue
@@ -131,14 +136,14 @@ def main() -> int:
     return 0
 
 
-def predictions(space, data, fitted: int = 4) -> None:
+def predictions(space: SearchSpace, data: dict[str, Any], fitted: int = 4) -> None:
     """The model fitted on the study's first `fitted` launches, against every other
     configuration's measurement (real data it was not fitted to)."""
     from autospec.model import SpecModel, Target, observation_from_record
     from autospec.records import TrialRecord
 
     rows = data["launches"]
-    records = [TrialRecord.from_attrs(r["attrs"], r["values"], {}) for r in rows]
+    records = [record for r in rows if (record := TrialRecord.from_attrs(r["attrs"], r["values"], {})) is not None]
     observations = [observation_from_record(r, base_flags=space.server.flags) for r in records[:fitted]]
     targets = [Target(o.metric, o.concurrency) for o in space.objectives]
     model = SpecModel.fit([o for o in observations if o is not None], targets, base_flags=space.server.flags)
@@ -152,6 +157,7 @@ def predictions(space, data, fitted: int = 4) -> None:
     for j, r in enumerate(rest):
         cells = []
         for i in range(len(targets)):
+            assert r.values is not None
             errors[i].append(pred.point[j, i] / r.values[i] - 1.0)
             cells += [
                 f"{r.values[i]:,.0f}",

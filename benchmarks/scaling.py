@@ -22,6 +22,7 @@ from pathlib import Path
 from _studies import run_study
 
 from autospec.cli.common import load_space
+from autospec.model import hypervolume
 from autospec.records import read_trials
 from autospec.report import snapshot
 from autospec.sim import predict
@@ -30,14 +31,9 @@ from autospec.space import grid
 from autospec.study.slots import gpus_per_trial_of
 
 
-def hypervolume(points: list[tuple[float, float]]) -> float:
-    """2-D hypervolume of maximised points against the origin."""
-    area, best_y = 0.0, 0.0
-    for x, y in sorted(points, key=lambda p: -p[0]):
-        if y > best_y:
-            area += x * (y - best_y)
-            best_y = y
-    return area
+def front_area(points: list[tuple[float, float]]) -> float:
+    """2-D hypervolume of maximised points against the origin (`autospec.model.hypervolume`)."""
+    return hypervolume([(-x, -y) for x, y in points], (0.0, 0.0))
 
 
 def main() -> int:
@@ -69,7 +65,7 @@ def main() -> int:
             values.append((p.per_request_tok_s if o.concurrency == 1 else p.aggregate_tok_s) if p.ok else 0.0)
         return values[0], values[1]
 
-    best = hypervolume([truth(c) for c in grid(space)])
+    best = front_area([truth(c) for c in grid(space)])
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for slots in args.slots:
@@ -87,7 +83,7 @@ def main() -> int:
             stored = [t for t in read_trials(study) if t.counts_as_launch]
             twice = sum(k - 1 for k in Counter(tuple(sorted(t.params.items())) for t in stored).values() if k > 1)
             hosts = Counter((t.worker or {}).get("slot", {}).get("index") for t in stored)
-            ratio = hypervolume([truth(t.flags) for t in snap.front]) / best
+            ratio = front_area([truth(t.flags) for t in snap.front]) / best
             rows.append((slots, wall, len(stored), twice, ratio, dict(sorted(hosts.items()))))
             print(
                 f"{slots} slot(s): {wall:.0f} s, {len(stored)} launched, {twice} launched twice, "

@@ -71,7 +71,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def stream_one(reader, writer, port: int, output_len: int) -> int:
+async def stream_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int, output_len: int) -> int:
     """One /v1/completions stream on a keep-alive connection; returns completion tokens."""
     body = json.dumps(
         {

@@ -65,3 +65,37 @@ def test_bounds_judge_a_level_summary():
     assert broken_bounds({"ttft_ms_p99": 100.0, "tpot_ms_p99": 41.0}, both) == ["tpot_ms_p99 41.0 > 40"]
     failed = broken_bounds({"ttft_ms_p99": 100.0, "tpot_ms_p99": 30.0, "failed_reason": "3 of 4 requests failed"}, both)
     assert failed == ["level failed: 3 of 4 requests failed"]
+
+
+def _curve(capacity, first_broken, stopped, levels):
+    points = [{"concurrency": c, "holds": ok, "broken": [] if ok else ["ttft_ms_p99 9.0 > 8"]} for c, ok in levels]
+    bounds = [{"metric": "ttft_ms_p99", "max": 8.0}]
+    return {"bounds": bounds, "capacity": capacity, "first_broken": first_broken, "stopped": stopped, "points": points}
+
+
+@pytest.mark.parametrize(
+    ("capacity", "first_broken", "levels", "says"),
+    [
+        (None, None, [], "stopped by SIGTERM after 0 finished levels: no capacity known under ttft_ms_p99 <= 8"),
+        (8, None, [(1, True), (8, True)], "stopped by SIGTERM after 2 finished levels: capacity C>=8 so far under"),
+        (
+            8,
+            16,
+            [(8, True), (16, False)],
+            "after 2 finished levels: capacity between C=8 and C=15 (C=8 held, C=16 broke) under ttft_ms_p99 <= 8",
+        ),
+        (None, 4, [(4, False)], "after 1 finished level: C=4 broke, no lower level measured under"),
+    ],
+)
+def test_a_stopped_search_says_what_its_finished_levels_show(capacity, first_broken, levels, says):
+    from autospec.report.capacity import summary_line
+
+    assert says in summary_line(_curve(capacity, first_broken, "SIGTERM", levels))
+
+
+def test_a_search_stopped_after_it_settled_reports_the_capacity_and_timeout_is_named():
+    from autospec.report.capacity import summary_line
+
+    settled = _curve(13, 14, "SIGTERM", [(13, True), (14, False)])
+    assert summary_line(settled).startswith("capacity C=13 under ttft_ms_p99 <= 8; C=14 breaks it")
+    assert summary_line(_curve(None, None, "timeout", [])).startswith("stopped at --timeout after 0 finished levels")

@@ -204,6 +204,8 @@ BUNDLED_FINGERPRINTS = {
     "real-tiny-ngram-breadth": "a5d3dcba99124624",
     "real-8b-ngram": "5f3633318194268c",
     "real-8b-eagle-mem": "2cfd8ef487e853d6",
+    "real-8b-standalone": "b3e58d9d6cffef95",  # the H200 study of tests/fixtures/real_8b_standalone_study.db.gz
+    "real-8b-standalone-sampled": "c666a9ce009221f3",
     "dflash": "9f09aac74e24d4f9",
 }
 

@@ -6,7 +6,7 @@ Two fits, both against data/seed_speculation.csv (the seed's hand sweep of MTP s
 1..5 on Qwen3.5-122B-A10B-FP8, TP=4, 4x RTX PRO 6000):
 
 1. memory (closed form): max_total_num_tokens is linear in the draft tokens D,
-   T(D) = A - B*D (module docstring of autospec.sim.model, section 2). A least-squares
+   T(D) = A - B*D (module docstring of autospec.sim.memory). A least-squares
    line through the three reported pools gives A and B; with the profile's weights,
    GPU size and mem_fraction_static they fix the effective kv_bytes_per_token and
    spec_state_gb. tokens_per_running_request is the middle of the interval that
@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import least_squares, minimize
 
 from autospec.sim import init_outcome, load_profile, predict, resolve_args
-from autospec.sim.model import GB, SPEC_DEFAULT_MAX_RUNNING_REQUESTS
+from autospec.sim.config import GB, SPEC_DEFAULT_MAX_RUNNING_REQUESTS
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "seed_speculation.csv"
 

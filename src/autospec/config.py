@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass as plain_dataclass
@@ -848,7 +849,8 @@ def _check_metric(metric: str, source: str) -> None:
 
 
 def parse_duration(text: str) -> float:
-    """'90s', '30m', '8h', '1h30m' or plain seconds -> seconds."""
+    """'90s', '30m', '8h', '1h30m' or plain seconds -> seconds. Plain numbers are read as
+    Python floats (so 'nan', 'inf' and negatives parse): callers check the range."""
     s = text.strip().lower()
     if not s:
         raise ConfigError("empty duration; write e.g. 8h, 30m or 90s")
@@ -856,16 +858,11 @@ def parse_duration(text: str) -> float:
         return float(s)
     except ValueError:
         pass
-    total, number = 0.0, ""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    for ch in s:
-        if ch.isdigit() or ch == ".":
-            number += ch
-        elif ch in units and number:
-            total += float(number) * units[ch]
-            number = ""
-        else:
-            raise ConfigError(f"bad duration {text!r}; write e.g. 8h, 30m, 90s or 1h30m")
-    if number:
-        raise ConfigError(f"bad duration {text!r}: {number} has no unit; add s, m or h")
-    return total
+    number = r"(?:\d+(?:\.\d*)?|\.\d+)"
+    if re.fullmatch(rf"(?:{number}[smhd])+", s):
+        units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+        return sum(float(n) * units[u] for n, u in re.findall(rf"({number})([smhd])", s))
+    tail = re.fullmatch(rf"(?:{number}[smhd])+({number})", s)
+    if tail:
+        raise ConfigError(f"bad duration {text!r}: {tail.group(1)} has no unit; add s, m or h")
+    raise ConfigError(f"bad duration {text!r}; write e.g. 8h, 30m, 90s or 1h30m")

@@ -32,7 +32,7 @@ the module boundary that catches them, so the CLI only needs `exit_code`. Outsid
 tree: private control-flow exceptions that never leave their module
 (`launcher.launch._Exited`, `_TimedOut`; `feasibility.resolver_probe._ArgvRejected`,
 which runs in the server's Python), and `autospec.sim`'s own errors (a separate server
-process that imports nothing from autospec).
+process that imports nothing from autospec but SGLang's rules and facts).
 """
 
 from __future__ import annotations

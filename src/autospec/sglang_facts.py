@@ -1,6 +1,6 @@
 """Facts about SGLang that several layers of autospec share, each with the SGLang
-version it was checked against. The simulator (`autospec.sim`) keeps its own copy of
-what it imitates (it imports nothing from autospec); tests hold the two together.
+version it was checked against. It imports nothing of autospec, so the simulator
+(`autospec.sim`) and SGLang's rule table (`autospec.sglang_rules`) read it too.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ __all__ = [
     "STEPS",
     "TOPK",
     "MEM_FRACTION",
+    "ALGORITHM",
+    "ADAPTIVE_ALGORITHMS",
     "max_draft_tokens",
     "draft_token_range",
     "dedup_key",
@@ -49,6 +51,10 @@ STEPS = "speculative_num_steps"
 TOPK = "speculative_eagle_topk"
 DRAFT_TOKENS = "speculative_num_draft_tokens"
 MEM_FRACTION = "mem_fraction_static"
+ALGORITHM = "speculative_algorithm"
+#: The algorithms ``--speculative-adaptive`` runs for (sglang 0.5.23
+#: ``adaptive_spec_params.adaptive_unsupported_reason``: EAGLE and EAGLE3; NEXTN is rewritten to EAGLE).
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
 
 
 def max_draft_tokens(steps: int, topk: int) -> int:

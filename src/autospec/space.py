@@ -74,13 +74,21 @@ def _ordered(space: SearchSpace) -> list[ParamSpec]:
     return sorted(space.params, key=lambda p: isinstance(p, DraftTokensParam))
 
 
+def _applicable(space: SearchSpace, chosen: Mapping[str, Any]) -> Iterator[ParamSpec]:
+    """The parameters of `space` that apply, in `_ordered` order, given its fixed flags and
+    what the caller has `chosen` so far (read as each parameter is reached: the caller fills
+    `chosen` in as it goes)."""
+    fixed = space.server.flags
+    for p in _ordered(space):
+        if p.applies({**fixed, **chosen}):
+            yield p
+
+
 def suggest(trial: optuna.trial.BaseTrial, space: SearchSpace) -> dict[str, Any]:
     """Ask the trial for every applicable parameter; return the candidate flags."""
     fixed = dict(space.server.flags)
     chosen: dict[str, Any] = {}
-    for p in _ordered(space):
-        if not p.applies({**fixed, **chosen}):
-            continue
+    for p in _applicable(space, chosen):
         if isinstance(p, DraftTokensParam):
             steps, topk = _steps_and_topk(chosen, fixed)
             if topk <= 1:
@@ -101,9 +109,7 @@ def to_distribution_params(candidate: Mapping[str, Any], space: SearchSpace) -> 
     fixed = dict(space.server.flags)
     params: dict[str, Any] = {}
     chosen: dict[str, Any] = {}
-    for p in _ordered(space):
-        if not p.applies({**fixed, **chosen}):
-            continue
+    for p in _applicable(space, chosen):
         if isinstance(p, DraftTokensParam):
             steps, topk = _steps_and_topk(chosen, fixed)
             if topk > 1 and DRAFT_TOKENS in candidate:

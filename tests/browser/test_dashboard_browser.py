@@ -123,3 +123,54 @@ def test_trial_artifacts_are_served_from_the_studys_artifact_store(dashboard):
     ) as response:
         body = response.read().decode()
     assert body.startswith("server log of trial 1")
+
+
+# The pooled front's figure autospec saves (save_plotly_graph_object, id "autospec-front"):
+# optuna-dashboard 0.21.0 draws it with plotly into the div "user-defined-plot:<id>".
+FIGURE = """(() => {
+  const g = document.getElementById('user-defined-plot:autospec-front');
+  if (!g || !g.data || !g.querySelector('.scatterlayer')) return null;
+  const r = g.getBoundingClientRect();
+  return JSON.stringify({
+    traces: g.data.map(t => [t.name, t.text || []]),
+    drawn: g.querySelectorAll('.scatterlayer .trace path.point').length,
+    errorbars: g.querySelectorAll('.errorbar').length,
+    rect: {x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height},
+  });
+})()"""
+
+
+# the body is null while the page loads: poll until the note is drawn
+NOTE = """(() => {
+  const b = document.body;
+  return b && b.innerText.includes('autospec: what to deploy') ? b.innerText : null;
+})()"""
+
+
+def test_the_study_note_and_the_front_figure_show_what_pareto_shows(dashboard, browser, capsys):
+    url, made = dashboard
+    assert main(["pareto", *made.args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    front = [row["number"] for row in out["front"]]
+    picks = {name: pick["number"] for name, pick in out["recommendations"].items()}
+
+    browser.open_page(url)
+    state = json.loads(browser.wait_for(FIGURE, timeout=60))
+    texts = {name: " ".join(text) for name, text in state["traces"]}
+    assert all(f"trial {n} (" in texts["pooled front"] for n in front)  # pareto's front, pooled
+    for name, number in picks.items():
+        assert f"trial {number} (" in texts[f"{name} pick"]
+    assert state["drawn"] >= len(front) + len(set(picks.values()))
+    assert state["errorbars"] > 0  # 95% intervals drawn
+    shot = ARTIFACTS / "dashboard-autospec-front.png"
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.screenshot(shot, state["rect"])
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    browser.open_page(url.rstrip("/") + "/note")  # the study note's page (optuna-dashboard 0.21.0)
+    body = browser.wait_for(NOTE, timeout=60)
+    assert out["verdict"][0].split(" (")[0] in body  # the verdict, as pareto prints it
+    for number in front:
+        assert f"| {number} |" not in body  # the note's tables are rendered, not shown as Markdown
+    for name, number in picks.items():
+        assert f"{name} trial {number} (" in " ".join(body.split())  # the picks, as pareto names them

@@ -28,7 +28,7 @@ def _error(capsys) -> str:
         (["--format", "cmd"], "--pick is required for this format"),
         (["--pick", "knee", "--port", "0"], "--port 0 is not a TCP port"),
         (["--pick", "knee", "--flag", "model_path"], "needs NAME=VALUE"),
-        (["--pick", "knee", "--baseline", "9"], "--baseline 9: trial 9 has no measurement"),
+        (["--pick", "knee", "--baseline-trial", "9"], "--baseline-trial 9: trial 9 has no measurement"),
         (["--pick", "knee", "--env", "A B=1"], "--env 'A B=1' needs NAME=VALUE"),
     ],
 )
@@ -104,5 +104,5 @@ def test_numbers_picks_and_baseline_change_the_latency_pick(made, capsys):
     assert main(["export", *made.args, "--pick", "latency"]) == 0
     assert "trial 2 (latency pick)" in capsys.readouterr().out
     # against trial 5 (1370 tok/s at C=32) every front configuration qualifies: the fastest at C=1 wins
-    assert main(["export", *made.args, "--pick", "latency", "--baseline", "5"]) == 0
+    assert main(["export", *made.args, "--pick", "latency", "--baseline-trial", "5"]) == 0
     assert "trial 3 (latency pick)" in capsys.readouterr().out

@@ -51,7 +51,7 @@ def test_a_missing_model_path_ends_the_study_with_one_line_and_exit_3(tmp_path, 
     assert _cause_lines(out + err) == [
         f"autospec: error: nothing can start: the model path {missing} does not exist; fix --model-path {missing}"
     ]
-    assert "trial 1/" not in out  # nothing was launched
+    assert "[1/" not in out  # nothing was launched
 
 
 def test_an_unknown_fixed_flag_ends_with_one_line_and_exit_3(tmp_path, capsys):
@@ -60,4 +60,4 @@ def test_an_unknown_fixed_flag_ends_with_one_line_and_exit_3(tmp_path, capsys):
     assert code == 3
     causes = _cause_lines(out + err)
     assert len(causes) == 1 and "--flag no_such_flag=1" in causes[0] and "no_such_flag" in causes[0]
-    assert "trial 1/" not in out
+    assert "[1/" not in out

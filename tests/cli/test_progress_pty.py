@@ -99,9 +99,9 @@ def test_every_finished_trial_shows_both_objective_values_whole_at_80_columns(tm
     launched = [t for t in study.trials if t.user_attrs.get("launched")]
     assert len(launched) == 4
     # A finished trial's line may wrap, never cut: rejoin each trial's lines, then look for both values.
-    joined = re.sub(r"\n(?!trial |study |best so far|preflight)", " ", text)
+    joined = re.sub(r"\n(?!\[\d+/\d+\] trial |study |best so far|preflight)", " ", text)
     for t in launched:
-        (line,) = [x for x in joined.splitlines() if x.startswith("trial ") and f"(#{t.number})" in x]
+        (line,) = [x for x in joined.splitlines() if re.match(rf"\[\d+/\d+\] trial {t.number} ", x)]
         shown = re.search(rf"out@c1 ({VALUE}) agg@c4 ({VALUE}) \(", line)
         assert shown, line
         assert [float(v) for v in shown.groups()] == pytest.approx([round(v, 1) for v in t.values], abs=0.051)

@@ -1,8 +1,11 @@
 """The simulator's SGLang argument semantics and autospec's static rules, held against each
 other over the whole default search space.
 
-The simulator (``autospec.sim``) imports nothing from autospec, so it keeps its own copy of
-what SGLang rewrites and rejects. For every SGLang version either side was read against
+Both read one table (``autospec.sglang_rules``), but the simulator walks it over its own
+view of the flags (its profile's backend, page size and automatic steps/top-k/draft
+filled in, the start-up-time rows skipped, its own guards and ``--speculative-adaptive``
+added: ``autospec.sim.arguments``), and fails the draft-tree bound at start-up. This test
+holds that composition against the static verdicts. For every SGLang version either side was read against
 (the bundled profiles' versions and every release in a rule's ``checked``) and every
 algorithm autospec tunes (NEXTN, EAGLE, EAGLE3, NGRAM):
 
@@ -38,9 +41,8 @@ from packaging.version import Version
 from autospec.cli.common import load_space
 from autospec.feasibility.rules import RULES, check_static, rules_for
 from autospec.sglang_facts import max_draft_tokens
-from autospec.sim import list_profiles, load_profile
-from autospec.sim import model as sim_model
-from autospec.sim.model import ArgumentRejected, resolve_args
+from autospec.sim import ArgumentRejected, list_profiles, load_profile, resolve_args
+from autospec.sim.memory import draft_tree_invalid
 from autospec.space import grid
 
 ALGORITHMS = ("NEXTN", "EAGLE", "EAGLE3", "NGRAM")
@@ -97,7 +99,7 @@ def _sim_verdict(profile, flags: dict[str, Any]) -> tuple[str | None, str, Any]:
         cfg = resolve_args(profile, flags)
     except ArgumentRejected as exc:
         return "resolver", str(exc), None
-    if sim_model.draft_tree_invalid(cfg):
+    if draft_tree_invalid(cfg):
         return "draft_tree", "", cfg
     return None, "", cfg
 
@@ -192,9 +194,3 @@ def test_static_rules_and_simulator_agree_over_the_default_grid():
 def test_versions_cover_every_profile_and_every_checked_release():
     assert {"0.5.4", "0.5.10", "0.5.16", "0.5.21", "0.5.23"} <= set(VERSIONS)
     assert len(VERSIONS) == len(set(VERSIONS))
-
-
-def test_the_simulators_copy_of_the_draft_token_bound_is_sglangs():
-    for steps in range(1, 12):
-        for topk in (1, 2, 3, 4, 8, 10):
-            assert sim_model.max_draft_tokens(steps, topk) == max_draft_tokens(steps, topk)

@@ -10,7 +10,7 @@ sees in a study: the records' start-up facts, per-level summaries and objective 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,23 +70,21 @@ def replay(
     return launched
 
 
-def hypervolume_ratio(found: Sequence[Sequence[float]], every: Sequence[Sequence[float]], maximize: Sequence[bool]) -> float:
-    """Hypervolume of `found` over that of `every` (2 objectives), both normalised between
-    the worst and the best of `every`."""
-    cols = list(zip(*every))
-    worst = [min(c) if m else max(c) for c, m in zip(cols, maximize)]
-    best = [max(c) if m else min(c) for c, m in zip(cols, maximize)]
+def check_grid_reads_as_measured(space: SearchSpace, records: Mapping[str, TrialRecord]) -> None:
+    """What src makes of a measured grid fixture: the space's grid (`autospec.space.grid`)
+    is exactly the measured configurations, and the model reads each record
+    (`observation_from_record`) with the start-up facts, accept lengths and objective
+    values the record holds."""
+    from autospec.model import observation_from_record
+    from autospec.space import grid
 
-    def normalised(points: Sequence[Sequence[float]]) -> list[tuple[float, float]]:
-        return [tuple((b - v) / (b - w) if b != w else 0.0 for v, w, b in zip(p, worst, best)) for p in points]
-
-    def hv(points: list[tuple[float, float]]) -> float:
-        area, floor = 0.0, 1.0
-        for x, y in sorted(points):
-            if y < floor:
-                area += (1.0 - x) * (floor - y)
-                floor = y
-        return area
-
-    total = hv(normalised(every))
-    return hv(normalised(found)) / total if total > 0 else 1.0
+    assert {key(c) for c in grid(space)} == set(records)
+    for record in records.values():
+        obs = observation_from_record(record, base_flags=space.server.flags)
+        assert obs is not None and obs.started
+        assert obs.max_running_requests == record.startup["max_running_requests"]
+        assert obs.max_total_num_tokens == record.startup["max_total_num_tokens"]
+        for c, level in record.bench.items():
+            assert obs.value("accept_length", c) == level["accept_length"]
+        for objective, value in zip(space.objectives, record.values or ()):
+            assert obs.value(objective.metric, objective.concurrency) == value

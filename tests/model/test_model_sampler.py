@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import optuna
 import pytest
-from replay import hypervolume_ratio, key, replay
+from replay import key, replay
 
 from autospec.config import parse_search_space
+from autospec.model import hypervolume_ratio
 from autospec.records import TrialRecord, TrialStore
 from autospec.space import suggest
 from autospec.study.proposing.samplers import ModelSampler, unsupported_reason

@@ -8,10 +8,10 @@ which takes the trie's breadth as NGRAM's tree width, reaches this front within 
 
 from __future__ import annotations
 
-from replay import hypervolume_ratio, key, load_grid, replay
+from replay import check_grid_reads_as_measured, key, load_grid, replay
 
-from autospec.model import observation_from_record
-from autospec.space import grid
+from autospec.model import hypervolume_ratio, observation_from_record
+from autospec.model.performance import PerformanceModel
 
 SPACE, RECORDS = load_grid("real_8b_ngram_grid.json")
 EVERY = [r.values for r in RECORDS.values()]
@@ -19,27 +19,25 @@ MAXIMIZE = [o.direction == "maximize" for o in SPACE.objectives]
 DRAFT, BREADTH = "speculative_num_draft_tokens", "speculative_ngram_max_bfs_breadth"
 
 
-def test_the_fixture_is_the_whole_grid_as_measured():
-    assert {key(c) for c in grid(SPACE)} == set(RECORDS)
-    assert SPACE.workload.temperature == 1.0 and SPACE.workload.top_k == 4
-    for record in RECORDS.values():
-        obs = observation_from_record(record, base_flags=SPACE.server.flags)
-        assert obs is not None and obs.started
-        assert obs.value("accept_length", 1) and obs.value("agg_output_tok_s", 32)  # what the model learns from
-        assert obs.max_running_requests  # start-up facts from the real log
+def test_the_space_enumerates_the_measured_grid_and_the_model_reads_every_record_as_measured():
+    check_grid_reads_as_measured(SPACE, RECORDS)
 
 
-def test_acceptance_is_partial_and_the_wide_trie_accepts_more_under_load():
-    """What makes this landscape worth tuning: accept lengths well below the draft (not the
-    tiny target's greedy loops that accept everything), and the breadth-10 trie ahead of the
-    chain at C=32 wherever it has more than one token to draft."""
-    accept = {}
-    for record in RECORDS.values():
-        obs = observation_from_record(record, base_flags=SPACE.server.flags)
+def test_the_fitted_acceptance_is_partial_and_orders_the_wide_trie_against_the_chain_as_measured():
+    """What makes this landscape worth tuning: accept lengths well below the draft, and the
+    breadth-10 trie against the chain wherever it has more than one token to draft. Fitted
+    on the whole grid, the model's accept lengths say the same as the measurements."""
+    observations = [observation_from_record(r, base_flags=SPACE.server.flags) for r in RECORDS.values()]
+    model = PerformanceModel([o for o in observations if o is not None])
+    fitted, measured = {}, {}
+    for record, obs in zip(RECORDS.values(), observations):
         assert obs is not None
-        accept[(record.candidate[DRAFT], record.candidate[BREADTH])] = obs.value("accept_length", 32)
-    assert all(1.0 < a < 2.0 for a in accept.values())
-    assert all(accept[(d, 10)] > accept[(d, 1)] for d in (4, 8, 12, 16))
+        e = float(model.accept_draws(model.params, [obs.shape])[0, 0])
+        fitted[(record.candidate[DRAFT], record.candidate[BREADTH])] = e * model.length / (model.length - 1.0)
+        measured[(record.candidate[DRAFT], record.candidate[BREADTH])] = obs.value("accept_length", 32)
+    assert all(1.0 < e < draft for (draft, _), e in fitted.items())
+    for draft in sorted({d for d, _ in fitted if d > 2}):
+        assert (fitted[(draft, 10)] > fitted[(draft, 1)]) == (measured[(draft, 10)] > measured[(draft, 1)]), draft
 
 
 def test_eight_launches_of_the_model_reach_95_percent_of_the_real_front():

@@ -6,7 +6,9 @@ model on the 8B-shaped target").
 
 Each launch is predicted from the launches before it, in the order the study made them, as
 the model sampler predicts before it launches: the KV pool and the running-request cap
-within 10% of what SGLang reported, and the failure below the minimum foreseen."""
+within 10% of what SGLang reported, and the failure below the minimum foreseen and its
+message classified. What the launches measured (pools from 0.105 to 0.6 of the GPU, growing
+with the fraction) is in docs/validation/2026-12-03-h200-8b-eagle-memory-model.md."""
 
 from __future__ import annotations
 
@@ -41,16 +43,6 @@ def _predict(earlier, candidate):
     return pool, float(model.cap([shape], np.array([pool]))[0]), float(prediction.p_start[0])
 
 
-def test_the_fixture_holds_real_starts_across_the_memory_range():
-    mems = [r.candidate[MEM] for r in ORDER]
-    assert len(set(mems)) == len(mems) >= 3 and min(mems) < 0.11 < max(mems)
-    for record in ORDER:
-        assert record.outcome == "ok" and record.startup["max_total_num_tokens"] > 0
-        assert record.startup["gpu_mem_before_load_gb"] > 100  # one H200
-    pools = [r.startup["max_total_num_tokens"] for r in sorted(ORDER, key=lambda r: r.candidate[MEM])]
-    assert pools == sorted(pools) and pools[-1] > 10 * pools[0]  # the pool grows with the fraction
-
-
 def test_each_launch_is_predicted_from_the_ones_before_it_within_ten_percent():
     for i in range(1, len(ORDER)):
         pool, cap, p_start = _predict(ORDER[:i], ORDER[i].candidate)
@@ -66,4 +58,7 @@ def test_the_launch_below_sglangs_minimum_is_foreseen_and_its_message_classified
     assert pool < 0 and p_start < 0.05
     error = classify_failure("\n".join(failure["log"]), -9)
     assert isinstance(error, KvPoolTooSmall)
-    assert "mem-fraction-static=0.09" in failure["error"] and "no GPU memory left for the KV cache" in failure["error"]
+    # the one-line error names the problem and the fix, with the launch's own fraction
+    message = str(error)
+    assert message.startswith("no GPU memory left for the KV cache")
+    assert f"--mem-fraction-static={failure['candidate'][MEM]}" in message and "raise --mem-fraction-static" in message

@@ -7,24 +7,17 @@ per-level summaries, accept length and objective values as the H200 measured the
 
 from __future__ import annotations
 
-from replay import hypervolume_ratio, key, load_grid, replay
+from replay import check_grid_reads_as_measured, key, load_grid, replay
 
-from autospec.model import observation_from_record
+from autospec.model import hypervolume_ratio
 
 SPACE, RECORDS = load_grid("real_ngram_grid.json")
 EVERY = [r.values for r in RECORDS.values()]
 MAXIMIZE = [o.direction == "maximize" for o in SPACE.objectives]
 
 
-def test_the_fixture_is_the_whole_grid_as_measured():
-    from autospec.space import grid
-
-    assert {key(c) for c in grid(SPACE)} == set(RECORDS)
-    for record in RECORDS.values():
-        obs = observation_from_record(record, base_flags=SPACE.server.flags)
-        assert obs is not None and obs.started
-        assert obs.value("accept_length", 1) and obs.value("agg_output_tok_s", 32)  # what the model learns from
-        assert obs.max_running_requests  # start-up facts from the real log
+def test_the_space_enumerates_the_measured_grid_and_the_model_reads_every_record_as_measured():
+    check_grid_reads_as_measured(SPACE, RECORDS)
 
 
 def test_eight_launches_of_the_model_reach_95_percent_of_the_real_front():

@@ -35,7 +35,7 @@ def test_front_json_is_built_from_the_snapshot(data):
         {"name": "agg_output_tok_s@c32", "direction": "maximize"},
     ]
     assert [f["number"] for f in out["front"]] == [t.number for t in data.front]
-    assert set(out["front"][0]) == {"number", "params", "values"}
+    assert set(out["front"][0]) == {"number", "params", "values", "reference"}
     assert out["counts"] == {
         "measured": 7,
         "infeasible": 4,
@@ -136,7 +136,7 @@ def test_pareto_cli_prints_table_recommendations_and_json(made, capsys):
     out = capsys.readouterr().out
     assert "4 on the front" in out and "recommendations:" in out
     assert "latency    trial 2" in out and "throughput trial 4" in out and "knee       trial 1" in out
-    assert main(["pareto", *made.args, "--baseline", "5"]) == 0
+    assert main(["pareto", *made.args, "--baseline-trial", "5"]) == 0
     assert "ratio to the baseline, trial 5" in capsys.readouterr().out
     assert main(["pareto", *made.args, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -145,10 +145,10 @@ def test_pareto_cli_prints_table_recommendations_and_json(made, capsys):
 
 
 def test_pareto_cli_rejects_a_baseline_that_was_not_measured(made, capsys):
-    assert main(["pareto", *made.args, "--baseline", "8"]) == 2
+    assert main(["pareto", *made.args, "--baseline-trial", "8"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "trial 8 has no measurement" in err
-    assert main(["pareto", *made.args, "--baseline", "99"]) == 2
+    assert main(["pareto", *made.args, "--baseline-trial", "99"]) == 2
     assert "has no trial 99" in capsys.readouterr().err
 
 

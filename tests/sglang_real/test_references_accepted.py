@@ -5,9 +5,13 @@ a chain (draft 4)."""
 
 from __future__ import annotations
 
+import pytest
+
 from autospec.config import parse_search_space
 from autospec.launcher import flag_words
 from autospec.study.proposing.references import reference_candidate, reference_names
+
+pytestmark = pytest.mark.sglang
 
 
 def test_every_reference_of_an_eagle_space_passes_sglangs_resolver_with_its_own_choices(preflight, tiny_models):

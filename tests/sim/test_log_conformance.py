@@ -246,6 +246,7 @@ REGEX_SCENARIOS = {
     "_GRAPH_BEGIN_FREE": BOTH,
     "_WEIGHTS_END": BOTH,
     "_READY": BOTH,
+    "_LOGGED_FLAG": BOTH,  # fields of the server_args=ServerArgs(...) line
 }
 REGEX_NOT_PRODUCED = {
     "_NONZERO_RANK": "lines of ranks other than 0 (TP1, DP2, ...); the sim prints rank 0's lines only",
@@ -292,3 +293,7 @@ def test_startup_facts_parse_to_the_models_numbers(outcomes, scenario, profile_n
     assert facts.chunked_prefill_size == profile.chunked_prefill_size
     assert facts.gpu_mem_before_load_gb == pytest.approx(profile.gpu_mem_gb - profile.runtime_overhead_gb, abs=0.01)
     assert facts.cuda_graph_seconds > 0 and facts.weight_load_seconds > 0
+    # what the server logged it runs (SGLang rewrites NEXTN to EAGLE): the flags "the same server" compares
+    shape = {k: SPEC[k] for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")}
+    assert facts.logged_flags is not None and {k: facts.logged_flags[k] for k in shape} == shape
+    assert facts.logged_flags["speculative_algorithm"] == "EAGLE"

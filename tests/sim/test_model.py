@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from autospec.sglang_facts import max_draft_tokens
 from autospec.sim import (
     ArgumentRejected,
     ProfileError,
@@ -23,13 +24,9 @@ from autospec.sim import (
     resolve_args,
     step_seconds,
 )
-from autospec.sim.model import (
-    acceptance_per_depth,
-    draft_tree_invalid,
-    max_draft_tokens,
-    tree_shape,
-    version_at_least,
-)
+from autospec.sim.acceptance import acceptance_per_depth, tree_shape
+from autospec.sim.config import version_at_least
+from autospec.sim.memory import draft_tree_invalid
 from autospec.sim.profile import profile_from_dict
 
 SEED = load_profile()
@@ -168,10 +165,12 @@ def test_standalone_and_ngram_reject_dp_attention_but_eagle_does_not():
         == "Currently standalone speculative decoding does not support dp attention."
     )
     assert (
-        str(rejection({"speculative_algorithm": "NGRAM", "enable_dp_attention": True, "page_size": 1}))
+        str(rejection({"speculative_algorithm": "NGRAM", "enable_dp_attention": True, "dp_size": 2, "page_size": 1}))
         == "Currently ngram speculative decoding does not support dp attention."
     )
     resolve_args(SEED, mtp(3, enable_dp_attention=True, dp_size=2))
+    # SGLang turns --enable-dp-attention off with dp_size 1 (the shared table's dp_attention_enabled)
+    resolve_args(SEED, {"speculative_algorithm": "NGRAM", "enable_dp_attention": True, "page_size": 1})
 
 
 def test_partial_spec_flags_fail_like_sglang():

@@ -82,7 +82,7 @@ def test_speculative_adaptive_resolves_as_sglang_0_5_23_does(capsys):
 
 
 def test_speculative_adaptive_where_sglang_does_not_run_it_falls_back_to_static_parameters():
-    from autospec.sim.model import resolve_args
+    from autospec.sim.arguments import resolve_args
     from autospec.sim.profile import default_profile_path, load_profile
 
     profile = load_profile(default_profile_path())

@@ -12,7 +12,7 @@ from autospec.model.observation import Observation
 from autospec.model.shape import shape_of
 from autospec.sim import ArgumentRejected, init_outcome, load_profile, resolve_args
 from autospec.sim.args import parse_command_line
-from autospec.sim.model import draft_kv_gb
+from autospec.sim.memory import draft_kv_gb
 from autospec.sim.server_args import build_server_args
 
 CHAIN = [

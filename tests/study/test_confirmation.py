@@ -1,4 +1,4 @@
-"""Confirmation launches within the budget (`QueuePolicy.enqueue_confirmation`, the
+"""Confirmation launches within the budget (`ConfirmationPolicy`, the
 study loop): they go to what the picks depend on, stop once the picks are separated,
 count towards ``--trials``, and a resumed study repeats none of them. Driven with a
 scripted chain whose figures carry 95% intervals, on Optuna's in-memory storage."""
@@ -16,6 +16,7 @@ from autospec.config import parse_search_space, tomllib
 from autospec.launcher import Launcher
 from autospec.records import TrialRecord, read_trials
 from autospec.study import OptimizeRequest, StopReason, StudyInterrupted, build_run
+from autospec.study.proposing.confirmations import ConfirmationPolicy
 from autospec.study.run import StudyRun
 from autospec.study.storage import StorageHandle
 from simspace import scripted_space_text
@@ -105,7 +106,7 @@ def test_confirmation_goes_to_the_picks_and_their_overlapping_rivals_and_counts_
     assert [relaunch for _, _, relaunch in chain.ran[:4]] == [False] * 4  # the search came first
     events = (tmp_path / "confirming-events.log").read_text()
     assert "confirmation relaunch 1 of at most 3" in events
-    assert "picks: best at C=1: trial" in events and "not settled within the budget" in events
+    assert "confirmation contests: best at C=1: trial" in events and "not settled within the budget" in events
 
 
 def test_confirmation_stops_once_the_picks_are_separated_and_the_search_takes_the_rest(tmp_path):
@@ -119,7 +120,9 @@ def test_confirmation_stops_once_the_picks_are_separated_and_the_search_takes_th
     # nothing left to launch in this four-configuration space
     assert len(confirmed_steps(run)) == 1
     assert result.stopped_because is StopReason.EXHAUSTED and result.launched == 5
-    (picks,) = [line for line in (tmp_path / "confirming-events.log").read_text().splitlines() if "] picks: " in line]
+    (picks,) = [
+        line for line in (tmp_path / "confirming-events.log").read_text().splitlines() if "] confirmation contests: " in line
+    ]
     assert picks.count("separated") == 2 and "not settled" not in picks
 
 
@@ -138,7 +141,8 @@ def test_by_default_a_quarter_of_the_budget_may_confirm(tmp_path):
 
     result = run.run()
 
-    assert run.queue.settings.confirm == 2
+    confirmation = run.queue.policy(ConfirmationPolicy)
+    assert confirmation is not None and confirmation.confirm == 2
     assert result.launched == 6 and len(confirmed_steps(run)) == 2  # 4 configurations searched, then 2 confirmations
 
 

@@ -1,7 +1,7 @@
 """Reference points measured in the same study (`autospec.study.proposing.references`): which
 ones a space gets, what each launches, when they are on by default, and, end to end on the
-simulator, that they are launched once, counted in --trials, kept off every front and compared
-with the picks."""
+simulator, that they are launched once, counted in --trials, stored with their real values
+(configurations of the front like any other) and compared with the picks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 
 from autospec.cli.main import main
 from autospec.config import parse_search_space
-from autospec.records import Markers, TrialRecord, read_trials, worst_values
+from autospec.records import Markers, TrialRecord, read_trials
 from autospec.study.processes.recovery import requeue
+from autospec.study.proposing.proposals import ProposalPolicy
 from autospec.study.proposing.references import (
     ADAPTIVE,
     NO_SPECULATION,
@@ -109,7 +110,7 @@ def test_an_interrupted_reference_is_queued_again_as_that_reference():
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_leftover_sims")
-def test_references_are_measured_once_counted_kept_off_the_front_and_compared(tmp_path, fast_space, capsys):
+def test_references_are_measured_once_counted_stored_with_their_values_and_compared(tmp_path, fast_space, capsys):
     studies = str(tmp_path / "studies")
     args = ["optimize", "--space", str(fast_space), "--study", "refs", "--studies-dir", studies, "--seed", "1", *SIM_ARGS]
     assert main([*args, "--trials", "5", "--references"]) == 0
@@ -121,23 +122,27 @@ def test_references_are_measured_once_counted_kept_off_the_front_and_compared(tm
     for name, t in refs.items():
         assert t.trial_class.value == "reference" and t.has_measurement
         assert t.params == {"autospec_reference": name}
-        assert list(t.values) == worst_values([True, True])  # no front, the dashboard's included, shows it
+        assert list(t.values) == list(t.record.values) and min(t.values) > 0  # never a feasible 0
+        assert t.constraints["feasible"] == 0.0
         argv = t.record.server_args
         assert ("--speculative-algorithm" in argv) == (name != NO_SPECULATION)
         assert ("--speculative-adaptive" in argv) == (name == ADAPTIVE)
         assert "--speculative-num-steps" not in argv and "--mem-fraction-static" not in argv  # left to SGLang
     # A resumed run with a larger budget does not queue them again.
     assert main([*args, "--trials", "6"]) == 0
-    assert sum(1 for t in read_trials(study) if t.markers.reference) == 3
+    # (its sixth launch may relaunch a reference to confirm a pick: as that reference, pooled into it)
+    assert sum(1 for t in read_trials(study) if t.markers.reference and t.markers.confirm_of is None) == 3
 
     capsys.readouterr()
     assert main(["pareto", "--study", "refs", "--studies-dir", studies, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {row["number"] for row in out["front"]}.isdisjoint(t.number for t in refs.values())
+    front_numbers = {row["number"] for row in out["front"]}
+    assert all(pick["number"] in front_numbers for pick in out["recommendations"].values())
     assert out["counts"]["reference"] == 3 and out["counts"]["launched"] == 6
     assert [r["name"] for r in out["references"]] == [NO_SPECULATION, SGLANG_DEFAULTS, ADAPTIVE]
     figures = {r["number"]: r["objectives"] for r in out["references"]}
     front = {row["number"]: row for row in out["table"]}
+    assert out["gains"]
     for gain in out["gains"]:
         ref = figures[gain["reference_number"]]
         pick = front[gain["number"]]["objectives"]
@@ -152,7 +157,7 @@ def test_references_are_measured_once_counted_kept_off_the_front_and_compared(tm
                 assert lo < g["ratio"]["value"] < hi
     assert main(["pareto", "--study", "refs", "--studies-dir", studies]) == 0
     text = capsys.readouterr().out
-    assert "references measured in this study (not on the front)" in text
+    assert "references measured in this study (configurations of the front like any other)" in text
     assert "no_speculation (trial " in text and "pick (trial " in text
     assert main(["report", "--study", "refs", "--studies-dir", studies, "-o", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
@@ -235,5 +240,7 @@ def test_the_loop_launches_references_as_queued_unraced_and_hides_them_from_the_
     assert all(relaunch and not raced for _, relaunch, raced in chain.ran[:3])  # never answered as a duplicate, never raced
     assert all(not relaunch and raced for _, relaunch, raced in chain.ran[3:])
     # the proposer's scratch study, which the sampler learns from, holds only the search's trials
-    scratch = run.queue.proposer.scratch.get_trials(deepcopy=False)
+    proposals = run.queue.policy(ProposalPolicy)
+    assert proposals is not None and proposals.proposer is not None
+    scratch = proposals.proposer.scratch.get_trials(deepcopy=False)
     assert scratch and all("autospec_reference" not in t.params for t in scratch)

@@ -16,6 +16,7 @@ from autospec.config import parse_search_space, tomllib
 from autospec.launcher import Launcher
 from autospec.records import INTERRUPTED, WITHDRAWN, TrialRecord, read_trials
 from autospec.study import OptimizeRequest, StopReason, StudyInterrupted, build_run
+from autospec.study.proposing.policy import Moment
 from autospec.study.run import Asked, InFlight, StudyRun
 from autospec.study.storage import StorageHandle
 from simspace import scripted_space_text
@@ -92,22 +93,24 @@ def test_a_worker_whose_claim_is_lost_waits_and_takes_over_when_the_winners_laun
 
     # The loser looks at the study (nothing launched, nothing claimed), queues a proposal,
     # and the winner asks for that very trial and claims it before the loser asks.
-    queue_fill = loser.queue.fill
+    queue_fill = loser.queue.queue
 
-    def fill_then_the_winner_claims(trials: Any) -> bool:
-        queued = queue_fill(trials)
+    def fill_then_the_winner_claims(moment: Moment, trials: Any, launched: int) -> bool:
+        queued = queue_fill(moment, trials, launched)
+        if moment is not Moment.ASK:
+            return queued
         asked = winner._ask(winner.store.read())
         assert isinstance(asked, InFlight)
         claimed.append(asked)
         return queued
 
-    loser.queue.fill = fill_then_the_winner_claims  # type: ignore[method-assign]
+    loser.queue.queue = fill_then_the_winner_claims  # type: ignore[method-assign]
     waits: list[int] = []
 
     def wait(_: float) -> None:  # while the loser waits, the winner's launch fails
         waits.append(len(claimed))
         if claimed:
-            loser.queue.fill = queue_fill  # type: ignore[method-assign]
+            loser.queue.queue = queue_fill  # type: ignore[method-assign]
             winner._launch(claimed.pop())
 
     loser.sleep = wait

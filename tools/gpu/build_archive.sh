@@ -26,8 +26,10 @@ wheel=$(ls "$work"/wheel/autospec-*.whl)
 { cat "$repo/tools/gpu/requirements-autospec.txt"; echo "$wheel"; } >"$work/extra.txt"
 bash "$tools/build_bundle.sh" "$out" "$work/extra.txt"
 cp "$repo"/tools/gpu/{run_study.sh,nvml_watch.py,export_best.py,trials_table.py,make_models.py} "$out/"
+# the trained pair of TARGET=8b-standalone and its checks
+cp "$repo"/tools/gpu/{build_pair.py,tiny_llama.py,check_exact.py,pair_check.sh} "$out/"
 # the wheel carries no search spaces
-cp "$repo"/src/autospec/search_spaces/{real-tiny-eagle,real-8b-ngram,real-8b-eagle-mem}.toml "$out/"
+cp "$repo"/src/autospec/search_spaces/{real-tiny-eagle,real-8b-ngram,real-8b-eagle-mem,real-8b-standalone,real-8b-standalone-sampled}.toml "$out/"
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$repo" status --porcelain -- src 2>/dev/null | wc -l)
 echo "autospec $(basename "$wheel") from commit $commit ($dirty changed files under src/)" | tee "$out/BUILT_FROM"

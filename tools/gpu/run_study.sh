@@ -14,8 +14,12 @@
 #
 # Environment (all optional):
 #   TARGET=tiny         the model the default space serves: tiny (/tmp/sgmodels/m, 16 layers,
-#                       hidden 2048) or 8b (/tmp/sgmodels/m8b, Llama-3-8B's shapes, about 14 GB)
-#   SPACE=<checkout>/src/autospec/search_spaces/real-tiny-eagle.toml (TARGET=8b: real-8b-ngram.toml),
+#                       hidden 2048), 8b (/tmp/sgmodels/m8b, Llama-3-8B's shapes, about 14 GB)
+#                       or 8b-standalone (the trained target embedded in Llama-3-8B's shapes,
+#                       /tmp/sgmodels/t8b, and its trained draft ds: build_pair.py builds them
+#                       once per machine, about 5 min)
+#   SPACE=<checkout>/src/autospec/search_spaces/real-tiny-eagle.toml (TARGET=8b: real-8b-ngram.toml,
+#                       TARGET=8b-standalone: real-8b-standalone.toml),
 #                       else the copy beside this script
 #   STUDY=real-tiny-eagle (TARGET=8b: real-8b-ngram)  TRIALS=8  SEED=3
 #   STUDY_TIMEOUT=390   autospec's --timeout: no new trial starts after this many seconds
@@ -35,7 +39,8 @@ TARGET=${TARGET:-tiny}
 case $TARGET in
   tiny) model=m; space_name=real-tiny-eagle ;;
   8b) model=m8b; space_name=real-8b-ngram ;;
-  *) echo "run_study: TARGET=$TARGET is not a target; use TARGET=tiny or TARGET=8b" >&2; exit 2 ;;
+  8b-standalone) model=t8b; space_name=real-8b-standalone ;;
+  *) echo "run_study: TARGET=$TARGET is not a target; use TARGET=tiny, TARGET=8b or TARGET=8b-standalone" >&2; exit 2 ;;
 esac
 default_space=$repo/src/autospec/search_spaces/$space_name.toml
 [[ -f $default_space ]] || default_space=$here/$space_name.toml   # run from the archive folder alone
@@ -50,7 +55,12 @@ say() { echo "[run_study +$((SECONDS - t0))s] $*"; }
 
 # --- the archive: unpack once per machine, the models, env.sh exactly as serve.sh writes it
 [[ -d /tmp/sgsite/site ]] || { mkdir -p /tmp/sgsite && tar xJf "$dir/site.tar.xz" -C /tmp/sgsite; } || exit 3
-[[ -f /tmp/sgmodels/$model/config.json ]] || python3 "$dir/make_models.py" /tmp/sgmodels >/dev/null || exit 3
+[[ -f /tmp/sgmodels/m/config.json ]] || python3 "$dir/make_models.py" /tmp/sgmodels >/dev/null || exit 3
+if [[ $TARGET == 8b-standalone ]]; then  # the trained pair (tiny_llama.py beside build_pair.py)
+  pair=$here/build_pair.py; [[ -f $pair ]] || pair=$dir/build_pair.py
+  CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 "$pair" /tmp/sgmodels || exit 3
+  cp /tmp/sgmodels/pair.json "$out/" 2>/dev/null
+fi
 [[ -f /tmp/sgmodels/$model/config.json ]] || { say "make_models.py of $dir wrote no /tmp/sgmodels/$model; rebuild the archive with tools/gpu/build_archive.sh"; exit 3; }
 sed -n '/<<ENV$/,/^ENV$/{/<<ENV$/d;/^ENV$/d;p}' "$dir/serve.sh" | sed "s#\$dir#$dir#g" >"$dir/env.sh"
 grep -q SGLANG_BASE_ARGS "$dir/env.sh" || { say "no env.sh block found in $dir/serve.sh"; exit 3; }

@@ -209,6 +209,19 @@ def _ramp_lengths(output_len: int, workers: int) -> Callable[[int], int | None]:
     return length
 
 
+def _request_bounds(plan: LevelPlan, open_ended: bool, max_requests: int | None) -> tuple[int | None, int | None]:
+    """(floor, limit) of the requests a level sends: the plan's count both times, or for
+    an `open_ended` level that count as the floor and `max_requests` as the limit."""
+    floor = plan.request_limit
+    if not open_ended:
+        return floor, floor
+    if plan.duration_s is not None or floor is None:
+        raise ConfigError("an open-ended level needs a request count, not a duration; drop duration_s")
+    if max_requests is None or max_requests < floor:
+        raise ConfigError(f"max_requests ({max_requests}) must be at least the level's {floor} requests")
+    return floor, max_requests
+
+
 async def _warm_up(
     client: BenchClient,
     plan: LevelPlan,
@@ -254,14 +267,7 @@ async def run_level_with(
     order), and none is sent after the first False or beyond `max_requests`."""
     workload = client.workload
     records: list[RequestRecord] = []
-    limit = plan.request_limit
-    floor = limit
-    if extend is not None:
-        if plan.duration_s is not None or floor is None:
-            raise ConfigError("an open-ended level needs a request count, not a duration; drop duration_s")
-        if max_requests is None or max_requests < floor:
-            raise ConfigError(f"max_requests ({max_requests}) must be at least the level's {floor} requests")
-        limit = max_requests
+    floor, limit = _request_bounds(plan, extend is not None, max_requests)
     stop_after = max_consecutive_errors or max(8, 2 * plan.concurrency)
     start = time.perf_counter()
     await client.connect_lanes(plan.concurrency)
@@ -319,15 +325,10 @@ async def run_level(
 ) -> LevelResult:
     """Run one closed-loop level against `base_url`; per-request failures become
     records, never exceptions. Cancellation closes every stream and propagates."""
-    async with BenchClient(
-        base_url,
-        workload,
-        model=model,
-        timeout_s=timeout_s,
-        transport=transport,
-    ) as client:
-        await client.resolve_model()
-        return await run_level_with(client, plan, on_progress=on_progress)
+    levels = await run_levels_async(
+        base_url, workload, [plan], model=model, timeout_s=timeout_s, transport=transport, on_progress=on_progress
+    )
+    return levels[plan.concurrency]
 
 
 async def run_levels_async(

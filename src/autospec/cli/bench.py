@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from autospec.cli.common import add_sim_timing_arguments, renamed_option
 from autospec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ def register(subparsers: Any) -> None:
 
 def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     """Which server: a running one, the simulator, or SGLang launched here."""
+    from autospec.cli.common import add_flag_option
+
     target = p.add_argument_group("server (pick one)")
     where = target.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="benchmark a server that is already running, e.g. http://127.0.0.1:30000")
@@ -60,13 +63,7 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--server-command", help="launch SGLang with this command, e.g. 'python -m sglang.launch_server'")
     target.add_argument("--model-path", help="model to serve when launching (default 'sim' with --sim)")
     target.add_argument("--tp-size", type=int, help="tensor parallel size when launching")
-    target.add_argument(
-        "--flag",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="server flag when launching, SGLang's name (repeatable), e.g. speculative_num_steps=3",
-    )
+    add_flag_option(target, "server flag when launching, SGLang's name (repeatable), e.g. speculative_num_steps=3")
     target.add_argument("--server-log", help="server log file when launching (default: a temporary file)")
     target.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds the server may take to start")
     target.add_argument(
@@ -75,8 +72,7 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
         help="simulator profile: a TOML file or a bundled profile's name "
         "(default: the seed-calibrated profile; a wrong name lists the bundled ones)",
     )
-    target.add_argument("--sim-load-seconds", type=float, default=1.0, help="simulated model load time (default 1)")
-    target.add_argument("--sim-time-scale", type=float, default=1.0, help="multiply every simulated duration")
+    add_sim_timing_arguments(target)
     target.add_argument("--sim-noise", choices=("on", "off"), default="on", help="simulator noise (default on)")
 
 
@@ -105,7 +101,8 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
         "--top-k", type=int, default=None, help="sample among the k most likely tokens (default: unset, every token)"
     )
     load.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at end-of-sequence")
-    load.add_argument("--seed", type=int, default=0, help="prompt order / random prompt seed (default 0)")
+    load.add_argument("--prompt-seed", type=int, default=0, help="prompt order / random prompt seed (default 0)")
+    renamed_option(load, "--seed", "--prompt-seed", type=int)
 
 
 def _add_level_arguments(p: argparse.ArgumentParser) -> None:
@@ -138,7 +135,10 @@ def _add_level_arguments(p: argparse.ArgumentParser) -> None:
         help="after each level's warmup, ask the server to freeze its garbage collectors (SGLang's "
         "POST /freeze_gc; what `autospec optimize` does by default: [bench] freeze_gc)",
     )
-    levels.add_argument("--timeout", type=float, default=600.0, help="seconds one request may take (default 600)")
+    levels.add_argument(
+        "--request-timeout", type=float, default=600.0, metavar="SECONDS", help="seconds one request may take (default 600)"
+    )
+    renamed_option(levels, "--timeout", "--request-timeout", type=float)
     levels.add_argument(
         "--max-error-rate", type=float, default=0.05, help="a level with a larger failed share fails (default 0.05)"
     )
@@ -181,7 +181,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         api=args.api,
         path=args.prompts,
         name=args.prompt_set,
-        seed=args.seed,
+        seed=args.prompt_seed,
         top_k=args.top_k,
     )
 
@@ -192,8 +192,8 @@ def plans_from_args(args: argparse.Namespace) -> list[LevelPlan]:
 
     if args.max_error_rate < 0 or args.max_error_rate > 1:
         raise UsageError(f"--max-error-rate {args.max_error_rate} must be within 0..1; e.g. 0.05")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout} must be positive; pass seconds per request")
+    if not args.request_timeout > 0:
+        raise UsageError(f"--request-timeout {args.request_timeout:g} must be > 0; pass seconds per request, e.g. 600")
     if args.precise and (args.adaptive or args.duration is not None):
         raise UsageError("--precise runs each level open-ended from its request count; drop --adaptive and --duration")
     if args.precise and not 0 < args.target_ci < 1:
@@ -233,6 +233,7 @@ def launch_request_from_args(args: argparse.Namespace, log_path: Path) -> Launch
             sim_command(
                 profile=args.sim_profile,
                 load_seconds=args.sim_load_seconds,
+                warmup_seconds=args.sim_warmup_seconds,
                 time_scale=args.sim_time_scale,
                 noise=args.sim_noise == "on",
             )
@@ -290,7 +291,7 @@ async def _measure(
             min_repeats=min(2, args.max_repeats),
             max_error_rate=args.max_error_rate,
         )
-    async with BenchClient(url, workload, model=args.model, timeout_s=args.timeout) as client:
+    async with BenchClient(url, workload, model=args.model, timeout_s=args.request_timeout) as client:
         await client.resolve_model()
         tracker = AcceptTracker(client, log_path)
         for plan in plans:

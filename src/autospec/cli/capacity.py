@@ -2,14 +2,21 @@
 
     autospec capacity --study NAME --pick knee --ttft-p99-ms 2000
     autospec capacity --study NAME --pick 7 --ttft-p99-ms 2000 --tpot-p99-ms 40 --max-concurrency 512
+    autospec capacity --study NAME --compare latency,no_speculation --tpot-p99-ms 8 --timeout 30m
 
 The pick's recorded launch command (the simulator's, for a ``--sim`` study), with the
 space's ``[server] env``, starts one server, which stays warm while the levels run: doubling from ``--start`` until a bound
 breaks, then bisection down to neighbouring levels (`autospec.metrics.capacity`). The
 workload is the study's. The curve goes to ``<study>-capacity/trial-NNNN/`` beside the
-study's other files: capacity.json, capacity.csv, capacity.png and capacity.html.
-Exit codes: 0 a capacity was found (or every level held); 1 no level held, or the
-server did not start; 2 bad input.
+study's other files: capacity.json, capacity.csv, capacity.png and capacity.html; the JSON
+and CSV are rewritten after every level, so a run that stops keeps every finished level.
+``--compare`` measures several configurations one after another under the same bounds,
+levels and workload and prints them side by side (also saved as compare.json / .csv).
+``--timeout`` ends the run (the level in flight is cancelled); Ctrl-C or SIGTERM ends it
+too, with one line: the files hold every finished level.
+Exit codes: 0 a capacity was found (or every level held) for each configuration; 1 no
+level held, the server did not start, or --timeout ended the search; 2 bad input; 130
+stopped by a signal.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ import argparse
 import json
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autospec.cli.common import add_study_command
+from autospec.cli.common import add_sim_timing_arguments, add_study_command, duration_arg
 from autospec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -31,9 +39,11 @@ if TYPE_CHECKING:
     from autospec.launcher import LaunchRequest
     from autospec.metrics.capacity import SloBound
     from autospec.report import TrialView
-    from autospec.study.capacity import CapacityPoint
 
-__all__ = ["register", "run", "BOUND_FLAGS"]
+__all__ = ["register", "run", "BOUND_FLAGS", "REFERENCES"]
+
+#: the references a study may have measured (`autospec.study.proposing.references`)
+REFERENCES = ("no_speculation", "sglang_defaults", "adaptive")
 
 #: option -> (summary metric, what it bounds)
 BOUND_FLAGS = {
@@ -51,23 +61,44 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="find the highest concurrency a configuration of a study serves within latency bounds",
         description="Start one configuration of a study once and step its concurrency up (doubling, then bisection) "
         "until the given latency bounds break; report the highest concurrency that held, and save and plot the "
-        "per-concurrency curve.",
+        "per-concurrency curve. --compare does so for several configurations and prints them side by side.",
     )
-    p.add_argument("--pick", default="knee", help="latency, throughput, knee (default; see autospec pareto) or a trial number")
-    for option, (_, what) in BOUND_FLAGS.items():
-        p.add_argument(f"--{option.replace('_', '-')}", type=float, metavar="MS", help=f"bound on the {what}")
-    p.add_argument("--start", type=int, default=1, help="first concurrency measured (default 1)")
-    p.add_argument("--max-concurrency", type=int, default=256, help="highest concurrency measured (default 256)")
-    p.add_argument("--waves", type=int, default=4, help="measured requests per level: WAVES x C, at least 16 (default 4)")
-    p.add_argument("--max-error-rate", type=float, default=0.05, help="a level with more failed requests breaks (default 0.05)")
-    p.add_argument("--space", help="take the workload from this search-space file (default: the study's own)")
-    p.add_argument("--server-command", help="start the server with this command instead of the recorded one")
-    p.add_argument("--sim", action="store_true", help="start the bundled simulator instead of the recorded command")
-    p.add_argument("--sim-load-seconds", type=float, help="with --sim: simulated model load time")
-    p.add_argument("--sim-time-scale", type=float, help="with --sim: multiply every simulated duration")
-    p.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds the server may take to start (default 1800)")
-    p.add_argument("--json", action="store_true", help="print the curve as JSON instead of the table")
-    p.set_defaults(handler=run)
+    what = p.add_argument_group("what is measured")
+    what.add_argument("--pick", default="knee", help="latency, throughput, knee (default; see autospec pareto) or a trial number")
+    what.add_argument(
+        "--compare",
+        metavar="LIST",
+        help="measure several configurations under the same bounds, one after another, and print them side by side: "
+        f"picks, trial numbers or references ({', '.join(REFERENCES)}), e.g. latency,no_speculation",
+    )
+    bounds = p.add_argument_group("bounds (give at least one)")
+    for option, (_, what_it_bounds) in BOUND_FLAGS.items():
+        bounds.add_argument(f"--{option.replace('_', '-')}", type=float, metavar="MS", help=f"bound on the {what_it_bounds}")
+    bounds.add_argument(
+        "--max-error-rate", type=float, default=0.05, help="a level with more failed requests breaks (default 0.05)"
+    )
+    levels = p.add_argument_group("levels")
+    levels.add_argument("--start", type=int, default=1, help="first concurrency measured (default 1)")
+    levels.add_argument("--max-concurrency", type=int, default=256, help="highest concurrency measured (default 256)")
+    levels.add_argument("--waves", type=int, default=4, help="measured requests per level: WAVES x C, at least 16 (default 4)")
+    levels.add_argument(
+        "--timeout",
+        type=duration_arg("--timeout"),
+        metavar="DURATION",
+        help="end the run after this wall time, e.g. 30m: the level in flight is cancelled, finished ones are kept",
+    )
+    server = p.add_argument_group("server")
+    server.add_argument("--space", help="take the workload from this search-space file (default: the study's own)")
+    server.add_argument("--server-command", help="start the server with this command instead of the recorded one")
+    server.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds the server may take to start (default 1800)")
+    server.add_argument("--sim", action="store_true", help="start the bundled simulator instead of the recorded command")
+    add_sim_timing_arguments(server)
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print the curve(s) as JSON instead of the table")
+    p.set_defaults(
+        handler=run,
+        on_interrupt=(130, "interrupted while a server started; the files of the levels already finished are kept"),
+    )
 
 
 def bounds_of(args: argparse.Namespace) -> tuple[SloBound, ...]:
@@ -143,75 +174,83 @@ def _request(args: argparse.Namespace, trial: TrialView, log_path: Path, env: di
     words, flags = split_argv(trial.server_args)
     for key in ("host", "port", "nccl_port"):
         flags.pop(key, None)
-    if args.sim or args.server_command:
-        flags = {k: v for k, v in flags.items() if not k.startswith("sim_")}
+    if args.sim or args.server_command:  # a simulator study's profile stays with --sim; its timing is this run's
+        flags = {k: v for k, v in flags.items() if not k.startswith("sim_") or (args.sim and k == "sim_profile")}
     if args.sim:
         from autospec.cli.wiring import sim_command
 
-        words = list(sim_command(load_seconds=args.sim_load_seconds, time_scale=args.sim_time_scale))
+        words = list(
+            sim_command(
+                load_seconds=args.sim_load_seconds, warmup_seconds=args.sim_warmup_seconds, time_scale=args.sim_time_scale
+            )
+        )
     elif args.server_command:
         words = shlex.split(args.server_command)
     return LaunchRequest(command=tuple(words), flags=flags, log_path=log_path, env=env, ready_timeout_s=args.ready_timeout)
 
 
-def _level_line(point: CapacityPoint) -> str:
-    s = point.summary
+def _targets(args: argparse.Namespace, data: Any) -> list[tuple[TrialView, str]]:
+    """(trial, label) of each configuration to measure: --compare's list, else --pick;
+    every one checked before any server starts; one listed twice is measured once."""
+    from autospec.cli.export import choose
+    from autospec.cli.pareto import baseline_of
 
-    def ms(key: str) -> str:
-        value = s.get(key)
-        return "-" if value is None else f"{value:.1f}"
-
-    verdict = "holds" if point.holds else "breaks: " + "; ".join(point.broken)
-    agg = s.get("agg_output_tok_s")
-    return (
-        f"C={point.concurrency:<4} ok {s.get('n_ok', 0):>4}  TTFT p99 {ms('ttft_ms_p99'):>8} ms  "
-        f"TPOT p99 {ms('tpot_ms_p99'):>7} ms  "
-        f"agg {'-' if agg is None else f'{agg:.0f}':>7} tok/s  {verdict}"
-    )
-
-
-def _save(curve: dict[str, Any], folder: Path) -> list[Path]:
-    from autospec.report.capacity import capacity_figure, write_csv, write_html
-    from autospec.report.plots import render
-
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "capacity.json").write_text(json.dumps(curve, indent=1, default=str) + "\n")
-    write_csv(curve, folder / "capacity.csv")
-    svg = render(capacity_figure(curve), folder / "capacity")
-    write_html(curve, svg, folder / "capacity.html")
-    return [folder / f"capacity.{ext}" for ext in ("json", "csv", "png", "html")]
+    specs = [s.strip() for s in args.compare.split(",") if s.strip()] if args.compare else [args.pick]
+    if args.compare and len(specs) < 2:
+        raise UsageError(f"--compare {args.compare!r} names one configuration; list two or more, e.g. latency,no_speculation")
+    chosen: dict[int, tuple[TrialView, list[str]]] = {}
+    for spec in specs:
+        if spec in REFERENCES:
+            found = [t for t in data.references if t.reference == spec]
+            if not found:
+                measured = ", ".join(str(t.reference) for t in data.references) or "none"
+                raise UsageError(
+                    f"study {data.name!r} has no measured reference {spec} (measured: {measured}); "
+                    "run autospec optimize --references, or compare picks and trial numbers"
+                )
+            trial, label = found[0], f"reference {spec}"
+        else:
+            trial, label = choose(data, spec, baseline_of(data, None))
+            label = label or f"trial {trial.number}"
+        chosen.setdefault(trial.number, (trial, []))[1].append(label)
+    return [(trial, ", ".join(labels)) for trial, labels in chosen.values()]
 
 
 def run(args: argparse.Namespace) -> int:
-    from autospec.cli.export import choose
-    from autospec.cli.pareto import baseline_of, open_existing_handle
-    from autospec.cli.wiring import default_probe
-    from autospec.launcher import Launcher, NullGpuProbe
+    from autospec.cli import capacity_output as output
+    from autospec.cli.pareto import open_existing_handle
     from autospec.report import snapshot
-    from autospec.report.capacity import summary_line
-    from autospec.study.capacity import CapacityPlan, measure_capacity
+    from autospec.study.capacity import CapacityPlan, CapacityStop
     from autospec.study.files import StudyLayout
 
     bounds = bounds_of(args)
     _check_numbers(args)
     handle, study = open_existing_handle(args)
     data = snapshot(study)
-    trial, label = choose(data, args.pick, baseline_of(data, None))
+    targets = _targets(args, data)
     workload, env = _study_space(args, study)
-    folder = StudyLayout.beside(handle.local_path, Path(args.studies_dir), data.name).capacity_dir(trial.number)
-    folder.mkdir(parents=True, exist_ok=True)
-    request = _request(args, trial, folder / "server.log", env)
-    simulated = any("autospec.sim" in w for w in request.command)
+    layout = StudyLayout.beside(handle.local_path, Path(args.studies_dir), data.name)
     plan = CapacityPlan(bounds, args.start, args.max_concurrency, waves=args.waves, max_error_rate=args.max_error_rate)
     out = sys.stderr if args.json else sys.stdout
-    print(f"capacity of trial {trial.number}{f' ({label})' if label else ''}: starting its server", file=out)
-    launcher = Launcher(probe=NullGpuProbe() if simulated else default_probe())
-    curve = measure_capacity(launcher, request, workload, plan, on_level=lambda p: print(_level_line(p), file=out))
-    payload = {"study": data.name, "trial": trial.number, "pick": label.removesuffix(" pick") or None, **curve.as_dict()}
-    payload["workload"] = workload.as_dict()
-    paths = _save(payload, folder)
+    stop = CapacityStop(deadline=time.monotonic() + args.timeout if args.timeout else None)
+    curves: list[dict[str, Any]] = []
+    requests = [_request(args, trial, layout.capacity_dir(trial.number) / "server.log", env) for trial, _ in targets]
+    with output.stop_on_signals(stop) as phase:
+        for (trial, label), request in zip(targets, requests):
+            remaining = stop.remaining_s()
+            if remaining is not None and remaining <= 0:
+                stop.reason = stop.reason or "timeout"
+            if stop.reason is not None:
+                break
+            request.log_path.parent.mkdir(parents=True, exist_ok=True)
+            curves.append(output.measure_one(data.name, trial.number, label, request, workload, plan, stop, phase, out))
     if args.json:
-        print(json.dumps(payload, indent=2, default=str))
-    print(summary_line(payload), file=out)
-    print("saved " + ", ".join(str(p) for p in paths), file=out)
-    return 0 if curve.capacity is not None else 1
+        single = curves[0] if curves else None
+        print(json.dumps(curves if args.compare else single, indent=2, default=str))
+    if args.compare:
+        output.compare(curves, targets, layout.capacity_dir(0).parent, out, stop.reason)
+    if stop.reason is not None and stop.reason != "timeout":
+        print(output.stopped_line(stop.reason, curves, targets, layout), file=sys.stderr)
+        return 130
+    complete = len(curves) == len(targets) and all(c.get("stopped") is None for c in curves)
+    return 0 if complete and all(c["capacity"] is not None for c in curves) else 1

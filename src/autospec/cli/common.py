@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
+import sys
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autospec.config import SearchSpace, load_search_space
-from autospec.errors import UsageError
+from autospec.errors import AutospecError, UsageError
 
 if TYPE_CHECKING:
     import optuna
@@ -27,7 +30,28 @@ __all__ = [
     "bundled_spaces",
     "open_existing_study",
     "studies_dir_arg",
+    "did_you_mean",
+    "existing_study_names",
+    "resolve_study_name",
+    "add_sim_timing_arguments",
+    "renamed_option",
+    "duration_arg",
+    "SIM_LOAD_SECONDS",
+    "SIM_WARMUP_SECONDS",
+    "SIM_TIME_SCALE",
 ]
+
+#: The simulator's timing when autospec starts it (optimize, bench, capacity): a real 122B
+#: model takes ~100 s to load; the simulator need not make you wait.
+SIM_LOAD_SECONDS = 2.0
+SIM_WARMUP_SECONDS = 1.0
+SIM_TIME_SCALE = 1.0
+
+
+def did_you_mean(word: str, names: Iterable[str]) -> str:
+    """' (did you mean X?)' for the closest of `names` to `word` (difflib), else ''."""
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def bundled_spaces() -> dict[str, Path]:
@@ -45,7 +69,7 @@ def space_file(spec: str | None) -> Path:
         bundled = bundled_spaces()
         if spec not in bundled:
             raise UsageError(
-                f"no search-space file {spec!r} and no bundled space of that name; "
+                f"no search-space file {spec!r} and no bundled space of that name{did_you_mean(spec, bundled)}; "
                 f"pass a .toml path or one of: {', '.join(sorted(bundled))}"
             )
         path = bundled[spec]
@@ -58,30 +82,89 @@ def load_space(spec: str | None) -> SearchSpace:
 
 
 def add_study_command(
-    sub: argparse._SubParsersAction, name: str, *, help: str, description: str, name_from_space: bool = False, space: bool = False
+    sub: argparse._SubParsersAction,
+    name: str,
+    *,
+    help: str,
+    description: str,
+    name_from_space: bool = False,
+    space: bool = False,
+    existing: bool = True,
 ) -> argparse.ArgumentParser:
     """A subcommand that works on one study: ``--study``, ``--storage``, ``--studies-dir``
-    (and ``--space``). ``--study`` is required, unless `name_from_space` (optimize: the
-    space file's name)."""
+    (and ``--space``), in an argument group "study". ``--study`` defaults to the space
+    file's name with `name_from_space` (optimize), else, for an `existing` study, to the
+    only study in ``--studies-dir`` (`resolve_study_name`); otherwise it is required."""
     p = sub.add_parser(name, help=help, description=description)
+    group = p.add_argument_group("study")
     if name_from_space:
-        p.add_argument("--study", help="study name (default: the search-space file's name, with -sim added for --sim)")
+        group.add_argument(
+            "--study", metavar="NAME", help="study name (default: the search-space file's name, with -sim added for --sim)"
+        )
+    elif existing:
+        group.add_argument("--study", metavar="NAME", help="name of the study (default: the only study in --studies-dir)")
+        p.set_defaults(study_from_folder=True)
     else:
-        p.add_argument("--study", required=True, help="name of the study")
-    p.add_argument(
+        group.add_argument("--study", metavar="NAME", required=True, help="name of the study")
+    group.add_argument(
         "--storage",
+        metavar="URL|FILE",
         help="Optuna storage: sqlite:///F.db, postgresql://USER@HOST/DB, or a journal file F.log "
         "(default: <studies-dir>/<study>.db)",
     )
-    p.add_argument(
+    group.add_argument(
         "--studies-dir",
         default="studies",
         type=studies_dir_arg,
+        metavar="DIR",
         help="folder for default storage, logs and artifacts (default studies)",
     )
     if space:
-        p.add_argument("--space", help="search-space TOML file, or a bundled name: " + ", ".join(sorted(bundled_spaces())))
+        bundled = ", ".join(sorted(bundled_spaces()))
+        group.add_argument("--space", metavar="FILE|NAME", help=f"search-space TOML file, or a bundled name: {bundled}")
     return p
+
+
+def add_sim_timing_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The simulator's timing knobs, hidden from ``--help`` (tests and benchmarks use them):
+    ``--sim-load-seconds``, ``--sim-warmup-seconds``, ``--sim-time-scale``; the one place
+    that defines them and their defaults."""
+    p.add_argument("--sim-load-seconds", type=float, default=SIM_LOAD_SECONDS, help=argparse.SUPPRESS)
+    p.add_argument("--sim-warmup-seconds", type=float, default=SIM_WARMUP_SECONDS, help=argparse.SUPPRESS)
+    p.add_argument("--sim-time-scale", type=float, default=SIM_TIME_SCALE, help=argparse.SUPPRESS)
+
+
+def renamed_option(p: argparse.ArgumentParser | argparse._ArgumentGroup, old: str, new: str, **kwargs: Any) -> None:
+    """``old``, hidden from ``--help``, as a deprecated spelling of ``new`` (same value,
+    same destination); using it prints one note on stderr. Kept for one release."""
+
+    class _Renamed(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, _: Any = None) -> None:
+            print(f"autospec: note: {old} is now {new}; {old} goes away in the next release", file=sys.stderr)
+            setattr(namespace, self.dest, values)
+
+    p.add_argument(old, dest=new.lstrip("-").replace("-", "_"), action=_Renamed, help=argparse.SUPPRESS, **kwargs)
+
+
+def duration_arg(option: str) -> Any:
+    """argparse type of a wall-time option (``--timeout``): a finite duration > 0, e.g. 8h,
+    90m, 1h30m or plain seconds; anything else is argparse's one-line error, exit 2."""
+    import math
+
+    from autospec.config import parse_duration
+    from autospec.errors import ConfigError
+
+    def parse(text: str) -> float:
+        fix = f"write e.g. {option} 8h, 90m, 1h30m or 600 (seconds), or leave {option} out for no limit"
+        try:
+            seconds = parse_duration(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(f"{str(exc).split(';')[0]}; {fix}") from None
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite wall time > 0; {fix}")
+        return seconds
+
+    return parse
 
 
 def studies_dir_arg(text: str) -> str:
@@ -116,6 +199,11 @@ def _value(text: str) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+def add_flag_option(group: argparse._ActionsContainer, help: str) -> None:
+    """The repeatable ``--flag NAME=VALUE`` option (read with `parse_flag_overrides`)."""
+    group.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE", help=help)
 
 
 def _override_name(key: str) -> str:
@@ -178,10 +266,58 @@ def open_existing_study(
         if not path.exists():
             folder = path.parent.absolute()
             raise UsageError(
-                f"no study {name!r} in {folder} ({path.name} does not exist there); check {name_flag}, or point "
-                f"--studies-dir at the folder that holds {path.name}, or pass {storage_flag} with the study's storage"
+                f"no study {name!r} in {folder} ({path.name} does not exist there){_others(name, None, studies_dir)}; "
+                f"check {name_flag}, or point --studies-dir at the folder that holds {path.name}, or pass {storage_flag} "
+                "with the study's storage"
             )
     handle = open_storage(storage, name, studies_dir)
     if not study_exists(handle, name):
-        raise UsageError(f"no study named {name!r} in {handle.description}; check {name_flag} and {storage_flag}")
+        raise UsageError(
+            f"no study named {name!r} in {handle.description}{_others(name, storage, studies_dir)}; "
+            f"check {name_flag} and {storage_flag}"
+        )
     return handle, optuna.load_study(study_name=name, storage=handle.storage)
+
+
+def existing_study_names(storage: str | None, studies_dir: Path) -> list[str]:
+    """The studies that exist, sorted: in `storage` when given, else the default storage
+    files in `studies_dir` (``NAME.db``, not opened). Creates nothing."""
+    if storage is None:
+        return sorted(p.stem for p in studies_dir.glob("*.db") if p.is_file()) if studies_dir.is_dir() else []
+    import optuna
+
+    from autospec.study.storage import open_storage
+
+    handle = open_storage(storage, "listing", studies_dir)
+    return sorted(optuna.get_all_study_names(handle.storage))
+
+
+def _others(name: str, storage: str | None, studies_dir: Path) -> str:
+    """', did you mean X? studies there: A, B' (at most 12 named), or '' when there are none."""
+    try:
+        names = existing_study_names(storage, studies_dir)
+    except AutospecError:
+        return ""
+    if not names:
+        return "; there is no study there"
+    shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+    return f"{did_you_mean(name, names)}; studies there: {shown}"
+
+
+def resolve_study_name(args: argparse.Namespace) -> None:
+    """``--study`` left out of a command on an existing study: the only study in
+    ``--storage`` or ``--studies-dir``; none or several is a one-line UsageError."""
+    if not getattr(args, "study_from_folder", False) or args.study is not None:
+        return
+    studies_dir = Path(args.studies_dir)
+    names = existing_study_names(args.storage, studies_dir)
+    where = args.storage or str(studies_dir.absolute())
+    if len(names) == 1:
+        args.study = names[0]
+        return
+    if not names:
+        raise UsageError(
+            f"no study in {where}; run autospec optimize first, or point --studies-dir (or --storage) at the "
+            "folder that holds one"
+        )
+    raise UsageError(f"{where} holds {len(names)} studies ({', '.join(names)}); pick one with --study NAME")

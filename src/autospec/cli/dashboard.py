@@ -10,6 +10,11 @@ its Pareto-front plot splits trials into feasible and infeasible by the list-val
 system attribute ``constraints`` (autospec writes it beside Optuna 5's constraints).
 ``run_server`` uses a single-threaded wsgiref server and cannot report the port it
 bound, so a threading wsgiref server is used here instead.
+
+`publish` writes the study's note (``optuna_dashboard.save_note``) and the pooled front's
+figure (``save_plotly_graph_object``, which calls only ``figure.to_json()``: no plotly
+needed) from `autospec.report.dashboard`; `autospec optimize` calls it when a study ends,
+`autospec dashboard` before it serves, so the dashboard shows what `autospec pareto` shows.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     import optuna
     from _typeshed.wsgi import WSGIApplication
 
+    from autospec.report import Answer
     from autospec.study.storage import StorageHandle
 
 HOST = "127.0.0.1"
@@ -70,10 +76,28 @@ def make_app(handle: StorageHandle, study: optuna.Study, artifacts: Path | None)
     return optuna_dashboard.wsgi(handle.storage, artifact_store=store)
 
 
+def publish(study: optuna.Study) -> Answer:
+    """Write the study's note and front figure for optuna-dashboard (module docstring);
+    returns the answer they show."""
+    import optuna_dashboard
+
+    from autospec.report import answer, snapshot
+    from autospec.report.dashboard import FIGURE_ID, FigureJson, front_figure, note_markdown
+
+    data = snapshot(study)
+    found = answer(data, data.baseline_trial())  # the baseline `autospec pareto` uses by default
+    optuna_dashboard.save_note(study, note_markdown(found))
+    figure = front_figure(found)
+    if figure is not None:
+        optuna_dashboard.save_plotly_graph_object(study, FigureJson(figure), graph_object_id=FIGURE_ID)
+    return found
+
+
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port; use 1-65535, or 0 for a free one")
     handle, study = open_existing_handle(args)
+    publish(study)
     artifacts = artifact_dir(handle, args)
     app = make_app(handle, study, artifacts if artifacts.is_dir() else None)
     try:

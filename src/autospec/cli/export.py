@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autospec.cli.common import add_study_command, parse_flag_overrides
+from autospec.cli.common import add_flag_option, add_study_command, parse_flag_overrides
 from autospec.cli.pareto import add_baseline_arg, baseline_of, open_existing
 from autospec.errors import UsageError
 
@@ -40,13 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--server-command",
         help="how to start SGLang, e.g. 'sglang serve' or '/opt/venv/bin/python -m sglang.launch_server' (default: the study's)",
     )
-    p.add_argument(
-        "--flag",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a flag in the export, e.g. --flag model_path=/models/x (NAME=none removes it; repeatable)",
-    )
+    add_flag_option(p, "set a flag in the export, e.g. --flag model_path=/models/x (NAME=none removes it; repeatable)")
     p.add_argument(
         "--env",
         action="append",
@@ -116,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--port {args.port} is not a TCP port; use 1-65535")
     study = open_existing(args)
     data = snapshot(study)
-    baseline = baseline_of(data, args.baseline)
+    baseline = baseline_of(data, args.baseline_trial)
     if args.format == "adaptive":
         if args.pick is not None:
             choose(data, args.pick, baseline)  # the ladder uses every measurement; a wrong --pick is still an error

@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "already know: SGLang's scripts/playground/bench_speculative.py JSONL output (--from), or the "
         "trials of another autospec study with the same objectives (--from-study).",
         space=True,
+        existing=False,  # it may create the study: the name is required
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--from", dest="from_file", metavar="FILE", help="bench_speculative.py --output JSONL file")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import importlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +19,7 @@ from types import FrameType
 from typing import NoReturn
 
 from autospec import __version__
+from autospec.cli.common import did_you_mean, resolve_study_name
 from autospec.errors import AutospecError
 from autospec.study.processes.stopping import StopSignals
 
@@ -45,7 +48,38 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's own code)
-        self.exit(2, f"autospec: error: {message}; see '{self.prog} --help'\n")
+        self.exit(2, f"autospec: error: {_with_suggestion(message)}; see '{self.prog} --help'\n")
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's "invalid choice" message with the closest choice suggested."""
+    match = _INVALID_CHOICE.search(message)
+    if match is None:
+        return message
+    choices = re.findall(r"'([^']*)'", match.group(2))
+    hint = did_you_mean(match.group(1), choices)
+    return message[: match.end(1) + 1] + hint + message[match.end(1) + 1 :] if hint else message
+
+
+def _unknown_options(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """argparse's "unrecognized arguments" line, with the closest option of `parser`
+    suggested for each unknown ``--option`` (Python 3.11's argparse suggests nothing)."""
+    known = [o for action in parser._actions for o in action.option_strings if action.help != argparse.SUPPRESS]
+    pairs = []
+    for word in extras:
+        option = word.split("=", 1)[0]
+        close = difflib.get_close_matches(option, known, n=1, cutoff=0.6) if option.startswith("-") else []
+        if close:
+            pairs.append((option, close[0]))
+    line = f"unrecognized arguments: {' '.join(extras)}"
+    if len(pairs) == 1:
+        return f"{line}; did you mean {pairs[0][1]}?"
+    if pairs:
+        return f"{line}; did you mean " + ", ".join(f"{right} for {wrong}" for wrong, right in pairs) + "?"
+    return line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    parser.set_defaults(commands=sub.choices)
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`parser.parse_args`, with "did you mean" for unknown options (`_unknown_options`)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = args.commands.get(getattr(args, "command", None), parser)
+        command.error(_unknown_options(command, extras))
+    return args
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -102,7 +146,7 @@ def _install_stop_handlers(policy: StopSignals) -> dict[int, _Handler]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # autospec reports progress itself
@@ -110,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(argv if argv is not None else sys.argv[1:])  # slot workers re-run it (cli.workers)
     previous = _install_stop_handlers(args.stop_signals)
     try:
+        resolve_study_name(args)
         return int(args.handler(args) or 0)
     except AutospecError as err:
         prefix = "autospec: " if err.exit_code == 130 else "autospec: error: "

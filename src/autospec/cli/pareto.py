@@ -10,17 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from autospec.cli.common import add_study_command, open_existing_study
+from autospec.cli.common import add_study_command, open_existing_study, renamed_option
 from autospec.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     import optuna
 
-    from autospec.report import Pick, StudyData, TrialView
+    from autospec.report import StudyData, TrialView
     from autospec.study.storage import StorageHandle
 
 __all__ = ["register", "run", "open_existing", "open_existing_handle", "add_baseline_arg", "baseline_of"]
@@ -40,12 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_baseline_arg(p: argparse.ArgumentParser) -> None:
+    """``--baseline-trial N`` (the old spelling ``--baseline N`` is kept, hidden, for one release)."""
     p.add_argument(
-        "--baseline",
+        "--baseline-trial",
         type=int,
         metavar="N",
         help="trial number to compare against (default: the trial measured by optimize --baseline)",
     )
+    renamed_option(p, "--baseline", "--baseline-trial", type=int, metavar="N")
 
 
 def open_existing_handle(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study]:
@@ -68,17 +68,12 @@ def baseline_of(data: StudyData, number: int | None) -> TrialView | None:
         return data.baseline_trial()
     t = data.trial(number)
     if t is None:
-        raise UsageError(f"--baseline {number}: study {data.name!r} has no trial {number}; see autospec pareto")
+        raise UsageError(f"--baseline-trial {number}: study {data.name!r} has no trial {number}; see autospec pareto")
     if not t.measured:
-        raise UsageError(f"--baseline {number}: trial {number} has no measurement (outcome {t.outcome}); pick a measured trial")
+        raise UsageError(
+            f"--baseline-trial {number}: trial {number} has no measurement (outcome {t.outcome}); pick a measured trial"
+        )
     return t
-
-
-def _picks_json(picks: Mapping[str, Pick]) -> dict[str, Any]:
-    return {
-        name: {"number": p.trial.number, "params": p.trial.flags, "why": p.why, "versus_runner_up": p.versus}
-        for name, p in picks.items()
-    }
 
 
 def _section(title: str, lines: list[str], bullet: str) -> None:
@@ -91,15 +86,16 @@ def _section(title: str, lines: list[str], bullet: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autospec.report import build_table, format_text, front_json, recommend, snapshot, study_warnings, table_json
+    from autospec.report import answer, build_table, format_text, front_json, picks_json, snapshot, study_warnings, table_json
     from autospec.report.model_notes import model_json, model_lines
     from autospec.report.placement import placement_json, placement_lines
     from autospec.report.references import GAINS_LEGEND, gains_json, gains_lines
 
     study = open_existing(args)
     data = snapshot(study)
-    baseline = baseline_of(data, args.baseline)
-    picks = recommend(data, baseline)
+    baseline = baseline_of(data, args.baseline_trial)
+    found = answer(data, baseline)
+    picks = found.picks
     marks: dict[int, list[str]] = {}
     for name, pick in picks.items():
         marks.setdefault(pick.trial.number, []).append(f"{name} pick")
@@ -108,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         out = front_json(data)
         out["baseline"] = None if baseline is None else baseline.number
         out["table"] = table_json(table)
-        out["recommendations"] = _picks_json(picks)
+        out["recommendations"] = picks_json(data, picks)
+        out["verdict"] = found.verdict
         out["notes"] = study_warnings(data, baseline)
         out["model"] = model_json(data, picks)
         out["placement"] = placement_json(data)
@@ -127,11 +124,15 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(format_text(table))
     print()
+    print("verdict:")
+    for line in found.verdict:
+        print(f"  {line}")
+    print()
     print("recommendations:")
     for name, pick in picks.items():
         print(f"  {name:<10} {pick.why}")
     gains = gains_lines(data, picks)
-    _section(f"references measured in this study (not on the front); {GAINS_LEGEND}:", gains, "  ")
+    _section(f"references measured in this study (configurations of the front like any other); {GAINS_LEGEND}:", gains, "  ")
     _section("the model (--sampler model), before each launch and after the last:", model_lines(data, picks), "  ")
     _section("where the launches ran (hardware class, hosts, slots):", placement_lines(data), "  ")
     _section("notes:", study_warnings(data, baseline), "  - ")

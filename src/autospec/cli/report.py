@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             f"study {data.name!r} has no measured configuration yet, so there is nothing to plot; "
             "run autospec optimize first (autospec pareto shows what it holds)"
         )
-    baseline = baseline_of(data, args.baseline)
+    baseline = baseline_of(data, args.baseline_trial)
     try:
         written = write_report(data, folder, baseline=baseline, study_args=_study_args(args), host=args.host, port=args.port)
     except OSError as exc:

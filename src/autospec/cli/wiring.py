@@ -82,6 +82,7 @@ def sim_command(
 def sim_profile_argument(profile: str) -> str:
     """The ``--sim-profile`` value for the simulator: an existing file as an absolute
     path, a bundled profile's name as it is; anything else is a one-line UsageError."""
+    from autospec.cli.common import did_you_mean
     from autospec.sim.profile import list_profiles
 
     if Path(profile).is_file():
@@ -90,7 +91,7 @@ def sim_profile_argument(profile: str) -> str:
     if profile in bundled:
         return profile
     raise UsageError(
-        f"--sim-profile {profile!r} is neither a file nor a bundled profile; "
+        f"--sim-profile {profile!r} is neither a file nor a bundled profile{did_you_mean(profile, bundled)}; "
         f"pass a profile TOML (see docs/simulator.md) or one of: {', '.join(bundled)}"
     )
 
@@ -118,7 +119,7 @@ def default_probe(gpus: Sequence[int] | None = None) -> GpuProbe:
 
 def hardware_of(probe: GpuProbe, slot: Slot | None, fallback: str, space: SearchSpace) -> str:
     """What a run's servers run on, e.g. "NVIDIA H200 x2" (", shared" for a slot that shares
-    its GPU): memory lessons are kept per hardware (`autospec.study.proposing.queue`). `fallback`
+    its GPU): memory lessons are kept per hardware (`autospec.study.proposing.proposals.teach_gate`). `fallback`
     when the probe names no GPU."""
     from autospec.launcher import ProbeUnavailable
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import optuna
 
-from autospec.cli.common import studies_dir_arg
+from autospec.cli.common import duration_arg, studies_dir_arg
 from autospec.cli.optimize import add_slot_arguments
 from autospec.errors import UsageError
 
@@ -29,32 +29,42 @@ def register(sub: argparse._SubParsersAction) -> None:
             "docs/distributed.md."
         ),
     )
-    p.add_argument("--study", required=True, help="name of the study to join")
-    p.add_argument(
+    study = p.add_argument_group("study")
+    study.add_argument("--study", required=True, metavar="NAME", help="name of the study to join")
+    study.add_argument(
         "--storage",
         required=True,
+        metavar="URL|FILE",
         help="the study's storage, e.g. postgresql://USER@HOST/DB (or a journal file on a shared host)",
     )
-    p.add_argument(
+    study.add_argument(
         "--studies-dir",
         default="studies",
         type=studies_dir_arg,
+        metavar="DIR",
         help="folder for this host's server logs and artifacts (default studies)",
     )
-    p.add_argument("--trials", type=int, help="launched trials the study should hold (default: the study's own)")
-    p.add_argument("--server-command", help="how to start the server on this host (default: the study's)")
-    p.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready")
-    p.add_argument("--timeout", help="stop starting new trials after this wall time, e.g. 8h")
-    p.add_argument(
+    budget = p.add_argument_group("budget")
+    budget.add_argument("--trials", type=int, help="launched trials the study should hold (default: the study's own)")
+    budget.add_argument(
+        "--timeout",
+        type=duration_arg("--timeout"),
+        metavar="DURATION",
+        help="stop starting new trials after this wall time, e.g. 8h (default: no limit)",
+    )
+    server = p.add_argument_group("server")
+    server.add_argument("--server-command", help="how to start the server on this host (default: the study's)")
+    server.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready")
+    server.add_argument(
         "--storage-patience",
         type=float,
         default=120.0,
         metavar="SECONDS",
         help="how long to wait for a storage that stops answering (default 120)",
     )
-    p.add_argument("--allow-foreign-gpu-memory", action="store_true", help="start even if other processes hold GPU memory")
-    add_slot_arguments(p)
-    p.add_argument("--quiet", action="store_true", help="no progress display")
+    server.add_argument("--allow-foreign-gpu-memory", action="store_true", help="start even if other processes hold GPU memory")
+    add_slot_arguments(p.add_argument_group("GPUs"))
+    p.add_argument_group("output").add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(handler=run, on_interrupt=(130, "interrupted; run the same command again to continue"))
 
 

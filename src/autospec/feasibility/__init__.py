@@ -10,33 +10,18 @@ simulator. Nothing here launches or benchmarks a server.
 
 from __future__ import annotations
 
+from autospec.feasibility import rules
 from autospec.feasibility.oracle import ArgvBuilder, PreflightOracle
 from autospec.feasibility.preflight import HARDWARE_MARKERS, Preflight, PreflightError
-from autospec.feasibility.rules import (
-    EAGLE_FAMILY,
-    RULES,
-    Rule,
-    check_static,
-    dp_attention_enabled,
-    max_draft_tokens,
-    resolve_static,
-    rules_for,
-)
+from autospec.feasibility.rules import *  # noqa: F403  (the names of rules.__all__, re-exported below)
 from autospec.feasibility.verdict import Verdict
 
 __all__ = [
     "Verdict",
-    "Rule",
-    "RULES",
-    "EAGLE_FAMILY",
-    "check_static",
-    "resolve_static",
-    "rules_for",
-    "max_draft_tokens",
-    "dp_attention_enabled",
     "PreflightOracle",
     "ArgvBuilder",
     "Preflight",
     "PreflightError",
     "HARDWARE_MARKERS",
 ]
+__all__ += rules.__all__

@@ -23,12 +23,12 @@ from autospec.feasibility.oracle import ArgvBuilder, PreflightOracle
 from autospec.feasibility.preflight import PreflightError
 from autospec.feasibility.rules import check_static
 from autospec.feasibility.verdict import Verdict
-from autospec.sglang_facts import DEFAULT_SGLANG_VERSION, dedup_key
+from autospec.sglang_facts import DEFAULT_SGLANG_VERSION, MEM_FRACTION, dedup_key
 
 __all__ = ["FeasibilityGate", "Measurement", "dedup_key", "distinct_argument_sets", "RESOLVER_IGNORES", "PREFETCH_LIMIT"]
 
 #: flags whose value never changes SGLang's verdict on the arguments (see the module docstring)
-RESOLVER_IGNORES = ("mem_fraction_static",)
+RESOLVER_IGNORES = (MEM_FRACTION,)
 #: grid points resolved up front in one preflight batch (larger spaces are checked as asked)
 PREFETCH_LIMIT = 5000
 

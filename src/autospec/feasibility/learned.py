@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
+from autospec.sglang_facts import DRAFT_TOKENS as DRAFT
+from autospec.sglang_facts import MEM_FRACTION as MEM
+from autospec.sglang_facts import STEPS, TOPK
+
 __all__ = ["LearnedRules", "MEMORY_FAILURES"]
 
-MEM = "mem_fraction_static"
-DRAFT = "speculative_num_draft_tokens"
-STEPS = "speculative_num_steps"
-TOPK = "speculative_eagle_topk"
 GRAPH_BS = "cuda_graph_max_bs"
 GRAPH_BS_DECODE = "cuda_graph_max_bs_decode"  # the name since sglang 0.5.16 (the only one from 0.5.20)
 MRR = "max_running_requests"

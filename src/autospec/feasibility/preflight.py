@@ -36,6 +36,7 @@ from typing import Any
 from autospec.errors import RuntimeFailure
 from autospec.feasibility import resolver_probe
 from autospec.feasibility.verdict import Verdict
+from autospec.sglang_facts import ALGORITHM, DRAFT_TOKENS, STEPS, TOPK
 
 __all__ = ["Preflight", "PreflightError", "HARDWARE_MARKERS", "RESOLVED_KEYS"]
 
@@ -57,10 +58,10 @@ HARDWARE_MARKERS = (
 
 # Resolved fields a verdict always carries (besides the ones named in the argv).
 RESOLVED_KEYS = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
+    ALGORITHM,
+    STEPS,
+    TOPK,
+    DRAFT_TOKENS,
     "attention_backend",
     "decode_attention_backend",
     "prefill_attention_backend",

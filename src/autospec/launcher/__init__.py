@@ -17,6 +17,7 @@ drain, RunningServer), ``launch`` (Launcher), ``readiness``, ``startup`` (Startu
 
 from __future__ import annotations
 
+from autospec.launcher import errors
 from autospec.launcher.classify import (
     CLASSIFY_ORDER,
     FAILURE_PATTERNS,
@@ -25,19 +26,7 @@ from autospec.launcher.classify import (
     classify_failure,
 )
 from autospec.launcher.doctor import foreign_gpu_holders
-from autospec.launcher.errors import (
-    LAUNCH_FAILURE_KINDS,
-    ArgumentsRejected,
-    CudaGraphOOM,
-    ForeignGpuMemory,
-    KvPoolTooSmall,
-    LaunchError,
-    PortInUse,
-    ServerCrashed,
-    StartupTimeout,
-    UnknownLaunchFailure,
-    WeightsOOM,
-)
+from autospec.launcher.errors import *  # noqa: F403  (the names of errors.__all__, re-exported below)
 from autospec.launcher.launch import Launcher
 from autospec.launcher.ports import is_port_free, pick_free_port, wait_port_free
 from autospec.launcher.probes import (
@@ -71,17 +60,6 @@ __all__ = [
     "RUNTIME_EVENT_PATTERNS",
     "CLASSIFY_ORDER",
     "classify_failure",
-    "LaunchError",
-    "LAUNCH_FAILURE_KINDS",
-    "ArgumentsRejected",
-    "KvPoolTooSmall",
-    "CudaGraphOOM",
-    "WeightsOOM",
-    "ForeignGpuMemory",
-    "StartupTimeout",
-    "ServerCrashed",
-    "PortInUse",
-    "UnknownLaunchFailure",
     "GpuProbe",
     "GpuSnapshot",
     "GpuProcess",
@@ -95,3 +73,4 @@ __all__ = [
     "is_port_free",
     "wait_port_free",
 ]
+__all__ += errors.__all__

@@ -39,6 +39,7 @@ OnSpawn = Callable[[int, int, list, int], None]
 _DRAIN_AFTER_EXIT_S = 2.0
 
 
+@dataclasses.dataclass(eq=False)
 class Launcher:
     """Starts servers and stops them completely; one instance serves many launches.
 
@@ -50,28 +51,16 @@ class Launcher:
     Timeouts bound each teardown step (see :mod:`autospec.launcher.teardown`).
     """
 
-    def __init__(
-        self,
-        probe: GpuProbe | None = None,
-        *,
-        term_timeout_s: float = 30.0,
-        kill_timeout_s: float = 10.0,
-        gpu_free_timeout_s: float = 60.0,
-        port_free_timeout_s: float = 30.0,
-        gpu_tolerance_mb: float = DEFAULT_GPU_TOLERANCE_MB,
-        ports: range | None = None,
-        nccl_port: bool = False,
-        gpu_baseline: bool = True,
-    ) -> None:
-        self.probe = probe
-        self.ports = ports
-        self.nccl_port = nccl_port
-        self.gpu_baseline = gpu_baseline
-        self.term_timeout_s = term_timeout_s
-        self.kill_timeout_s = kill_timeout_s
-        self.gpu_free_timeout_s = gpu_free_timeout_s
-        self.port_free_timeout_s = port_free_timeout_s
-        self.gpu_tolerance_mb = gpu_tolerance_mb
+    probe: GpuProbe | None = None
+    _: dataclasses.KW_ONLY
+    term_timeout_s: float = 30.0
+    kill_timeout_s: float = 10.0
+    gpu_free_timeout_s: float = 60.0
+    port_free_timeout_s: float = 30.0
+    gpu_tolerance_mb: float = DEFAULT_GPU_TOLERANCE_MB
+    ports: range | None = None
+    nccl_port: bool = False
+    gpu_baseline: bool = True
 
     # ------------------------------------------------------------------ helpers
     def _baseline(self) -> GpuSnapshot | None:
@@ -109,10 +98,9 @@ class Launcher:
             raise PortInUse(f"no free port on {host} in {self.ports.start}-{self.ports.stop - 1}", seconds=0.0)
         return port
 
-    # ------------------------------------------------------------------ start
-    def start(self, req: LaunchRequest, on_spawn: OnSpawn | None = None) -> RunningServer:
-        """Start ``req`` and return it ready, or raise the classified :class:`LaunchError`."""
-        baseline = self._baseline()
+    def _with_ports(self, req: LaunchRequest) -> tuple[LaunchRequest, int]:
+        """The port the server listens on (the request's, checked free, else a free one) and
+        the request with a free NCCL port where this launcher chooses it."""
         if req.port is not None:
             port = req.port
             if not is_port_free(req.host, port):
@@ -121,6 +109,13 @@ class Launcher:
             port = self._free_port(req.host)
         if self.nccl_port and req.nccl_port is None:
             req = dataclasses.replace(req, nccl_port=self._free_port(req.host, avoid=port))
+        return req, port
+
+    # ------------------------------------------------------------------ start
+    def start(self, req: LaunchRequest, on_spawn: OnSpawn | None = None) -> RunningServer:
+        """Start ``req`` and return it ready, or raise the classified :class:`LaunchError`."""
+        baseline = self._baseline()
+        req, port = self._with_ports(req)
         argv = build_argv(req, port)
         env = child_environment(req)
         redactor = Redactor.for_launch(req, env)

@@ -58,6 +58,18 @@ _GRAPH_MEM = re.compile(r"[Cc]apture [\w -]*(?:CUDA|cuda) graph end\..*?mem usag
 # "Capture ... graph begin ... avail mem=41.46 GB": free memory after the static pool, before graphs.
 _GRAPH_BEGIN_FREE = re.compile(r"[Cc]apture [\w -]*(?:CUDA|cuda) graph begin\..*?avail mem=([\d.]+) GB")
 _READY = "The server is fired up and ready to roll!"
+#: ServerArgs fields read from the ``server_args=ServerArgs(...)`` line SGLang logs at startup
+#: (sglang 0.5.4-0.5.23, after its own resolution): what the server really runs where a flag
+#: was left to SGLang (a reference point's steps, top-k, draft tokens and memory fraction).
+LOGGED_FLAGS = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_adaptive",
+    "mem_fraction_static",
+)
+_LOGGED_FLAG = re.compile(r"\b(" + "|".join(LOGGED_FLAGS) + r")=('[^']*'|None|True|False|-?\d+(?:\.\d+)?)")
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,7 @@ class StartupFacts:
     kv_cache_dtype: str | None = None  # the target pool's torch dtype, e.g. "torch.bfloat16"
     draft_kv_cache_gb: float | None = None  # per GPU, K + V of the draft model's pool (the second KV line)
     draft_kv_cache_dtype: str | None = None  # the draft pool's torch dtype
+    logged_flags: dict | None = None  # `LOGGED_FLAGS` as the server's ServerArgs line gave them
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -117,6 +130,7 @@ def parse_startup(log_text: str) -> StartupFacts:
                 fields["available_gpu_mem_gb"] = float(mem.group(1))
             break
     fields.update(_kv_pools([line for _, line in lines if _KV_ALLOCATED.search(line)]))
+    fields["logged_flags"] = _logged_flags(lines)
     for _, line in lines:
         match = _PRE_LOAD_MEM.search(line)
         if match:
@@ -132,6 +146,26 @@ def parse_startup(log_text: str) -> StartupFacts:
     fields["weight_load_seconds"] = _sum_or_none(weights)
     fields["ready_seconds"] = _ready_seconds(lines)
     return StartupFacts(**fields)
+
+
+def _logged_flags(lines: list[tuple[str | None, str]]) -> dict | None:
+    """`LOGGED_FLAGS` from the first ``server_args=ServerArgs(`` line (None without one)."""
+    line = next((line for _, line in lines if "server_args=ServerArgs(" in line), None)
+    if line is None:
+        return None
+    body = line[line.index("server_args=ServerArgs(") :]
+    words = {"None": None, "True": True, "False": False}
+    out: dict = {}
+    for name, text in _LOGGED_FLAG.findall(body):
+        if name in out:
+            continue
+        if text in words:
+            out[name] = words[text]
+        elif text.startswith("'"):
+            out[name] = text[1:-1]
+        else:
+            out[name] = float(text) if "." in text else int(text)
+    return out
 
 
 def _kv_gb(line: str) -> float | None:

@@ -271,10 +271,8 @@ def _summarize_records(
     errors = Counter(r.error_kind or "unknown" for r in measured if not r.ok)
     req = _Requests.of(ok)
     each = _Requests.of([r for r in ok if not r.ramp]) if any(r.ramp for r in ok) else req  # per-request figures
-    per_request, decode, tpot = _speed_columns(each)
-    per_request_f, decode_f, tpot_f = _finite(per_request), _finite(decode), _finite(tpot)
-    ttft_f = _finite(each.ttft)
-    latency_f = each.latency
+    per_request_f, decode_f, tpot_f = (_finite(column) for column in _speed_columns(each))
+    ttft_f, latency_f = _finite(each.ttft), each.latency
 
     wall = float(sum(windows)) if windows else _NAN
     total_tokens = int(req.tokens.sum()) if ok else 0
@@ -283,15 +281,8 @@ def _summarize_records(
     accept = float(req.tokens[has_verify].sum() / req.verify[has_verify].sum()) if has_verify.any() else None
 
     cis = _per_request_intervals(each, per_request_f, decode_f, ttft_f, tpot_f, latency_f, intervals)
-    if _wanted(intervals, "agg_output_tok_s_whole") or _wanted(intervals, "agg_output_tok_s"):
-        cis["agg_output_tok_s_whole"] = _whole_run_interval(req, whole)
-    if has_verify.sum() >= 2 and _wanted(intervals, "accept_length"):
-        cis["accept_length"] = stats.bootstrap_ratio_ci(req.tokens[has_verify], req.verify[has_verify])
-
-    steady_s = float(sum(w.seconds for w in steady))
-    transient_s = float(sum(w.transient_s for w in steady))
-    run_s = float(sum(w.run_seconds for w in steady))
-    share = (steady_s + transient_s) / run_s if run_s > 0 else 0.0
+    cis.update(_level_intervals(req, whole, intervals))
+    steady_s, transient_s, share = _steady_time(steady)
     agg, agg_method = _aggregate(steady, bool(ok), whole, cis, intervals)
 
     n_total = len(measured)
@@ -338,6 +329,26 @@ def _summarize_records(
         agg_ci_method=agg_method,
         accept_length_source="response" if accept is not None else None,
     )
+
+
+def _level_intervals(req: _Requests, whole: float, intervals: Collection[str] | None) -> dict[str, tuple[float, float]]:
+    """95% intervals of the level's whole-run aggregate and accept length (`intervals`: the
+    names wanted; None: all)."""
+    cis: dict[str, tuple[float, float]] = {}
+    if _wanted(intervals, "agg_output_tok_s_whole") or _wanted(intervals, "agg_output_tok_s"):
+        cis["agg_output_tok_s_whole"] = _whole_run_interval(req, whole)
+    has_verify = np.isfinite(req.verify)
+    if has_verify.sum() >= 2 and _wanted(intervals, "accept_length"):
+        cis["accept_length"] = stats.bootstrap_ratio_ci(req.tokens[has_verify], req.verify[has_verify])
+    return cis
+
+
+def _steady_time(steady: Sequence[SteadyWindow]) -> tuple[float, float, float]:
+    """(steady seconds, transient seconds, their share of the runs' seconds) of the windows."""
+    steady_s = float(sum(w.seconds for w in steady))
+    transient_s = float(sum(w.transient_s for w in steady))
+    run_s = float(sum(w.run_seconds for w in steady))
+    return steady_s, transient_s, (steady_s + transient_s) / run_s if run_s > 0 else 0.0
 
 
 def _per_request_intervals(

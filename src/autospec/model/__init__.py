@@ -7,32 +7,30 @@ imports nothing of the simulator (its forms come from how SGLang works, not from
     observation  one launched trial as data (`observation_from(stored_trial)`)
     memory       KV pool, running-request cap, headroom after init, p_start
     acceptance   accept length per draft position, chains, trees, NGRAM
-    performance  decode-step cost and the benchmark's figures (queueing included)
+    physics      the decode step and the benchmark replayed from it: the forms, written once
+    parameters   named parameters (`Layout`: names <-> the optimiser's flat vector) and priors
+    priors       the performance fit's parameters and their prior table
+    laplace      MAP under Gaussian priors with the Laplace approximation
+    performance  acceptance, step cost and prefill fitted to the launches; their predictions
     spec         `SpecModel`: all of it fitted together, predictions with uncertainty
     choose       `rank`: expected hypervolume improvement x p_start; `explain`
+    hypervolume  the one hypervolume (and improvement, and ratio) of the project
 
 docs/model.md has the forms, why they hold, and the validation against the hand-tuning sweep's
 measurements.
 """
 
+from autospec.model import observation
 from autospec.model.choose import Choice, explain, hypervolume_improvement, rank, reference_point
-from autospec.model.observation import (
-    LevelObservation,
-    Observation,
-    flags_from_argv,
-    observation_from,
-    observation_from_record,
-)
+from autospec.model.hypervolume import hypervolume, hypervolume_ratio
+from autospec.model.observation import *  # noqa: F403  (the names of observation.__all__, re-exported below)
 from autospec.model.performance import SUPPORTED_METRICS, Target
 from autospec.model.shape import Shape, shape_of
 from autospec.model.spec import Prediction, SpecModel
 
 __all__ = [
-    "Observation",
-    "LevelObservation",
-    "observation_from",
-    "observation_from_record",
-    "flags_from_argv",
+    "hypervolume",
+    "hypervolume_ratio",
     "Shape",
     "shape_of",
     "Target",
@@ -45,3 +43,4 @@ __all__ = [
     "hypervolume_improvement",
     "reference_point",
 ]
+__all__ += observation.__all__

@@ -58,10 +58,12 @@ Each study fits its own parameters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from autospec.model.parameters import Group, Layout, Prior
 from autospec.model.shape import Shape
 
 __all__ = [
@@ -69,24 +71,36 @@ __all__ = [
     "position_acceptance",
     "tree_accept",
     "accept_length",
-    "N_ACCEPT_PARAMS",
-    "ACCEPT_PRIOR_MEAN",
-    "ACCEPT_PRIOR_SD",
-    "NGRAM_PRIOR_MEAN",
-    "NGRAM_PRIOR_SD",
+    "accept_lengths",
+    "ACCEPTANCE",
+    "ACCEPT_PRIORS",
+    "NGRAM_PRIORS",
     "TREE_PARAMS",
 ]
 
-#: u0, log u1, log u2, log gamma, log beta, logit lambda, logit w
-N_ACCEPT_PARAMS = 7
-#: Indices of the parameters only trees inform.
-TREE_PARAMS = (3, 4, 5, 6)
-#: Priors: top-1 acceptance at depth 1 around 0.75 (logit 1.1, wide), a decline of about
-#: 0.3 logit per position (a factor of 3 either way), a small acceleration (0.03, a
-#: factor of 7 either way); for trees a rank tail between power law and geometric and
-#: branches about as good as the main line.
-ACCEPT_PRIOR_MEAN = np.array([1.1, np.log(0.3), np.log(0.03), 0.0, np.log(2.0), 0.0, 0.0])
-ACCEPT_PRIOR_SD = np.array([2.0, 1.1, 2.0, 0.8, 1.5, 1.5, 1.5])
+#: The parameters, on the fit's scale: u0 as is, u1 and u2 as logs (as they are for NGRAM),
+#: gamma and beta as logs, lambda and w as logits.
+ACCEPTANCE = Group(
+    "acceptance",
+    ("first_logit", "decline", "acceleration", "tail_power", "tail_scale", "branch_quality", "recentred_share"),
+)
+_LAYOUT = Layout([ACCEPTANCE])
+#: The parameters only trees inform (a chain's launches leave them at their priors).
+TREE_PARAMS = ("tail_power", "tail_scale", "branch_quality", "recentred_share")
+#: The priors of the parameters `AcceptancePrior` does not set: for trees a rank tail between
+#: power law and geometric, and branches about as good as the main line.
+ACCEPT_PRIORS = (
+    Prior("tail_power", 0.0, 0.8, "log gamma, the rank tail's power: gamma about 1 (a factor of 2.2 either way)"),
+    Prior("tail_scale", float(np.log(2.0)), 1.5, "log beta, the rank tail's scale: about 2 (power law below, geometric above)"),
+    Prior("branch_quality", 0.0, 1.5, "logit lambda, how well a path off the top-1 line continues: about 0.5"),
+    Prior("recentred_share", 0.0, 1.5, "logit w, the re-centred tree's share of a tree's accept length: about 0.5"),
+)
+#: NGRAM's priors of the position form: u1 and u2 on their own scale, either sign.
+NGRAM_PRIORS = (
+    Prior("first_logit", 1.1, 2.0, "u0, the logit of the first position's acceptance: about 0.75, wide"),
+    Prior("decline", 0.3, 0.6, "u1, the logit decline per position: about 0.3, or a rise (negative)"),
+    Prior("acceleration", 0.0, 0.2, "u2, the change of the decline with depth: about none"),
+)
 
 
 @dataclass(frozen=True)
@@ -94,8 +108,10 @@ class AcceptancePrior:
     """What is known about acceptance before any launch measured it, for draft models:
     top-1 acceptance at depth 1 (``first``, with a standard deviation on the logit scale),
     the decline per position (``decline``, logit per position, with a standard deviation on
-    its log) and its acceleration. The default knows nothing about the workload; a caller
-    that knows it (temperature 0 on a repeated prompt accepts nearly everything) says so."""
+    its log) and its acceleration. The default knows nothing about the workload (about 0.75
+    at depth 1, wide; a decline of about 0.3 logit per position, a factor of 3 either way; a
+    small acceleration, 0.03, a factor of 7 either way); a caller that knows it (temperature
+    0 on a repeated prompt accepts nearly everything) says so."""
 
     first: float = 0.75
     first_sd: float = 2.0
@@ -104,37 +120,40 @@ class AcceptancePrior:
     acceleration: float = 0.03
     acceleration_sd: float = 2.0
 
-    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        mean = ACCEPT_PRIOR_MEAN.copy()
-        sd = ACCEPT_PRIOR_SD.copy()
-        mean[:3] = [np.log(self.first / (1.0 - self.first)), np.log(self.decline), np.log(self.acceleration)]
-        sd[:3] = [self.first_sd, self.decline_sd, self.acceleration_sd]
-        return mean, sd
+    def priors(self, *, ngram: bool = False) -> tuple[Prior, ...]:
+        """Every acceptance parameter's prior; `ngram`: NGRAM's position form (`NGRAM_PRIORS`)."""
+        if ngram:
+            return NGRAM_PRIORS + ACCEPT_PRIORS
+        return (
+            Prior("first_logit", float(np.log(self.first / (1.0 - self.first))), self.first_sd, "u0, the logit of a_1"),
+            Prior("decline", float(np.log(self.decline)), self.decline_sd, "log u1, the logit decline per position"),
+            Prior("acceleration", float(np.log(self.acceleration)), self.acceleration_sd, "log u2, the decline's growth"),
+        ) + ACCEPT_PRIORS
 
 
-#: NGRAM's priors: u1 and u2 on their own scale, either sign.
-NGRAM_PRIOR_MEAN = np.array([1.1, 0.3, 0.0])
-NGRAM_PRIOR_SD = np.array([2.0, 0.6, 0.2])
+#: Where each acceptance parameter sits in a row of acceptance parameters (M, 7), by name.
+_AT = {name: _LAYOUT.index(name) for name in ACCEPTANCE.names}
+_COLUMN = {name: slice(i, i + 1) for name, i in _AT.items()}
 
 
 def position_acceptance(params: np.ndarray, depth: int, monotone: bool = True) -> np.ndarray:
-    """(M, depth) top-1 acceptance a_j for parameter rows ``params`` (M, >= 3); u1 and u2
+    """(M, depth) top-1 acceptance a_j for acceptance parameter rows ``params`` (M, 7); u1 and u2
     as logs (`monotone`, draft models) or as they are (NGRAM)."""
     params = np.atleast_2d(params)
     j = np.arange(depth, dtype=float)  # j - 1
     if monotone:
-        u1 = np.exp(np.clip(params[:, 1:2], -30.0, 5.0))
-        u2 = np.exp(np.clip(params[:, 2:3], -30.0, 5.0))
+        u1 = np.exp(np.clip(params[:, _COLUMN["decline"]], -30.0, 5.0))
+        u2 = np.exp(np.clip(params[:, _COLUMN["acceleration"]], -30.0, 5.0))
     else:
-        u1, u2 = params[:, 1:2], params[:, 2:3]
-    logit = params[:, 0:1] - u1 * j[None, :] - u2 * j[None, :] ** 2
+        u1, u2 = params[:, _COLUMN["decline"]], params[:, _COLUMN["acceleration"]]
+    logit = params[:, _COLUMN["first_logit"]] - u1 * j[None, :] - u2 * j[None, :] ** 2
     return 1.0 / (1.0 + np.exp(-np.clip(logit, -30.0, 30.0)))
 
 
 def _beyond(params: np.ndarray, width: int) -> np.ndarray:
     """(M, width): P(rank > m | top-1 missed) for m = 1..width (1 at m = 1)."""
-    gamma = np.exp(np.clip(params[:, 3], -30.0, 10.0))[:, None]
-    beta = np.exp(np.clip(params[:, 4], -30.0, 30.0))[:, None]
+    gamma = np.exp(np.clip(params[:, _AT["tail_power"]], -30.0, 10.0))[:, None]
+    beta = np.exp(np.clip(params[:, _AT["tail_scale"]], -30.0, 30.0))[:, None]
     m = np.arange(1, width + 1, dtype=float)[None, :]
     return (1.0 + (m - 1.0) / beta) ** (-gamma)
 
@@ -160,7 +179,7 @@ def tree_accept(params: np.ndarray, depth: int, width: int, draft: int, monotone
     if width <= 1:
         survive = np.cumprod(a, axis=1)
         return 1.0 + survive[:, : min(depth, draft - 1)].sum(axis=1)
-    w = 1.0 / (1.0 + np.exp(-np.clip(params[:, 6], -30.0, 30.0)))
+    w = 1.0 / (1.0 + np.exp(-np.clip(params[:, _AT["recentred_share"]], -30.0, 30.0)))
     return (1.0 - w) * _beam_accept(params, a, width, draft) + w * _recentred_accept(params, a, width, draft)
 
 
@@ -194,7 +213,7 @@ def _recentred_accept(params: np.ndarray, a: np.ndarray, width: int, draft: int)
 def _beam_accept(params: np.ndarray, a: np.ndarray, width: int, draft: int) -> np.ndarray:
     """The static beam tree's accept length (SGLang's construction, module docstring)."""
     m, depth = a.shape
-    lam = 1.0 / (1.0 + np.exp(-np.clip(params[:, 5], -30.0, 30.0)))  # (M,)
+    lam = 1.0 / (1.0 + np.exp(-np.clip(params[:, _AT["branch_quality"]], -30.0, 30.0)))  # (M,)
     mass = _rank_mass(params, a, width)
     top1 = np.zeros(width, dtype=bool)
     top1[0] = True
@@ -228,3 +247,27 @@ def accept_length(params: np.ndarray, shape: Shape) -> np.ndarray:
     if shape.family == "ngram":
         return tree_accept(params, shape.depth, shape.width, shape.draft, monotone=False)
     return tree_accept(params, shape.depth, shape.width, shape.draft)
+
+
+def accept_lengths(params: np.ndarray, shapes: Sequence[Shape]) -> np.ndarray:
+    """(M, len(shapes)): `accept_length` of every shape, each draft shape once; the chains
+    of one form (draft model or NGRAM) share their positions' acceptance, computed once to
+    the deepest (a chain's accept length only reads its first positions)."""
+    params = np.atleast_2d(params)
+    out = np.ones((params.shape[0], len(shapes)))
+    columns: dict[tuple[str, int, int, int, int], list[int]] = {}
+    for j, s in enumerate(shapes):
+        if s.speculative and s.depth > 0 and s.draft > 1:
+            columns.setdefault(s.key, []).append(j)
+    chains: dict[bool, list[Shape]] = {}
+    for idx in columns.values():
+        s = shapes[idx[0]]
+        if s.width <= 1:
+            chains.setdefault(s.family != "ngram", []).append(s)
+        else:
+            out[:, idx] = accept_length(params, s)[:, None]
+    for monotone, chain_shapes in chains.items():
+        survive = np.cumprod(position_acceptance(params, max(s.depth for s in chain_shapes), monotone), axis=1)
+        for s in chain_shapes:
+            out[:, columns[s.key]] = (1.0 + survive[:, : min(s.depth, s.draft - 1)].sum(axis=1))[:, None]
+    return out

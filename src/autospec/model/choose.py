@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from autospec.model.hypervolume import hypervolume_improvement
 from autospec.model.spec import Prediction, SpecModel
 
 __all__ = ["rank", "explain", "Choice", "hypervolume_improvement", "reference_point", "MIN_P_START", "FLOOR_P_START", "MIN_GAIN"]
@@ -65,39 +66,6 @@ class Choice:
 def _to_min(values: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
     sign = np.array([-1.0 if mx else 1.0 for mx in maximize])
     return values * sign
-
-
-def _nondominated_min(points: np.ndarray) -> np.ndarray:
-    """The non-dominated rows of `points` (minimisation), sorted by the first column."""
-    if len(points) == 0:
-        return points
-    order = np.lexsort((points[:, 1], points[:, 0]))
-    pts = points[order]
-    keep = []
-    best_y = np.inf
-    for p in pts:
-        if p[1] < best_y:
-            keep.append(p)
-            best_y = p[1]
-    return np.array(keep)
-
-
-def hypervolume_improvement(points: np.ndarray, front: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Exact 2-D hypervolume improvement (minimisation) of each row of `points` (..., 2)
-    over `front` (k, 2) within `reference` (2,): the area that the point's box
-    [p, reference] adds to the boxes of the front."""
-    rx, ry = float(reference[0]), float(reference[1])
-    f = front[(front[:, 0] < rx) & (front[:, 1] < ry)] if len(front) else front
-    f = _nondominated_min(f) if len(f) else np.zeros((0, 2))
-    # staircase: for x in [x_i, x_{i+1}) the front dominates y >= y_i; before x_1 nothing
-    lefts = np.concatenate([[-np.inf], f[:, 0]])
-    rights = np.concatenate([f[:, 0], [rx]])
-    heights = np.concatenate([[ry], f[:, 1]])
-    px = points[..., 0:1]
-    py = points[..., 1:2]
-    width = np.clip(np.minimum(rights, rx) - np.maximum(lefts, px), 0.0, None)
-    height = np.clip(heights - py, 0.0, None)
-    return (width * height).sum(axis=-1)
 
 
 def reference_point(

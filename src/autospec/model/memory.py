@@ -56,9 +56,10 @@ from scipy.special import ndtr
 from autospec.model._linear import LinearFit, fit_linear
 from autospec.model.draft_kv import DraftKv, draft_kv_of
 from autospec.model.observation import GRAPH_FAILURE, KV_FAILURE, WEIGHTS_FAILURE, Observation
+from autospec.model.parameters import Group, Layout
 from autospec.model.shape import SPEC_DEFAULT_SLOTS, Shape
 
-__all__ = ["MemoryModel", "MemoryPrediction", "pool_features", "headroom_features"]
+__all__ = ["MemoryModel", "MemoryPrediction", "pool_features", "headroom_features", "POOL_TERMS", "HEADROOM_TERMS"]
 
 #: Relative spread added to a pool prediction per unit of extrapolation below the
 #: smallest pool that worked (a pool predicted at half the smallest seen gets +7.5%).
@@ -81,11 +82,22 @@ def _reserve(shape: Shape) -> float:
     return float((shape.slots or SPEC_DEFAULT_SLOTS) * shape.draft)
 
 
+#: The pool's linear terms (b0, bf, bd, bs of the module docstring), in the order of `pool_features`.
+POOL_TERMS = Layout([Group("pool", ("base", "per_mem_fraction", "per_draft_token", "per_reserved_token"))])
+#: The headroom's linear terms (h0, hf, g1..g4), in the order of `headroom_features`.
+HEADROOM_TERMS = Layout(
+    [Group("headroom", ("base", "per_mem_fraction", "per_draft_token", "per_draft_candidate", "tree", "per_tree_token"))]
+)
+
+
 def pool_features(shape: Shape) -> list[float]:
+    """The pool's features, one per `POOL_TERMS` name: 1, f, D (0 without speculation), slots x D."""
     return [1.0, _mem(shape), float(shape.draft if shape.speculative else 0), _reserve(shape)]
 
 
 def headroom_features(shape: Shape) -> list[float]:
+    """The headroom's features, one per `HEADROOM_TERMS` name: 1, f, D, steps x topk, tree,
+    tree x (D + steps x topk)."""
     tree = 1.0 if shape.tree else 0.0
     return [1.0, _mem(shape), float(shape.draft), float(shape.draft_passes * shape.width), tree, tree * shape.graph_tokens]
 
@@ -193,14 +205,25 @@ class MemoryModel:
             slope_prior = (0.0, 10.0 * scale)
         # the intercept (-bf x the weights' share of P) is a nuisance: centred where the
         # prior slope puts the launches, wide
-        intercept = float(np.median(y - slope_prior[0] * X[:, 1]))
-        reserve = X[:, 3].max() / max(X[:, 2].max(), 1.0) if X[:, 3].max() > 0 else float(SPEC_DEFAULT_SLOTS)
-        prior_mean = np.array([intercept, slope_prior[0], 0.0, 0.0])
+        column = {name: X[:, POOL_TERMS.index(name)] for name in POOL_TERMS.names}
+        intercept = float(np.median(y - slope_prior[0] * column["per_mem_fraction"]))
+        reserved, draft = column["per_reserved_token"].max(), column["per_draft_token"].max()
+        reserve = reserved / max(draft, 1.0) if reserved > 0 else float(SPEC_DEFAULT_SLOTS)
+        prior_mean = POOL_TERMS.vector(
+            {"base": intercept, "per_mem_fraction": slope_prior[0], "per_draft_token": 0.0, "per_reserved_token": 0.0}
+        )
         # per draft token: tight at 0 (attention-only models reserve nothing per draft
         # token); per slot and draft token (hybrid models' recurrent state): mean 0, sd
         # 10% of the largest pool seen per draft token at the slots seen (the hand-tuning sweep
         # measured 17%: about 80k of 455k tokens per step at 48 slots)
-        prior_sd = np.array([max(scale, 0.5 * a0), slope_prior[1], 0.005 * scale, 0.1 * scale / reserve])
+        prior_sd = POOL_TERMS.vector(
+            {
+                "base": max(scale, 0.5 * a0),
+                "per_mem_fraction": slope_prior[1],
+                "per_draft_token": 0.005 * scale,
+                "per_reserved_token": 0.1 * scale / reserve,
+            }
+        )
         sd = 0.003 * y + 16.0
         return fit_linear(X, y, sd, prior_mean, prior_sd)
 
@@ -217,9 +240,18 @@ class MemoryModel:
         # x cuda_graph_max_bs; 0.3% of the GPU's memory per token is a wide bound
         # (measured about 0.1-0.2% for the bundled profiles' scales)
         per_token = 0.003 * pre if pre else 0.25 * scale
-        prior_mean = np.array([pre if pre else 0.0, -pre if pre else 0.0, 0.0, 0.0, 0.0, 0.0])
-        prior_sd = np.array(
-            [10.0 * scale + (pre or 0.0), 0.05 * pre if pre else 10.0 * scale, per_token, per_token, 10.0 * per_token, per_token]
+        prior_mean = HEADROOM_TERMS.vector(
+            dict.fromkeys(HEADROOM_TERMS.names, 0.0) | {"base": pre if pre else 0.0, "per_mem_fraction": -pre if pre else 0.0}
+        )
+        prior_sd = HEADROOM_TERMS.vector(
+            {
+                "base": 10.0 * scale + (pre or 0.0),
+                "per_mem_fraction": 0.05 * pre if pre else 10.0 * scale,
+                "per_draft_token": per_token,
+                "per_draft_candidate": per_token,
+                "tree": 10.0 * per_token,
+                "per_tree_token": per_token,
+            }
         )
         sd = HEADROOM_NOISE_GB + 0.002 * np.abs(y)
         return fit_linear(X, y, sd, prior_mean, prior_sd)

@@ -217,7 +217,8 @@ def observation_from_record(
     its launch says nothing about the configuration (interrupted, a host failure).
     Flags: `base_flags` (the space's fixed flags), then the launched argv, the candidate
     and SGLang's resolved flags on top (the resolver's rewrites, e.g. draft tokens =
-    steps + 1 for chains)."""
+    steps + 1 for chains), and last what the server logged it runs
+    (`startup["logged_flags"]`)."""
     if not (record.launched or imported):
         return None
     outcome = record.outcome
@@ -229,6 +230,11 @@ def observation_from_record(
     flags.update(record.candidate)
     flags.update({k: v for k, v in record.resolved.items() if v is not None})
     startup = dict(record.startup or {})
+    # what the server logged it runs (its ServerArgs line) settles what the flags left to
+    # SGLang: a reference of SGLang's defaults leaves steps, topk and draft tokens unset
+    logged = startup.get("logged_flags")
+    if isinstance(logged, Mapping):
+        flags.update({k: v for k, v in logged.items() if v is not None})
     levels = {
         int(c): LevelObservation.from_summary(int(c), s, output_len)
         for c, s in (record.bench or {}).items()

@@ -167,6 +167,12 @@ class SpecModel:
         accept_prior: AcceptancePrior | None = None,
         candidates: Sequence[Mapping[str, Any]] = (),
     ) -> None:
+        """Fit every part from `observations`. `base_flags`: the space's fixed flags
+        (candidates are merged over them); `draws`, `seed`: the Monte Carlo draws of every
+        prediction; `accept_prior`: what is known about acceptance before measuring it
+        (default: nothing about the workload); `candidates`: what will be predicted, so that
+        other tuned flags none of the launches varied yet are still told apart
+        (`shape.context_keys`)."""
         self.observations = list(observations)
         self.targets = tuple(targets)
         self.base_flags = dict(base_flags or {})
@@ -186,26 +192,10 @@ class SpecModel:
         self._gp = self._fit_residuals()
 
     @classmethod
-    def fit(
-        cls,
-        observations: Sequence[Observation],
-        targets: Sequence[Target],
-        *,
-        base_flags: Mapping[str, Any] | None = None,
-        draws: int = DRAWS,
-        seed: int = 0,
-        accept_prior: AcceptancePrior | None = None,
-        candidates: Sequence[Mapping[str, Any]] = (),
-    ) -> SpecModel:
-        """Fit every part from `observations` (launches: started or failed at init).
-        `base_flags`: the space's fixed flags (candidates are merged over them); `draws`,
-        `seed`: the Monte Carlo draws of every prediction; `accept_prior`: what is known
-        about acceptance before measuring it (default: nothing about the workload);
-        `candidates`: what will be predicted, so that other tuned flags none of the launches
-        varied yet are still told apart (`shape.context_keys`)."""
-        return cls(
-            observations, targets, base_flags=base_flags, draws=draws, seed=seed, accept_prior=accept_prior, candidates=candidates
-        )
+    def fit(cls, observations: Sequence[Observation], targets: Sequence[Target], **options: Any) -> SpecModel:
+        """Fit every part from `observations` (launches: started or failed at init); the
+        `options` are the constructor's keywords (`__init__`: what each one means)."""
+        return cls(observations, targets, **options)
 
     def _predicted_cap(self, o: Observation) -> float | None:
         """The running-request cap the memory model expects for a launch that did not report one."""
@@ -223,7 +213,8 @@ class SpecModel:
             return [None for _ in self.targets]
         shapes = [o.shape for o in self.measured]
         caps = np.array([float(o.max_running_requests or o.shape.slots or 48) for o in self.measured])
-        base = self.performance.figures(self.performance.params[None, :], shapes, caps[None, :], self.targets)[0]
+        requests = self.performance.requests_of(self.measured, self.targets)
+        base = self.performance.figures(self.performance.params[None, :], shapes, caps[None, :], self.targets, requests)[0]
         for i, target in enumerate(self.targets):
             idx, logs, sds = [], [], []
             for j, o in enumerate(self.measured):
@@ -270,7 +261,9 @@ class SpecModel:
         if self.measured:
             mshapes = [o.shape for o in self.measured]
             mcaps = np.array([float(o.max_running_requests or o.shape.slots or 48) for o in self.measured])
-            mlogs = np.log(np.maximum(self.performance.figures(thetas, mshapes, mcaps[None, :], self.targets), 1e-12))
+            mrequests = self.performance.requests_of(self.measured, self.targets)
+            mfigures = self.performance.figures(thetas, mshapes, mcaps[None, :], self.targets, mrequests)
+            mlogs = np.log(np.maximum(mfigures, 1e-12))
         noise = rng.standard_normal((m, n, t))
         noise[0] = 0.0  # draw 0 is the fit itself
         for i, target in enumerate(self.targets):

@@ -4,32 +4,19 @@ stored trials are read back and classified. The only code that knows attribute k
     schema   TrialRecord (typed, versioned, round-tripping to user attributes), Markers,
              outcome names
     stored   StoredTrial, TrialClass, classify, read_trials (the one reader)
-    front    pareto_front (the one Pareto front), launch_groups (relaunches pooled in), objective_groups
+    servers  the same server: launch_groups (a configuration's launches, references included),
+             objective_groups (the same server at one concurrency), holds_level
+    front    pareto_front (the one Pareto front), pooled_values
     confirming  what the picks rest on (contests) and which relaunch settles them
     store    TrialStore (the one writer: records, constraints, the dashboard's mirror,
              worker/server identities, queued trials)
     retry    StorageRetry (riding out a storage that is briefly away)
 """
 
+from autospec.records import schema
 from autospec.records.front import dominates, launch_groups, objective_groups, pareto_front, pooled_values
 from autospec.records.retry import STORAGE_AWAY_ERRORS, StorageRetry, StorageUnavailable
-from autospec.records.schema import (
-    BENCH_FAILED,
-    CONSTRAINT_VIOLATED,
-    DUPLICATE,
-    INTERRUPTED,
-    MEASURED_OUTCOMES,
-    NOT_LAUNCHED_OUTCOMES,
-    OK,
-    ORPHANED,
-    REJECTED,
-    SCHEMA_VERSION,
-    SKIPPED,
-    STALE,
-    WITHDRAWN,
-    Markers,
-    TrialRecord,
-)
+from autospec.records.schema import *  # noqa: F403  (the names of schema.__all__, re-exported below)
 from autospec.records.store import (
     DASHBOARD_CONSTRAINTS_KEY,
     FEASIBLE_KEY,
@@ -41,21 +28,6 @@ from autospec.records.store import (
 from autospec.records.stored import SERVER_KEY, WORKER_KEY, StoredTrial, TrialClass, classify, read_trial, read_trials
 
 __all__ = [
-    "SCHEMA_VERSION",
-    "TrialRecord",
-    "Markers",
-    "OK",
-    "REJECTED",
-    "SKIPPED",
-    "DUPLICATE",
-    "BENCH_FAILED",
-    "CONSTRAINT_VIOLATED",
-    "INTERRUPTED",
-    "STALE",
-    "ORPHANED",
-    "WITHDRAWN",
-    "NOT_LAUNCHED_OUTCOMES",
-    "MEASURED_OUTCOMES",
     "StoredTrial",
     "TrialClass",
     "classify",
@@ -78,3 +50,4 @@ __all__ = [
     "StorageUnavailable",
     "STORAGE_AWAY_ERRORS",
 ]
+__all__ += schema.__all__

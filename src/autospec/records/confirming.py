@@ -41,8 +41,8 @@ from dataclasses import dataclass, field, replace
 
 from autospec.metrics.paired import Comparison
 from autospec.metrics.relaunch import LaunchFigure, Pooled
-from autospec.records.front import launch_groups
 from autospec.records.launches import ObjectiveRef, PooledStudy, launch_figure, pool_study
+from autospec.records.servers import launch_groups
 from autospec.records.stored import StoredTrial, TrialClass
 
 __all__ = [

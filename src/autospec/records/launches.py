@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
 from autospec.metrics.paired import Comparison, LogSpread, Side, compare, launch_spread
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
-from autospec.records.front import launch_groups, objective_groups
+from autospec.records.servers import launch_groups, objective_groups
 from autospec.records.stored import StoredTrial
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "level_series",
     "level_settled",
     "pool_study",
+    "pool_levels",
     "race_check",
     "RACE_CHECKS",
 ]
@@ -225,3 +226,32 @@ def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> P
         for n in groups:
             sides[n].append(found_sides.get(n))
     return PooledStudy(spread, configurations, pooled_with, behind, log_spread, sides)
+
+
+def _level_launch(trial: StoredTrial, metric: str, concurrency: int) -> LaunchFigure | None:
+    """One launch's `metric` at `concurrency` from its stored level summary (None when the
+    level is missing, failed, or has no finite value)."""
+    level = trial.record.bench.get(concurrency) if trial.record is not None else None
+    value = level.get(metric) if level and not level.get("failed_reason") else None
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    interval = level_interval(level, metric)
+    return LaunchFigure(float(value), None if interval is None else (interval[1] - interval[0]) / 2)
+
+
+def pool_levels(trials: Sequence[StoredTrial], metrics: Sequence[str]) -> dict[int, dict[tuple[str, int], Pooled]]:
+    """Configuration -> (metric, concurrency) -> that figure pooled over every launch of the
+    same server at that concurrency (`objective_groups`), for the levels that are not
+    objectives (the concurrency plot, the adaptive ladder): so they agree with the table.
+    No between-launch spread is added (it is measured on the objectives only)."""
+    groups = launch_groups(trials)
+    levels = sorted({c for group in groups.values() for t in group if t.record is not None for c in t.record.bench})
+    out: dict[int, dict[tuple[str, int], Pooled]] = {n: {} for n in groups}
+    for c in levels:
+        classes = objective_groups(trials, c, groups)
+        for metric in metrics:
+            for n, launches in classes.items():
+                figures = [f for f in (_level_launch(t, metric, c) for t in launches) if f is not None]
+                if figures:
+                    out[n][(metric, c)] = pool_launches(figures, None)
+    return out

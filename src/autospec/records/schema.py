@@ -56,6 +56,7 @@ __all__ = [
     "INTERRUPTED",
     "STALE",
     "ORPHANED",
+    "WITHDRAWN",
     "NOT_LAUNCHED_OUTCOMES",
     "MEASURED_OUTCOMES",
 ]

@@ -9,8 +9,15 @@ nothing are told worst-case values (0 tok/s for maximised metrics), so every sam
 reads them as COMPLETE and none can put them on a front. A trial that measured but
 violated an SLO is told worst-case values too (its measurement stays in the record), so
 that fronts computed without constraints (optuna-dashboard 0.21.0's API) leave it out.
-A reference point (`Markers.reference`) is told worst-case values for the same reason:
-its measurement stays in the record, and no front, the dashboard's included, shows it.
+A reference point (`Markers.reference`) is a deployable configuration like any other: it
+is told its measured values (worst-case ones only where it broke an SLO), so Optuna's
+`best_trials` and optuna-dashboard's front show it where nothing dominates it. Trials that
+measured nothing (a launch that failed at init) carry ``feasible`` = 1 with worst-case
+values: COMPLETE, so they count as launches, are never retried, and teach the samplers
+to avoid the configuration (the proposer's scratch study mirrors them), while
+`best_trials` (Optuna 5.1 takes only trials with every constraint <= 0) and the
+dashboard (the mirrored ``constraints`` list) draw them as infeasible, never as a front
+point.
 
 Every storage call goes through a `StorageRetry`, so a storage that is briefly away
 (a PostgreSQL restart, a SQLite file locked by the dashboard) delays the run instead of
@@ -116,9 +123,6 @@ class TrialStore:
             stored = self.storage.get_trial(live._trial_id)
             if stored.state.is_finished():
                 return live._trial_id
-            told = values
-            if values is not None and Markers.from_attrs(stored.user_attrs).reference is not None:
-                told = worst_values(self.maximize)
             try:
                 for key, value in record.to_attrs().items():
                     live.set_user_attr(key, value)
@@ -126,7 +130,7 @@ class TrialStore:
                     for key, value in constraints.items():
                         live.set_constraint(key, value)
                     self.storage.set_trial_system_attr(live._trial_id, DASHBOARD_CONSTRAINTS_KEY, list(constraints.values()))
-                self.study.tell(live, values=told, state=state)
+                self.study.tell(live, values=values, state=state)
             except optuna.exceptions.UpdateFinishedTrialError:
                 pass  # another process ended it between our look and our writes
             return live._trial_id

@@ -12,8 +12,10 @@ Classes (`TrialClass`), decided only by `classify`:
     relaunch     COMPLETE, feasible, measured by launching a measured trial's configuration
                  again (`Markers.confirm_of`); pooled with it, never on a front by itself
     reference    COMPLETE, launched and measured, a reference point outside the search
-                 (`Markers.reference`: no speculation, SGLang's defaults, adaptive);
-                 never on a front, whatever its SLOs; compared with the picks instead
+                 (`Markers.reference`: no speculation, SGLang's defaults, adaptive): a
+                 configuration of the front and the picks like a measured one (within
+                 its SLOs: `autospec.records.servers`), left out of what the samplers,
+                 the duplicate check and the mem-fraction pushes learn from
     failed       FAIL / PRUNED: the tuner died, or a transient host failure; retried
     interrupted  FAIL after a stop signal; retried
     running      RUNNING, or WAITING in the queue

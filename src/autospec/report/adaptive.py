@@ -31,12 +31,9 @@ from typing import Any
 from autospec.errors import UsageError
 from autospec.report.data import Measure, StudyData, TrialView
 from autospec.report.deploy import split_argv
+from autospec.sglang_facts import ADAPTIVE_ALGORITHMS, DRAFT_TOKENS, STEPS, TOPK
 
 __all__ = ["LadderSlot", "Ladder", "build_ladder", "ladder_json", "dumps", "adaptive_flags", "ADAPTIVE_ALGORITHMS"]
-
-ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
-STEPS = "speculative_num_steps"
-TOPK = "speculative_eagle_topk"
 
 
 @dataclass(frozen=True)
@@ -110,10 +107,12 @@ def build_ladder(data: StudyData, metric: str = "agg_output_tok_s") -> Ladder:
         best_of: dict[int, tuple[Measure, int]] = {}
         for steps, trials in by_steps.items():
             for t in trials:
-                m = t.measure(metric, c)
+                m = t.level_figure(data.objectives, metric, c)  # the table's figure where it is an objective
                 if m is None or (t.bench.get(c) or {}).get("failed_reason"):
                     continue
-                if steps not in best_of or m.value > best_of[steps][0].value:
+                current = best_of.get(steps)
+                # one pooled figure is shared by the same server's configurations: the front's names it
+                if current is None or m.value > current[0].value or (m.value == current[0].value and t.kind == "front"):
                     best_of[steps] = (m, t.number)
         if not best_of:
             continue
@@ -162,9 +161,9 @@ def adaptive_flags(ladder: Ladder, config_path: str) -> dict[str, Any]:
     """Server flags that run the ladder: adaptive on, start at the best low-load depth."""
     steps = ladder.initial_steps
     return {
-        "speculative_eagle_topk": 1,
+        TOPK: 1,
         STEPS: steps,
-        "speculative_num_draft_tokens": steps + 1,
+        DRAFT_TOKENS: steps + 1,
         "speculative_adaptive": True,
         "speculative_adaptive_config": config_path,
     }

@@ -57,10 +57,14 @@ def write_csv(curve: Mapping[str, Any], path: Path) -> None:
 
 
 def summary_line(curve: Mapping[str, Any]) -> str:
-    """'capacity C=13 under ttft_ms_p99 <= 2000: C=14 breaks it (...)' or why there is none."""
+    """'capacity C=13 under ttft_ms_p99 <= 2000: C=14 breaks it (...)' or why there is none;
+    for a search that stopped early (``stopped``), what the finished levels show."""
     bounds = " and ".join(f"{b['metric']} <= {b['max']:g}" for b in curve.get("bounds", []))
     capacity, broken = curve.get("capacity"), curve.get("first_broken")
     points = {p["concurrency"]: p for p in curve.get("points", [])}
+    stopped = curve.get("stopped")
+    if stopped and not (capacity is not None and broken == capacity + 1):
+        return f"{_stopped(stopped, len(points))}: {_so_far(capacity, broken)} under {bounds}"
     if capacity is None:
         why = "; ".join(points[broken]["broken"]) if broken in points else "nothing measured"
         return f"no concurrency holds {bounds}: C={broken} already breaks it ({why})"
@@ -69,6 +73,22 @@ def summary_line(curve: Mapping[str, Any]) -> str:
             f"capacity C>={capacity} under {bounds}: every level up to the limit held (raise --max-concurrency to look further)"
         )
     return f"capacity C={capacity} under {bounds}; C={broken} breaks it ({'; '.join(points[broken]['broken'])})"
+
+
+def _stopped(reason: str, levels: int) -> str:
+    how = "at --timeout" if reason == "timeout" else f"by {reason}"
+    return f"stopped {how} after {levels} finished level{'s' if levels != 1 else ''}"
+
+
+def _so_far(capacity: int | None, broken: int | None) -> str:
+    """What the finished levels of an unfinished search say about the capacity."""
+    if capacity is None and broken is None:
+        return "no capacity known"
+    if capacity is None:
+        return f"C={broken} broke, no lower level measured"
+    if broken is None:
+        return f"capacity C>={capacity} so far"
+    return f"capacity between C={capacity} and C={broken - 1} (C={capacity} held, C={broken} broke)"
 
 
 def _series(curve: Mapping[str, Any], metric: str) -> tuple[list[int], list[float], list[bool]]:
@@ -98,8 +118,8 @@ def _panel(ax: Any, curve: Mapping[str, Any], metric: str, bound: float | None, 
         ax.axhline(bound, color=_BROKE, linestyle="--", linewidth=1.0, label=f"bound {bound:g}")
     if curve.get("capacity") is not None:
         ax.axvline(curve["capacity"], color=_HELD, linestyle=":", linewidth=1.2, label=f"capacity C={curve['capacity']}")
-    ax.set_xscale("log", base=2)
-    if cs:
+    if cs:  # a run stopped before its first level has no points to scale
+        ax.set_xscale("log", base=2)
         ax.set_xticks(cs)
         ax.set_xticklabels([str(c) for c in cs], fontsize=7)
     ax.set_xlabel("concurrency C (requests in flight)")

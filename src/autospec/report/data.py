@@ -5,11 +5,13 @@ everything else (table, recommendations, exports, plots, documents) works on the
 `StudyData` it returns, so it can be tested with hand-made data.
 
 Trial kinds (`TrialView.kind`) refine the one classification of `autospec.records`:
-a measured trial is ``front`` or ``dominated`` (`autospec.records.pareto_front` decides);
-the other classes keep their names: ``infeasible``, ``duplicate``, ``relaunch``,
-``reference`` (a reference point measured beside the search, `TrialView.reference` its
-name; never on the front, compared with the picks by `autospec.report.references`),
-``failed``, ``interrupted``, ``running``.
+a configuration (`autospec.records.servers`: a measured trial, or a reference point within
+its SLOs, with every launch of the same server) is ``front`` or ``dominated``
+(`autospec.records.pareto_front` decides); a reference point keeps its name in
+`TrialView.reference` (no_speculation, sglang_defaults, adaptive), and one that broke an
+SLO is kind ``reference``; the other launches of a configuration are ``relaunch``; the
+other classes keep their names: ``infeasible``, ``duplicate``, ``failed``,
+``interrupted``, ``running``.
 
 Relaunches (`autospec optimize --confirm K`) are pooled into the trial they confirm: its
 view holds the mean over its launches (`values`, `launches`) and, per objective, an
@@ -35,7 +37,7 @@ from autospec.metrics.paired import Comparison, LogSpread, Side, compare
 from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
-from autospec.records.launches import ObjectiveRef, level_interval, level_series, level_settled, pool_study
+from autospec.records.launches import ObjectiveRef, level_interval, level_series, level_settled, pool_levels, pool_study
 
 __all__ = [
     "Objective",
@@ -50,6 +52,8 @@ __all__ = [
     "front_json",
 ]
 
+#: figures pooled at every measured level for the concurrency plot and the adaptive ladder
+LEVEL_METRICS = ("output_tok_s", "agg_output_tok_s")
 _OBJECTIVE_RE = re.compile(r"^(?P<metric>[a-z0-9_]+)@c(?P<c>\d+)$")
 
 
@@ -165,6 +169,8 @@ class TrialView:
     predicted: Mapping[str, Any] | None = None  # --sampler model: what it expected before the launch
     worker: Mapping[str, Any] | None = None  # who ran it: host, hardware, GPU slot (docs/distributed.md)
     reference: str | None = None  # the reference point it measured (no_speculation, sglang_defaults, adaptive)
+    # (metric, concurrency) -> the figure pooled over the same server's launches there (`pool_levels`)
+    level_pooled: Mapping[tuple[str, int], Measure] = field(default_factory=dict)
 
     @property
     def levels(self) -> list[int]:
@@ -186,6 +192,15 @@ class TrialView:
         n = level.get("n_ok")
         method = level.get("agg_ci_method") if metric == "agg_output_tok_s" else None
         return Measure(value, half, int(n) if isinstance(n, (int, float)) else None, str(method) if method else None)
+
+    def level_figure(self, objectives: Sequence[Objective], metric: str, concurrency: int) -> Measure | None:
+        """`metric` at `concurrency` as the front and the table give it: pooled over the
+        configuration's launches (`objective_measure` where it is an objective, else
+        `level_pooled`), this launch's summary where nothing was pooled."""
+        for i, o in enumerate(objectives):
+            if o.metric == metric and o.concurrency == concurrency:
+                return self.objective_measure(o, i)
+        return self.level_pooled.get((metric, concurrency)) or self.measure(metric, concurrency)
 
     def value(self, index: int) -> float:
         """Objective `index` as stored (NaN when the trial has no values)."""
@@ -268,7 +283,7 @@ class StudyData:
             infeasible=kinds.count("infeasible"),
             duplicate=kinds.count("duplicate"),
             relaunch=kinds.count("relaunch"),
-            reference=kinds.count("reference"),
+            reference=sum(1 for t in self.trials if t.reference is not None and t.kind in ("front", "dominated", "reference")),
             failed=kinds.count("failed"),
             interrupted=kinds.count("interrupted"),
             running=kinds.count("running"),
@@ -294,10 +309,13 @@ class StudyData:
 
     @property
     def references(self) -> list[TrialView]:
-        """The measured reference points, one per name (the last measured when a name was
-        measured twice), in launch order."""
-        latest = {t.reference: t for t in self.of_kind("reference") if t.reference is not None}
-        return sorted(latest.values(), key=lambda t: t.number)
+        """The measured reference points, one per name (a relaunch of one is pooled into it),
+        in launch order."""
+        found: dict[str, TrialView] = {}
+        for t in sorted(self.of_kind("front", "dominated", "reference"), key=lambda t: t.number):
+            if t.reference is not None:
+                found.setdefault(t.reference, t)
+        return list(found.values())
 
     def baseline_trial(self, number: int | None = None) -> TrialView | None:
         """Trial `number`, else the measured trial marked as the baseline (enqueued by
@@ -331,10 +349,10 @@ def _values_of(t: StoredTrial) -> list[float] | None:
     return list(t.values) if t.values else None
 
 
-def _view(t: StoredTrial, on_front: set[int]) -> TrialView:
+def _view(t: StoredTrial, on_front: set[int], configurations: set[int]) -> TrialView:
     r = t.record
     kind = t.trial_class.value
-    if t.trial_class == TrialClass.MEASURED:
+    if t.trial_class == TrialClass.MEASURED or t.number in configurations:
         kind = "front" if t.number in on_front else "dominated"
     return TrialView(
         confirm_of=t.markers.confirm_of,
@@ -367,18 +385,22 @@ def snapshot(study: Any) -> StudyData:
     trials = read_trials(study)
     concurrencies = [o.concurrency for o in objectives]
     on_front = {t.number for t in pareto_front(trials, [o.maximize for o in objectives], concurrencies)}
-    views = {t.number: _view(t, on_front) for t in trials}
+    groups = launch_groups(trials)
+    views = {t.number: _view(t, on_front, set(groups)) for t in trials}
     refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
     pooled = pool_study(trials, refs)
     originals = dict(views)
-    for number, group in launch_groups(trials).items():
-        for t in group[1:]:  # a measured trial of the same flags (--remeasure) is a relaunch of the first
-            if t.trial_class != TrialClass.REFERENCE:  # a reference of the same server stays a reference
+    for number, group in groups.items():
+        for t in group:  # every other launch of the same server is a relaunch of the configuration
+            if t.number != number:
                 views[t.number] = replace(views[t.number], kind="relaunch", confirm_of=number)
         classes = [[originals[t.number] for t in launches] for launches in pooled.launches[number]]
         views[number] = _pooled(
             views[number], len(group), classes, objectives, pooled.configurations[number], pooled.pooled_with[number]
         )
+    for number, figures in pool_levels(trials, LEVEL_METRICS).items():
+        measures = {key: Measure(p.value, p.half) for key, p in figures.items() if math.isfinite(p.value)}
+        views[number] = replace(views[number], level_pooled=measures)
     spread = {objectives[i].name: s for i, s in pooled.spread.items()}
     return StudyData(
         study.study_name,
@@ -429,6 +451,6 @@ def front_json(data: StudyData) -> dict[str, Any]:
     return {
         "study": data.name,
         "objectives": [{"name": o.name, "direction": o.direction} for o in data.objectives],
-        "front": [{"number": t.number, "params": t.flags, "values": t.values} for t in data.front],
+        "front": [{"number": t.number, "params": t.flags, "values": t.values, "reference": t.reference} for t in data.front],
         "counts": data.counts.as_dict(),
     }

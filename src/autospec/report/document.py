@@ -21,6 +21,7 @@ from pathlib import Path
 
 from autospec.errors import UsageError
 from autospec.report.adaptive import adaptive_flags, build_ladder, dumps
+from autospec.report.answer import verdict_lines
 from autospec.report.checks import study_warnings
 from autospec.report.data import StudyData, TrialView
 from autospec.report.deploy import argv_of, deployment_for, render_cmd
@@ -28,7 +29,7 @@ from autospec.report.model_notes import model_lines
 from autospec.report.plots import concurrency_figure, pareto_figure, render
 from autospec.report.recommend import Pick, recommend
 from autospec.report.references import GAINS_LEGEND, gains_lines
-from autospec.report.table import ParetoTable, build_table, compact, format_markdown
+from autospec.report.table import ParetoTable, build_table, describe, format_markdown
 
 __all__ = ["ReportFiles", "write_report", "pick_summary"]
 
@@ -91,11 +92,11 @@ def _blocks(
     objectives = ", ".join(f"{o.label} ({o.direction})" for o in data.objectives)
     blocks: list[Block] = [("p", _counts_line(data)), ("p", f"Objectives: {objectives}.")]
     if baseline is not None:
-        blocks.append(("p", f"Baseline: trial {baseline.number} ({compact(baseline.flags)}); ratios in the table are to it."))
+        blocks.append(("p", f"Baseline: trial {baseline.number} ({describe(baseline)}); ratios in the table are to it."))
     notes = study_warnings(data, baseline)
     if notes:
         blocks += [("h2", "Notes"), ("list", notes)]
-    blocks.append(("h2", "Recommendations"))
+    blocks += [("h2", "What to deploy"), ("list", verdict_lines(data, picks)), ("h2", "Recommendations")]
     if not picks:
         blocks.append(("p", "Nothing is on the Pareto front yet: run autospec optimize."))
     shown: dict[int, str] = {}

@@ -55,6 +55,8 @@ def _varying(data: StudyData) -> set[str]:
 
 
 def _name(t: TrialView, keys: set[str]) -> str:
+    if t.reference is not None:
+        return f"#{t.number} {t.reference}"
     return f"#{t.number} {compact({k: v for k, v in t.flags.items() if k in keys})}".rstrip()
 
 
@@ -110,7 +112,8 @@ def pareto_figure(data: StudyData, baseline: TrialView | None = None, picks: Map
 
 
 def _draw_references(ax: Any, data: StudyData, point: Callable[[TrialView], _Point]) -> None:
-    """The reference points measured in the study (not on the front) as named diamonds."""
+    """The reference points measured in the study as named diamonds (on the front, where
+    nothing dominates them, they are also front points)."""
     for t in data.references:
         (x, _), (y, _) = point(t)
         ax.scatter([x], [y], marker="D", s=60, color=_REFERENCE, zorder=4, label=f"reference {t.reference}: #{t.number}")
@@ -241,14 +244,15 @@ def _label_axes(ax: Any, data: StudyData, ix: int, iy: int, single: bool) -> Non
     ax.legend(handles, labels, loc="best", fontsize=8, framealpha=0.9)
 
 
-def _series(t: TrialView, metric: str) -> tuple[list[int], list[float], list[float]]:
+def _series(data: StudyData, t: TrialView, metric: str) -> tuple[list[int], list[float], list[float]]:
+    """`t`'s figures at every level: pooled where the level is an objective (the table's)."""
     cs: list[int] = []
     vs: list[float] = []
     hs: list[float] = []
     for c in t.levels:
         if (t.bench[c] or {}).get("failed_reason"):
             continue
-        m = t.measure(metric, c)
+        m = t.level_figure(data.objectives, metric, c)
         if m is None:
             continue
         cs.append(c)
@@ -275,7 +279,7 @@ def concurrency_figure(data: StudyData, baseline: TrialView | None = None) -> Fi
     )
     for ax, (metric, ylabel, title) in zip(axes, panels):
         for k, t in enumerate(shown):
-            cs, vs, hs = _series(t, metric)
+            cs, vs, hs = _series(data, t, metric)
             if not cs:
                 continue
             is_base = baseline is not None and t.number == baseline.number

@@ -36,9 +36,9 @@ from typing import Any
 
 from autospec.report.data import Measure, Objective, StudyData, TrialView
 from autospec.report.support import support_note, versus_json
-from autospec.report.table import compact
+from autospec.report.table import describe, fmt_ratio, ratio
 
-__all__ = ["Pick", "recommend", "PICKS", "share_of_best"]
+__all__ = ["Pick", "recommend", "PICKS", "share_of_best", "best_speculative"]
 
 PICKS = ("latency", "throughput", "knee")
 TIE_MARGIN = 0.01  # relative: values this close to the best are practically equal
@@ -46,10 +46,38 @@ TIE_MARGIN = 0.01  # relative: values this close to the best are practically equ
 
 @dataclass(frozen=True)
 class Pick:
+    """`trial` (a configuration of the front: a reference point too) picked as `name`;
+    `objective`: the objective it was chosen on (None: the knee); `tied_with`: the front
+    configurations tied with it there (named, not deciding: module docstring)."""
+
     name: str  # "latency" | "throughput" | "knee"
     trial: TrialView
     why: str
+    objective: int | None = None
+    tied_with: tuple[int, ...] = ()
     versus: dict[str, Any] | None = None  # the paired ratio to the runner-up (`support.versus_json`)
+
+
+def best_speculative(data: StudyData, i: int) -> TrialView | None:
+    """The best measured configuration on objective `i` that speculates: no reference point
+    (they are SGLang's own choices), the configuration a reference pick is compared with."""
+    tuned = [t for t in data.measured if t.reference is None]
+    return max(tuned, key=lambda t: (_score(t, data, i), -t.number)) if tuned else None
+
+
+def _reference_note(data: StudyData, t: TrialView, i: int) -> str:
+    """For a reference point picked on objective `i`: the best speculative configuration's
+    ratio to it there (one `ratio` call: the comparison a paired statistic can replace)."""
+    if t.reference is None:
+        return ""
+    other = best_speculative(data, i)
+    if other is None:
+        return f" It is the reference point {t.reference}: nothing tuned was measured to compare it with."
+    r = ratio(_value(other, data, i), _value(t, data, i))
+    return (
+        f" It is the reference point {t.reference}: the best tuned configuration, trial {other.number} "
+        f"({describe(other)}), reads {fmt_ratio(r)} of it at {_where(data.objectives[i])}."
+    )
 
 
 def _value(t: TrialView, data: StudyData, i: int) -> Measure:
@@ -110,6 +138,10 @@ def _tied_with(data: StudyData, t: TrialView, chosen: TrialView, i: int) -> bool
     return not c.separated if c is not None and c.paired else _tied(a, b)
 
 
+def _others(tied: list[TrialView], chosen: TrialView) -> tuple[int, ...]:
+    return tuple(sorted(t.number for t in tied if t is not chosen))
+
+
 def _lead(tied: list[TrialView], data: StudyData, i: int, superlative: str) -> str:
     """'fastest at C=1', or 'practically fastest at C=1' when others tie with it."""
     return f"{'' if len(tied) < 2 else 'practically '}{superlative} at {_where(data.objectives[i])}"
@@ -143,8 +175,6 @@ def share_of_best(data: StudyData, t: TrialView, front: list[TrialView]) -> list
 
 def _ratio_text(a: Measure, b: Measure) -> str:
     """'x1.12 +-0.02', with ', within noise' when the interval includes 1."""
-    from autospec.report.table import fmt_ratio, ratio
-
     r = ratio(a, b)
     if r is None:
         return "-"
@@ -188,7 +218,12 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
                 f"{_fmt(_value(baseline, data, thr), ot)})."
             )
     picks["latency"] = Pick(
-        "latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}{support_note(data, t, lat)}", versus_json(data, t, lat)
+        "latency",
+        t,
+        f"trial {t.number} ({describe(t)}) is {why}{support_note(data, t, lat)}{_reference_note(data, t, lat)}",
+        lat,
+        _others(tied, t),
+        versus_json(data, t, lat),
     )
 
     # throughput
@@ -202,7 +237,10 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     picks["throughput"] = Pick(
         "throughput",
         t,
-        f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.{support_note(data, t, thr)}",
+        f"trial {t.number} ({describe(t)}) has {lead}: {_fmt(a_t, ot)}{extra}.{support_note(data, t, thr)}"
+        f"{_reference_note(data, t, thr)}",
+        thr,
+        _others(tied, t),
         versus_json(data, t, thr),
     )
 
@@ -215,7 +253,7 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     picks["knee"] = Pick(
         "knee",
         t,
-        f"trial {t.number} ({compact(t.flags)}) is the balanced choice: it keeps at least "
+        f"trial {t.number} ({describe(t)}) is the balanced choice: it keeps at least "
         f"{min(shares):.0%} of the best value on every objective ({parts}).",
     )
     return picks

@@ -108,6 +108,8 @@ def reference_gains(data: StudyData, picks: Mapping[str, Pick]) -> list[PickGain
     for ref in data.references:
         base = _measures(data, ref)
         for number, (t, names) in by_trial.items():
+            if number == ref.number:
+                continue  # the reference is that pick: no gain over itself
             gains = []
             for i, (a, b) in enumerate(zip(_measures(data, t), base)):
                 gains.append(_gain(data, t, ref, i, ratio(a, b)))

@@ -14,18 +14,64 @@ separated only once the study has measured the spread.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from autospec.metrics.relaunch import LaunchFigure
-from autospec.records.confirming import MIN_LAUNCHES, launches_disagree
+from autospec.metrics.relaunch import LaunchFigure, Pooled
+from autospec.records.confirming import MIN_LAUNCHES, launches_disagree, overlap
 from autospec.report.data import Measure, StudyData, TrialView
 
-__all__ = ["support_note", "runner_up", "disagreeing_launches", "versus_text", "versus_json"]
+__all__ = ["support_note", "runner_up", "disagreeing_launches", "Standing", "standing", "versus_text", "versus_json"]
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What a pick on objective `index` rests on: its figure, the launches behind it (its
+    own and those of `pooled_with`: the same server there), the runner-up, and whether
+    its interval separates it from the runner-up (None: nothing to compare with; False
+    also while one launch cannot settle it, `settled` telling which)."""
+
+    index: int
+    measure: Measure
+    launches: int
+    own_launches: int
+    pooled_with: tuple[int, ...]
+    runner_up: TrialView | None
+    runner_up_measure: Measure | None
+    separated: bool | None
+    unsettled_single_launch: bool
+    disagree: tuple[str, ...]
+
+
+def standing(data: StudyData, chosen: TrialView, i: int) -> Standing:
+    """`chosen`'s standing on objective `i` (module docstring)."""
+    o = data.objectives[i]
+    n = chosen.objective_launches[i] if i < len(chosen.objective_launches) else chosen.launches
+    others = chosen.pooled_with[i] if i < len(chosen.pooled_with) else ()
+    other = runner_up(data, chosen, i)
+    a = _measure(chosen, data, i)
+    b = None if other is None else _measure(other, data, i)
+    separated: bool | None = None
+    single = False
+    if other is not None and b is not None:
+        c = data.compare(chosen, other, i)
+        if c is not None and c.paired:  # the paired ratio decides (its interval carries the spread)
+            separated = c.separated
+        else:
+            apart = not overlap(_pooled(a, n), _pooled(b, other.launches))
+            single = apart and n < MIN_LAUNCHES and o.name not in data.spread
+            separated = apart and not single
+    differ = tuple(disagreeing_launches(data, chosen))
+    return Standing(i, a, n, chosen.launches, tuple(others), other, b, separated, single, differ)
 
 
 def _measure(t: TrialView, data: StudyData, i: int) -> Measure:
     m = t.objective_measure(data.objectives[i], i)
     return m if m is not None else Measure(t.value(i))
+
+
+def _pooled(m: Measure, launches: int) -> Pooled:
+    return Pooled(m.value, m.half_width, launches, m.half_width, None)
 
 
 def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
@@ -94,20 +140,19 @@ def support_note(data: StudyData, chosen: TrialView, i: int) -> str:
     """' It rests on 2 launches; ...' (see the module docstring); '' without a figure."""
     o = data.objectives[i]
     where = f"C={o.concurrency}" if o.concurrency is not None else o.name
-    n = chosen.objective_launches[i] if i < len(chosen.objective_launches) else chosen.launches
+    st = standing(data, chosen, i)
+    n = st.launches
     text = f" It rests on {n} launch{'es' if n != 1 else ''}"
-    others = chosen.pooled_with[i] if i < len(chosen.pooled_with) else ()
-    if others:
+    if st.pooled_with:
         text += (
-            f" ({chosen.launches} of its own, {n - chosen.launches} of trial(s) {', '.join(map(str, others))}: "
+            f" ({st.own_launches} of its own, {n - st.own_launches} of trial(s) {', '.join(map(str, st.pooled_with))}: "
             f"the same server at {where}, where only the KV pool's size differs)"
         )
-    other = runner_up(data, chosen, i)
-    if other is None:
+    other, b = st.runner_up, st.runner_up_measure
+    if other is None or b is None:
         text += "; nothing else was measured to compare it with"
     else:
         text += "; " + versus_text(data, chosen, other, i, n)
-    differ = disagreeing_launches(data, chosen)
-    if differ:
-        text += f"; its launches disagree beyond their own intervals at {', '.join(differ)} (launch-to-launch spread)"
+    if st.disagree:
+        text += f"; its launches disagree beyond their own intervals at {', '.join(st.disagree)} (launch-to-launch spread)"
     return text + "."

@@ -16,6 +16,7 @@ from typing import Any
 
 from autospec.report.checks import WARNING_KINDS, TrialWarning, trial_warnings
 from autospec.report.data import Measure, StudyData, TrialView
+from autospec.sglang_facts import ALGORITHM, DRAFT_TOKENS, MEM_FRACTION, STEPS, TOPK
 
 __all__ = [
     "Ratio",
@@ -24,6 +25,7 @@ __all__ = [
     "ratio",
     "build_table",
     "compact",
+    "describe",
     "format_text",
     "format_markdown",
     "fmt_measure",
@@ -32,13 +34,13 @@ __all__ = [
 ]
 
 _SHORT = {
-    "speculative_num_steps": "steps",
-    "speculative_eagle_topk": "topk",
-    "speculative_num_draft_tokens": "draft",
-    "mem_fraction_static": "mem",
+    STEPS: "steps",
+    TOPK: "topk",
+    DRAFT_TOKENS: "draft",
+    MEM_FRACTION: "mem",
     "cuda_graph_max_bs": "graph_bs",
     "max_running_requests": "max_req",
-    "speculative_algorithm": "algo",
+    ALGORITHM: "algo",
 }
 
 
@@ -56,6 +58,12 @@ def compact(flags: Mapping[str, Any]) -> str:
     if unset:
         parts.append(f"unset: {','.join(unset)}")
     return " ".join(parts)
+
+
+def describe(t: TrialView) -> str:
+    """A configuration in a few words: a reference point by its name ('no_speculation',
+    'sglang_defaults', 'adaptive': SGLang chooses what it leaves unset), else `compact`."""
+    return str(t.reference) if t.reference is not None else compact(t.flags)
 
 
 @dataclass(frozen=True)
@@ -175,8 +183,7 @@ def _legend(data: StudyData, baseline: TrialView | None, level: int | None, rows
     lines.append("max_req: max_running_requests SGLang chose at startup (requests beyond it queue)")
     if baseline is not None:
         lines.append(
-            f"xR +-h: ratio to the baseline, trial {baseline.number} ({compact(baseline.flags)}); "
-            ">1 means larger than the baseline"
+            f"xR +-h: ratio to the baseline, trial {baseline.number} ({describe(baseline)}); >1 means larger than the baseline"
         )
     used = {w.kind for r in rows for w in r.warnings}
     for kind, (code, sentence) in WARNING_KINDS.items():
@@ -202,7 +209,7 @@ def fmt_ratio(r: Ratio | None) -> str:
 
 
 def _cells(table: ParetoTable, row: TableRow, with_ratios: bool) -> list[str]:
-    cells = [str(row.number), compact(row.trial.flags)]
+    cells = [str(row.number), describe(row.trial)]
     cells += [fmt_measure(m) for m in row.objectives]
     cells += [
         fmt_measure(row.tpot, 2),
@@ -298,6 +305,7 @@ def table_json(table: ParetoTable) -> list[dict[str, Any]]:
         out.append(
             {
                 "number": row.number,
+                "reference": row.trial.reference,
                 "params": row.trial.flags,
                 "objectives": {
                     n: _objective_json(m, row.trial, i) for i, (n, m) in enumerate(zip(table.objective_names, row.objectives))

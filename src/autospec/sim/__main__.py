@@ -27,8 +27,10 @@ from collections.abc import Sequence
 
 from autospec.sim import logs
 from autospec.sim.args import parse_command_line
+from autospec.sim.arguments import resolve_args
+from autospec.sim.config import ArgumentRejected
 from autospec.sim.faults import FaultSpecError, parse_faults, spawn_scheduler_child
-from autospec.sim.model import ArgumentRejected, init_outcome, resolve_args
+from autospec.sim.memory import init_outcome
 from autospec.sim.profile import ProfileError, load_profile
 from autospec.sim.server import ServerSetup, SimServer
 from autospec.sim.server_args import build_server_args
@@ -94,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         state_dir=sim.gpu_state_dir,
         cmdline=" ".join([sys.executable, "-m", "autospec.sim", *argv]),
         disable_cuda_graph=bool(flags.get("disable_cuda_graph")),
+        machine=sim.machine,
         scheduler_child=spawn_scheduler_child(),
     )
     server = SimServer(setup)

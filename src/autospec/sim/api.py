@@ -21,7 +21,10 @@ Generation: 503 before ready; 400 for bad bodies or prompt + max tokens beyond t
 (SGLang's wording); requests with ``ignore_eos`` false stop at a seeded "EOS" (exponential
 around the profile's ``typical_output_len``, default 400 tokens; finish_reason ``stop``);
 the workload kind is ``classify_prompt(prompt)`` (token-id prompts: "synthetic") and, with
-``temperature``, sets the acceptance. The ``error_rate`` fault answers 500 or cuts a stream.
+``temperature``, sets the acceptance; with noise on, each request's accept length is moved
+by its effect, a fixed function of its prompt and its position among the launch's
+generation requests (`variation.RequestVariation`). The ``error_rate`` fault answers 500
+or cuts a stream.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autospec.sim import logs
+from autospec.sim.acceptance import accept_length, accept_length_distribution
 from autospec.sim.engine import Engine, Generation
 from autospec.sim.http import HttpConnection, HttpRequest
-from autospec.sim.model import accept_length, accept_length_distribution, classify_prompt
 from autospec.sim.parsing import ApiError, Parsed, error_body, parse_chat, parse_completions, parse_generate
+from autospec.sim.prompts import classify_prompt
 from autospec.sim.responses import Responder
+from autospec.sim.variation import shifted_distribution
 
 if TYPE_CHECKING:
     from autospec.sim.server import ServerSetup
@@ -73,6 +78,7 @@ class Api:
         self.eos_rng = random.Random(setup.seed + 2)
         self.typical_output_len = int(setup.extra("typical_output_len", DEFAULT_TYPICAL_OUTPUT_LEN))
         self._accept_cache: dict[tuple[str, float], tuple[float, list[float] | None]] = {}
+        self.variation = self.profile.variation
         self._workload_cache: dict[str, str] = {}
         self._request_counter = 0
 
@@ -223,22 +229,40 @@ class Api:
                 ),
             )
 
-    def _accept(self, workload: str, temperature: float) -> tuple[float, list[float] | None]:
-        """(mean accept length, its CDF when noise is on) for a workload and temperature."""
+    def _model_accept(self, workload: str, temperature: float) -> tuple[float, list[float] | None]:
+        """(mean accept length, its distribution when noise is on) for a workload and temperature."""
         key = (workload, temperature)
         cached = self._accept_cache.get(key)
         if cached is None:
             mean = accept_length(self.profile, self.cfg, workload, temperature)
-            cdf = None
+            probs = None
             if self.setup.noise and self.cfg.speculative_algorithm is not None:
-                total, cdf = 0.0, []
-                for p in accept_length_distribution(self.profile, self.cfg, workload, temperature):
-                    total += p
-                    cdf.append(total)
-                cdf[-1] = 1.0
-            cached = (mean, cdf)
+                probs = accept_length_distribution(self.profile, self.cfg, workload, temperature)
+            cached = (mean, probs)
             self._accept_cache[key] = cached
         return cached
+
+    def _accept(self, parsed: Parsed, position: int) -> tuple[float, list[float] | None]:
+        """(this request's mean accept length, its CDF when noise is on). With noise on the
+        mean moves by the request's effect, a fixed function of its prompt and its position
+        in the launch (`variation.RequestVariation.shift`); noise off: the model's mean."""
+        mean, probs = self._model_accept(self._workload(parsed.prompt_text), parsed.temperature)
+        if probs is None:
+            return mean, None
+        prompt = parsed.prompt_text if parsed.prompt_text is not None else f"<{parsed.prompt_tokens} token ids>"
+        shift = self.variation.shift(
+            mean=mean,
+            draft_tokens=len(probs),
+            ngram=self.cfg.speculative_algorithm == "NGRAM",
+            prompt=prompt,
+            position=position,
+        )
+        total, cdf = 0.0, []
+        for p in shifted_distribution(probs, mean, shift):
+            total += p
+            cdf.append(total)
+        cdf[-1] = 1.0
+        return mean + shift, cdf
 
     def _workload(self, text: str | None) -> str:
         if text is None:
@@ -260,7 +284,7 @@ class Api:
 
     def _start(self, conn: HttpConnection, parsed: Parsed, request: HttpRequest, truncate_after: int | None) -> None:
         self._request_counter += 1
-        mean, cdf = self._accept(self._workload(parsed.prompt_text), parsed.temperature)
+        mean, cdf = self._accept(parsed, self._request_counter)
         stop_at, at_eos = self._stop_at(parsed)
         responder = Responder(
             conn, parsed, request.method, request.path, draft_tokens=self.engine.draft_tokens, truncate_after=truncate_after

@@ -31,6 +31,8 @@ PROG = "launch_server.py"
 #: Environment variables the simulator reads (documented in docs/simulator.md).
 ENV_GPU_STATE_DIR = "AUTOSPEC_SIM_GPU_STATE_DIR"
 ENV_FAULTS = "AUTOSPEC_SIM_FAULTS"
+#: the simulated machine's name, when --sim-machine does not give it (its speed factor: variation.machine_factor)
+ENV_MACHINE = "AUTOSPEC_SIM_MACHINE"
 
 # Choices as in sglang 0.5.23 server_args.py (subset that matters on CUDA hosts).
 ATTENTION_BACKENDS = [
@@ -83,6 +85,7 @@ class SimOptions:
     time_scale: float = 1.0
     gpu_state_dir: str | None = None
     faults: tuple[str, ...] = ()
+    machine: str | None = None  # the simulated machine's name; None: the reference machine (factor 1)
 
 
 @dataclass(frozen=True)
@@ -250,6 +253,13 @@ def _add_simulator_flags(parser: argparse.ArgumentParser) -> None:
         help=f"where to record simulated GPU memory (else ${ENV_GPU_STATE_DIR}; else nowhere)",
     )
     add(
+        "--sim-machine",
+        dest="sim_machine",
+        type=str,
+        metavar="NAME",
+        help=f"name of the simulated GPU/host, which fixes its speed factor (else ${ENV_MACHINE}; else factor 1)",
+    )
+    add(
         "--sim-fault",
         dest="sim_fault",
         action="append",
@@ -284,6 +294,7 @@ _SIM_DESTS = (
     "sim_time_scale",
     "sim_gpu_state_dir",
     "sim_fault",
+    "sim_machine",
 )
 
 
@@ -303,6 +314,7 @@ def parse_command_line(argv: Sequence[str], environ: Mapping[str, str] | None = 
         time_scale=values["sim_time_scale"],
         gpu_state_dir=values["sim_gpu_state_dir"] or environ.get(ENV_GPU_STATE_DIR) or None,
         faults=tuple(values["sim_fault"]) + tuple(env_faults),
+        machine=values["sim_machine"] or environ.get(ENV_MACHINE) or None,
     )
     return CommandLine(
         flags=flags,

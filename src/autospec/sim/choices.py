@@ -6,7 +6,7 @@ from __future__ import annotations
 __all__ = ["ALGORITHMS", "ATTENTION_BACKENDS"]
 
 #: values of --speculative-algorithm the simulator models (sglang 0.5.23 also serves DFLASH and DSPARK,
-#: which the simulator refuses in one line: model.UNMODELLED_ALGORITHMS)
+#: which the simulator refuses in one line: arguments.UNMODELLED_ALGORITHMS)
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 #: attention backends the sim knows (a subset of SGLang's choices)
 ATTENTION_BACKENDS = (

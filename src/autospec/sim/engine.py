@@ -8,8 +8,9 @@ One coroutine (:meth:`Engine.run`) on the server's loop:
   token.
 - *Decode*: steps of ``step_seconds(batch)`` in which every running request emits k
   tokens (noise off: the deterministic accumulator of ``predict.noiseless_emit``;
-  noise on: k drawn from ``accept_length_distribution`` with a seeded RNG, times a
-  per-run and a per-step speed factor). Step ends follow an absolute schedule (each
+  noise on: k drawn from the request's own acceptance distribution, a low-discrepancy
+  sequence per request (`accepted_tokens`), with steps timed by a per-run, a per-machine
+  and a per-step speed factor). Step ends follow an absolute schedule (each
   deadline is the previous deadline plus the step's duration), so Python overhead does
   not slow the simulated GPU.
 - *Gathering*: requests sent together (a benchmark level starting, or the replacements
@@ -46,9 +47,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autospec.sim import logs
-from autospec.sim.model import ServerConfig, prefill_seconds, step_seconds
+from autospec.sim.config import ServerConfig
 from autospec.sim.predict import noiseless_emit
 from autospec.sim.profile import Profile
+from autospec.sim.timing import prefill_seconds, step_seconds
+from autospec.sim.variation import machine_factor
 
 __all__ = ["Engine", "EngineStats", "Generation", "EOS_TOKEN_ID"]
 
@@ -60,6 +63,7 @@ BURST_QUIET_S = 0.010  # a fresh burst (a level starting) ended after this long 
 REPLACEMENT_QUIET_S = 0.050  # replacements of finished requests: allow this client turnaround
 GATHER_FULL_SCALE = 0.5
 STALL_RESET_S = 1.0  # behind schedule by more than this (SIGSTOP, starved): do not replay missed steps
+GOLDEN_RATIO_STEP = (math.sqrt(5.0) - 1.0) / 2.0  # the rotation of `accepted_tokens`' draws
 EOS_TOKEN_ID = 2  # "matched" in finish_reason when a request stops at its simulated EOS
 VOCAB = tuple(f" w{i}" for i in range(512))
 
@@ -89,6 +93,7 @@ class Generation:
     completion_tokens: int = 0
     verify_ct: int = 0
     accumulator: float = 0.0
+    draw_phase: float | None = None  # noise on: where its sequence of acceptance draws starts
     histogram: list[int] | None = None
     text: str = ""
     finished: bool = False
@@ -141,15 +146,27 @@ class EngineStats:
 
 class StepDurations:
     """Real seconds of simulated steps: the profile's step times at the time scale, times
-    the per-run speed factor (drawn once, here, from `rng` when noise is on) and, for each
-    step, a per-step factor (drawn from `rng` when noise is on and the profile has one)."""
+    the per-run speed factor (drawn once, here, from `rng` when noise is on), the
+    machine's (a fixed function of its name, `variation.machine_factor`, when noise is on)
+    and, for each step, a per-step factor (drawn from `rng` when noise is on and the
+    profile has one). A factor above 1 is a slower launch or machine."""
 
-    def __init__(self, profile: Profile, cfg: ServerConfig, *, time_scale: float, noise: bool, rng: random.Random) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        cfg: ServerConfig,
+        *,
+        time_scale: float,
+        noise: bool,
+        rng: random.Random,
+        machine: str | None = None,
+    ) -> None:
         self.profile = profile
         self.cfg = cfg
         self.scale = time_scale
         self.rng = rng
-        self.run_factor = math.exp(rng.gauss(0.0, profile.run_sigma)) if noise and profile.run_sigma else 1.0
+        launch = math.exp(rng.gauss(0.0, profile.run_sigma)) if noise and profile.run_sigma else 1.0
+        self.run_factor = launch * (machine_factor(machine, profile.machine_sigma) if noise else 1.0)
         self.step_sigma = profile.step_sigma if noise else 0.0
         self._step_cache: dict[int, float] = {}
 
@@ -260,11 +277,21 @@ def new_token_ratio_after_retraction(running: list[Generation]) -> float:
 
 def accepted_tokens(gen: Generation, rng: random.Random) -> int:
     """Tokens `gen` emits in one verify step (at least 1, at most what it has left): from
-    the noiseless accumulator, or drawn with `rng` from its acceptance distribution."""
+    the noiseless accumulator, or drawn from its acceptance distribution.
+
+    The draws of one request are a low-discrepancy sequence (a golden-ratio rotation from
+    a phase drawn with `rng` at its first step): single steps vary as the distribution
+    says, but a request's mean settles at its own mean within a few steps, instead of
+    scattering by sd/sqrt(steps). So launches sent the same stream differ by their speed
+    factors, not by sampling luck, as on the H200, where launches of one configuration
+    agreed within 1-2% although single requests differed by 13-19% (issue 37)."""
     if gen.accept_cdf is None:
         k, gen.accumulator = noiseless_emit(gen.accumulator, gen.accept_mean, gen.remaining)
         return k
-    k = bisect.bisect_left(gen.accept_cdf, rng.random()) + 1
+    if gen.draw_phase is None:
+        gen.draw_phase = rng.random()
+    u = (gen.draw_phase + gen.verify_ct * GOLDEN_RATIO_STEP) % 1.0
+    k = bisect.bisect_left(gen.accept_cdf, u) + 1
     return min(k, len(gen.accept_cdf), gen.remaining)
 
 
@@ -285,6 +312,7 @@ class Engine:
         on_complete: Callable[[Generation], None],
         disable_cuda_graph: bool = False,
         stall: tuple[int, float] | None = None,
+        machine: str | None = None,
     ) -> None:
         self.profile = profile
         self.cfg = cfg
@@ -297,7 +325,7 @@ class Engine:
         self.speculative = cfg.speculative_algorithm is not None
         self.draft_tokens = cfg.speculative_num_draft_tokens if self.speculative else 1
         self.cuda_graph_max_bs = 0 if disable_cuda_graph else cfg.cuda_graph_max_bs
-        self.durations = StepDurations(profile, cfg, time_scale=time_scale, noise=noise, rng=rng)
+        self.durations = StepDurations(profile, cfg, time_scale=time_scale, noise=noise, rng=rng, machine=machine)
         self.waiting: deque[Generation] = deque()
         self.running: list[Generation] = []
         self.kv_tokens = 0

@@ -7,7 +7,7 @@ Specs (``--sim-fault SPEC``, repeatable, or ``AUTOSPEC_SIM_FAULTS=SPEC,SPEC``):
                            scheduler traceback (a CUDA error) and dies by SIGKILL, leaving
                            in-flight streams truncated
 ``hang_at_start``          prints ``Load weight begin`` and never gets further; stays alive
-                           (readiness answers 503 forever)
+                           (readiness answers 503 forever); stopped, it notes `HANG_STOPPED`
 ``ignore_sigterm``         SIGTERM is logged and ignored; only SIGKILL ends the process
 ``zombie_child``           when weights are loaded, forks a child that calls ``setsid()``
                            (so it leaves the process group), writes its own GPU-state file
@@ -24,16 +24,21 @@ Specs (``--sim-fault SPEC``, repeatable, or ``AUTOSPEC_SIM_FAULTS=SPEC,SPEC``):
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
 from autospec.sim.gpu_state import GpuStateFile
+
+#: The simulator's own note (not SGLang's) when a server hanging by ``hang_at_start`` is
+#: stopped: proof that its startup was still hanging then.
+HANG_STOPPED = "autospec.sim: hang_at_start: stopped while hanging after Load weight begin"
 
 
 class FaultSpecError(ValueError):
@@ -158,6 +163,16 @@ def spawn_scheduler_child(name: str = "sglang::scheduler") -> int:
         _sleep_forever()
     finally:
         os._exit(0)
+
+
+async def hang(note: Callable[[str], None]) -> None:
+    """The ``hang_at_start`` fault: wait until cancelled (the server is stopped), then
+    `note` `HANG_STOPPED`."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        note(HANG_STOPPED)
+        raise
 
 
 def spawn_zombie_child(state_dir: str | None, gpus: Sequence[int], mem_mb: float, cmdline: str) -> int:

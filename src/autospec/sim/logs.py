@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any, TextIO
 
-from autospec.sim.model import version_at_least
+from autospec.sim.config import version_at_least
 
 # ---------------------------------------------------------------- pure message builders
 

@@ -19,6 +19,14 @@ The scheduler (shared contract with `autospec.sim.server`):
 Because requests arrive only when others finish, admissions happen only at those
 instants; between them the batch is constant, so the replay advances whole stretches of
 decode steps at once.
+
+Noiseless means without the three kinds of variation the server adds with noise on
+(`autospec.sim.variation`): every request runs at the model's accept length, which is
+the mean of the per-request accept lengths (`acceptance.request_accept_length`) over
+prompts and over a launch's first ``climb_window`` positions (NGRAM's climb averages zero
+there), at the reference machine's speed (factor 1) and without the launch's factor. So
+a figure here is the mean truth that launches scatter around, not what one launch of
+one request stream reads.
 """
 
 from __future__ import annotations
@@ -28,16 +36,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autospec.sim.model import (
-    ArgumentRejected,
-    ServerConfig,
-    accept_length,
-    init_outcome,
-    prefill_seconds,
-    resolve_args,
-    step_seconds,
-)
+from autospec.sim.acceptance import accept_length
+from autospec.sim.arguments import resolve_args
+from autospec.sim.config import ArgumentRejected, ServerConfig
+from autospec.sim.memory import init_outcome
 from autospec.sim.profile import Profile
+from autospec.sim.timing import prefill_seconds, step_seconds
 
 __all__ = ["Prediction", "exhaustive_optimum", "noiseless_emit", "predict"]
 

@@ -1,7 +1,7 @@
 """Simulator profiles: a TOML file describing one model on one machine, loaded into a
 frozen `Profile`.
 
-A profile holds everything the performance and memory model (`autospec.sim.model`)
+A profile holds everything the performance and memory model (`autospec.sim.arguments`, `.memory`, `.acceptance`, `.timing`)
 needs: model and GPU sizes, SGLang's defaults for the flags the user leaves unset, the
 memory model's reserves, per-workload acceptance, step-cost coefficients, load timing
 and noise. The format is documented for users in docs/simulator.md. Each table is a
@@ -28,6 +28,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Pla
 from pydantic_core import PydanticCustomError
 
 from autospec.sim.choices import ALGORITHMS, ATTENTION_BACKENDS
+from autospec.sim.variation import RequestVariation
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -131,10 +132,21 @@ class Profile:
     run_sigma: float
     step_sigma: float
     seed: int
+    # per request and per machine (autospec.sim.variation; docs/simulator.md section 15)
+    request_sigma: float = 0.0
+    ngram_climb: float = 0.0
+    climb_requests: float = 8.0
+    climb_window: int = 40
+    machine_sigma: float = 0.0
 
     # optional top-level keys read by the server (architecture, model_type,
     # draft_architecture, typical_output_len), those the file sets
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def variation(self) -> RequestVariation:
+        """The per-request effect on the accept length (`autospec.sim.variation`)."""
+        return RequestVariation(self.request_sigma, self.ngram_climb, self.climb_requests, self.climb_window)
 
     def accept_base_for(self, workload: str) -> float:
         try:
@@ -372,10 +384,16 @@ class _Noise(_Table):
     run_sigma: _NonNegative = 0.0
     step_sigma: _NonNegative = 0.0
     seed: _Integer = 0
+    # Defaults: calibrated to SGLang 0.5.16 on H200s (docs/simulator.md section 15).
+    request_sigma: _NonNegative = 0.1
+    ngram_climb: _NonNegative = 0.32
+    climb_requests: _NonNegative = 8.0
+    climb_window: _Count = 40
+    machine_sigma: _NonNegative = 0.05
 
 
 def _release(value: str) -> str:
-    """A release number such as 0.5.16 (what `model.version_at_least` compares)."""
+    """A release number such as 0.5.16 (what `config.version_at_least` compares)."""
     parts = value.split(".")
     valid = len(parts) >= 2 and all(p.isdigit() for p in parts[:3])
     try:

@@ -20,7 +20,8 @@ import sys
 from collections.abc import Sequence
 
 from autospec.sim.args import parse_command_line
-from autospec.sim.model import ArgumentRejected, resolve_args
+from autospec.sim.arguments import resolve_args
+from autospec.sim.config import ArgumentRejected
 from autospec.sim.profile import ProfileError, default_profile_path, load_profile
 
 PRINT_VERSION = "--sim-print-version"

@@ -44,8 +44,8 @@ class ServerSetup:
     """Everything the server needs, resolved by ``__main__`` before the loop starts."""
 
     profile: Any  # autospec.sim.profile.Profile
-    cfg: Any  # autospec.sim.model.ServerConfig
-    outcome: Any  # autospec.sim.model.InitOutcome
+    cfg: Any  # autospec.sim.config.ServerConfig
+    outcome: Any  # autospec.sim.memory.InitOutcome
     server_args: dict[str, Any]
     host: str
     port: int
@@ -60,6 +60,7 @@ class ServerSetup:
     state_dir: str | None
     cmdline: str
     disable_cuda_graph: bool = False
+    machine: str | None = None  # the simulated machine's name (variation.machine_factor)
     scheduler_child: int | None = None
     log_stream: Any = None
 
@@ -92,6 +93,7 @@ class SimServer:
             on_complete=self._on_complete,
             disable_cuda_graph=setup.disable_cuda_graph,
             stall=setup.faults.stall_after_requests,
+            machine=setup.machine,
         )
         self.api = Api(setup, self.engine, self.log)
         self.startup = Startup(setup, self.log, self.memory, die=self.die, on_ready=self._on_ready)

@@ -11,8 +11,8 @@ import random
 from typing import Any
 
 from autospec.sim.args import CommandLine
+from autospec.sim.config import SPEC_DEFAULT_MAX_RUNNING_REQUESTS, ServerConfig
 from autospec.sim.engine import DECODE_LOG_INTERVAL
-from autospec.sim.model import SPEC_DEFAULT_MAX_RUNNING_REQUESTS, ServerConfig
 from autospec.sim.profile import Profile
 
 __all__ = ["build_server_args"]

@@ -34,9 +34,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from autospec.sim import logs
-from autospec.sim.faults import spawn_zombie_child
+from autospec.sim.faults import hang, spawn_zombie_child
 from autospec.sim.gpu_state import GpuStateFile
-from autospec.sim.model import draft_kv_ratio
+from autospec.sim.memory import draft_kv_ratio
 
 if TYPE_CHECKING:
     from autospec.sim.server import ServerSetup
@@ -123,7 +123,7 @@ class Startup:
         avail = max(total - overhead, 0.0)
         self.log.rank(logs.load_weight_begin(avail))
         if faults.hang_at_start:
-            await asyncio.Event().wait()
+            await hang(self.log.info)
         if faults.crash_at_start:
             await asyncio.sleep(0.5 * load)
             self.die(logs.SCHEDULER_INIT_FRAMES, CRASH_AT_START_ERROR)

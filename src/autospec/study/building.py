@@ -4,7 +4,7 @@
 only once nothing else holds the GPU; an existing one is guarded after recovery has
 stopped its own leftovers, in `StudyRun.run`), narrows the space to what SGLang accepts
 (`compile_space`: the one space every collaborator then uses) and wires the feasibility
-gate, the trial chain, the queue policy and the finisher around them. `optimize` is
+gate, the trial chain, the launch policies and their queue, and the finisher around them. `optimize` is
 `build_run(...).run()`.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -21,7 +21,7 @@ import psutil
 from autospec.feasibility.gate import PREFETCH_LIMIT, FeasibilityGate
 from autospec.feasibility.learned import LearnedRules
 from autospec.launcher import Launcher
-from autospec.records import StorageRetry, TrialStore
+from autospec.records import StorageRetry, StoredTrial, TrialStore
 from autospec.space import grid
 from autospec.study.chain import TrialChain
 from autospec.study.claims import StudyLock
@@ -30,9 +30,14 @@ from autospec.study.finishing import TrialFinisher
 from autospec.study.processes.gpu_guard import GpuGuard
 from autospec.study.processes.stopping import StopSignals
 from autospec.study.proposing.compiled import CompiledSpace, compile_space
+from autospec.study.proposing.confirmations import ConfirmationPolicy, confirmation_launches
+from autospec.study.proposing.once import BaselinePolicy, CalibrationPolicy
+from autospec.study.proposing.policy import LaunchPolicy
+from autospec.study.proposing.proposals import ProposalPolicy
 from autospec.study.proposing.proposer import Answered
-from autospec.study.proposing.queue import QueuePolicy, QueueSettings, confirmation_launches
-from autospec.study.proposing.references import reference_names, references_wanted
+from autospec.study.proposing.pushes import MemPushPolicy
+from autospec.study.proposing.queue import LaunchQueue
+from autospec.study.proposing.references import ReferencePolicy, reference_names, references_wanted
 from autospec.study.proposing.samplers import ModelSampler, make_sampler, optuna_notes_silenced, unsupported_reason
 from autospec.study.request import NullObserver, Observer, OptimizeRequest, OptimizeResult
 from autospec.study.run import GpuIdle, StudyRun
@@ -61,18 +66,38 @@ def build_run(
         return _build(req, observer or NullObserver(), make_chain, handle)
 
 
-def _queue_settings(req: OptimizeRequest, compiled: CompiledSpace) -> QueueSettings:
-    """What the queue policy is asked to do; the reference points by `references_wanted`."""
-    references = references_wanted(req.references, req.space.references, req.n_trials, len(reference_names(compiled.declared)))
-    return QueueSettings(
-        n_trials=req.n_trials,
-        baseline=req.baseline,
-        learn=req.learn,
-        confirm=confirmation_launches(req.n_trials, req.confirm),
-        hardware=req.hardware,
-        seed=req.seed,
-        references=references,
-    )
+def _launch_policies(
+    req: OptimizeRequest,
+    compiled: CompiledSpace,
+    gate: FeasibilityGate,
+    store: TrialStore,
+    make_sampler: Callable[[int], optuna.samplers.BaseSampler],
+    answered: Callable[[Answered], None],
+) -> list[LaunchPolicy]:
+    """Every kind of launch this run queues, in the order the queue asks them
+    (`autospec.study.proposing.queue`); the reference points by `references_wanted`."""
+    declared, space = compiled.declared, compiled.space
+    n = req.n_trials
+    confirm = confirmation_launches(n, req.confirm)
+    confirmation = ConfirmationPolicy(space, store.maximize, n, confirm) if confirm > 0 else None
+    policies: list[LaunchPolicy] = []
+    if req.baseline:
+        policies.append(BaselinePolicy(declared, space, gate.argument_verdict))
+    if req.learn:
+        policies.append(CalibrationPolicy(space))
+    if references_wanted(req.references, req.space.references, n, len(reference_names(declared))):
+        policies.append(ReferencePolicy(declared, space.server.flags, gate.argument_verdict, n))
+    if confirmation is not None:
+        policies.append(confirmation)
+    if req.learn:
+        quiet = confirmation.in_window if confirmation is not None else _never
+        policies.append(MemPushPolicy(space, gate, store.maximize, n, quiet=quiet))
+    policies.append(ProposalPolicy(compiled, gate, store, make_sampler, answered, n, req.hardware, req.seed))
+    return policies
+
+
+def _never(trials: Sequence[StoredTrial]) -> bool:
+    return False
 
 
 def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle: StorageHandle | None) -> StudyRun:
@@ -120,8 +145,8 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
             f"proposal answered without a launch: {answer.verdict.status}: {answer.verdict.reason} candidate={answer.candidate}"
         )
 
-    settings = _queue_settings(req, compiled)
-    queue = QueuePolicy(compiled, gate, store, settings, _sampler_factory(req, compiled, gate, model_sampler, log), log, answered)
+    make_sampler = _sampler_factory(req, compiled, gate, model_sampler, log)
+    queue = LaunchQueue(_launch_policies(req, compiled, gate, store, make_sampler, answered), store, log)
     pending, artifacts = PendingResults(layout.pending_dir), Artifacts(layout.artifacts_dir)
     return StudyRun(
         req=req,
@@ -174,7 +199,7 @@ def _open(
 def _sampler_factory(
     req: OptimizeRequest, compiled: CompiledSpace, gate: FeasibilityGate, model_sampler: bool, log: Callable[[str], None]
 ) -> Callable[[int], optuna.samplers.BaseSampler]:
-    """The proposer's sampler for a given seed offset (`QueuePolicy.prepare`)."""
+    """The proposer's sampler for a given seed offset (`ProposalPolicy.started`)."""
 
     def sampler_for(seed_offset: int) -> optuna.samplers.BaseSampler:
         seed = None if req.seed is None else req.seed + seed_offset

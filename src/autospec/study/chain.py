@@ -5,18 +5,27 @@ stops it (TERM to the group, KILL after a timeout, wait for GPU memory and port)
 before returning or re-raising. Failures of the *configuration* (rejected, OOM at
 init, crash, too many request errors) become a `TrialRecord` with an outcome;
 only KeyboardInterrupt (after teardown) and bugs propagate.
+
+Three seams let the in-process benchmarks (benchmarks/_simulated_chain.py) run this
+chain without processes or HTTP: `launcher` is anything with Launcher's `start`
+(`ServerStarter`, returning a `ServerHandle`), `bench` measures the levels (`LevelBench`;
+None: `HttpBench`, the benchmark client over HTTP) and `clock` is what the record's
+seconds and the precision loop's caps are read from (`time.monotonic`; a simulated
+launcher and bench advance a clock of their own).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from autospec.bench import (
     AcceptTracker,
@@ -31,13 +40,14 @@ from autospec.bench import (
 from autospec.config import SearchSpace
 from autospec.feasibility.gate import FeasibilityGate
 from autospec.feasibility.verdict import Verdict
-from autospec.launcher import Launcher, LaunchError, LaunchRequest
+from autospec.launcher import LaunchError, LaunchRequest, StartupFacts, TeardownReport
+from autospec.launcher.launch import OnSpawn
 from autospec.metrics import LevelSummary, metric_value, summarize, with_accept_length
 from autospec.records import DUPLICATE, OK, TrialRecord
 from autospec.study.files import StudyLayout
 from autospec.study.slots import crowded_out
 
-__all__ = ["TrialChain", "ChainHooks"]
+__all__ = ["TrialChain", "ChainHooks", "HttpBench", "LevelBench", "ServerHandle", "ServerStarter"]
 
 
 @dataclass
@@ -62,6 +72,77 @@ class ChainHooks:
     level_done: Callable[[int, LevelSummary], LevelSummary | None] = lambda concurrency, summary: None
 
 
+class ServerHandle(Protocol):
+    """What the chain uses of a started server (`autospec.launcher.RunningServer`)."""
+
+    @property
+    def argv(self) -> list[str]: ...
+    @property
+    def startup(self) -> StartupFacts: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def log_path(self) -> Path | None: ...
+    def stop(self) -> TeardownReport: ...
+    def runtime_events(self) -> dict[str, int]: ...
+    def check_alive(self) -> None: ...
+
+
+class ServerStarter(Protocol):
+    """What the chain uses of a launcher (`autospec.launcher.Launcher`): start a server
+    ready, or raise the classified `LaunchError`."""
+
+    def start(self, req: LaunchRequest, on_spawn: OnSpawn | None = None) -> ServerHandle: ...
+
+
+class LevelBench(Protocol):
+    """How a trial's levels are measured on its running server.
+
+    `levels` measures `plans` in order and yields each level's summary as the level
+    ends; it calls `hooks.phase(f"bench c={C}")` before a level, runs the precision loop
+    where `goals` holds a goal for the level (asking `hooks.stop_level(C, summary)` while
+    it runs), and counts the goals' caps from `origin` (a reading of the chain's clock).
+    The chain stops iterating after a level that failed or killed the server."""
+
+    def levels(
+        self, server: Any, plans: Sequence[LevelPlan], goals: Mapping[int, PrecisionGoal], hooks: ChainHooks, origin: float
+    ) -> AsyncGenerator[LevelSummary, None]: ...
+
+
+@dataclass(frozen=True)
+class HttpBench:
+    """The benchmark client over HTTP (the product's `LevelBench`): every level through
+    one client; accept length from the server where the responses carry none."""
+
+    workload: Workload
+    timeout_s: float
+    max_error_rate: float
+
+    async def levels(
+        self, server: Any, plans: Sequence[LevelPlan], goals: Mapping[int, PrecisionGoal], hooks: ChainHooks, origin: float
+    ) -> AsyncGenerator[LevelSummary, None]:
+        async with BenchClient(server.url, self.workload, timeout_s=self.timeout_s) as client:
+            await client.resolve_model()
+            tracker = AcceptTracker(client, getattr(server, "log_path", None))
+            for plan in plans:
+                c = plan.concurrency
+                hooks.phase(f"bench c={c}")
+                await tracker.begin()
+                goal = goals.get(c)
+                if goal is not None:
+                    precise = await run_level_precise_with(
+                        client, plan, goal, origin=origin, should_stop=functools.partial(hooks.stop_level, c)
+                    )
+                    result, summary = precise.result, precise.summary
+                else:
+                    result = await run_level_with(client, plan)
+                    summary = summarize(result, max_error_rate=self.max_error_rate)
+                estimate = await tracker.end(result)
+                if estimate is not None:
+                    summary = with_accept_length(summary, estimate.value, estimate.source)
+                yield summary
+
+
 def _interval_entry(summary: LevelSummary, metric: str) -> dict[str, Any]:
     """`TrialRecord.intervals`' entry for one figure of a level."""
     interval = summary.cis.get(metric)
@@ -76,13 +157,15 @@ def _interval_entry(summary: LevelSummary, metric: str) -> dict[str, Any]:
 @dataclass
 class TrialChain:
     space: SearchSpace
-    launcher: Launcher
+    launcher: ServerStarter
     gate: FeasibilityGate
     command: Sequence[str]
     layout: StudyLayout
     env: Mapping[str, str] = field(default_factory=dict)
     ready_timeout_s: float | None = None
     shared_gpu: bool = False  # the slot shares its GPU with another slot (`slots.crowded_out`)
+    bench: LevelBench | None = None  # None: `HttpBench` over the space's workload
+    clock: Callable[[], float] = time.monotonic  # the record's seconds and the caps' clock
 
     def workload(self) -> Workload:
         return self.space.workload
@@ -119,12 +202,12 @@ class TrialChain:
         before (a confirmation relaunch, `autospec optimize --confirm K`); `env`: added to
         the chain's environment for this trial's server."""
         hooks = hooks or ChainHooks()
-        t0 = time.monotonic()
+        t0 = self.clock()
         # None unsets a fixed flag (a reference point leaves it to SGLang: `proposing.references`)
         flags = {k: v for k, v in {**self.space.server.flags, **candidate}.items() if v is not None}
         hooks.phase("preflight")
         verdict = self.gate.verdict(flags, reuse=not relaunch)
-        seconds = {"preflight": time.monotonic() - t0}
+        seconds = {"preflight": self.clock() - t0}
         if not verdict.ok:
             return self._finish(self._answered(candidate, verdict, seconds), t0)
 
@@ -145,7 +228,7 @@ class TrialChain:
             log_path=str(request.log_path),
         )
         hooks.phase("launch")
-        t_launch = time.monotonic()
+        t_launch = self.clock()
         server = None
         spawned: dict[str, Any] = {}
 
@@ -157,10 +240,10 @@ class TrialChain:
             try:
                 server = self.launcher.start(request, on_spawn=on_spawn)
             except LaunchError as err:
-                record.seconds["launch"] = time.monotonic() - t_launch
+                record.seconds["launch"] = self.clock() - t_launch
                 self._launch_failed(record, err, verdict.resolved, spawned.get("argv"))
                 return self._finish(record, t0)
-            record.seconds["launch"] = time.monotonic() - t_launch
+            record.seconds["launch"] = self.clock() - t_launch
             record.server_args = list(server.argv)
             record.startup = server.startup.as_dict()
             self._bench(number, server, record, hooks)
@@ -249,10 +332,10 @@ class TrialChain:
         return goals
 
     def _bench(self, number: int, server: Any, record: TrialRecord, hooks: ChainHooks) -> None:
-        t_bench = time.monotonic()
+        t_bench = self.clock()
         goals = self.goals(float(record.seconds.get("launch") or 0.0))
         summaries = asyncio.run(self._measure(server, record, hooks, goals, t_bench))
-        record.seconds["bench"] = time.monotonic() - t_bench
+        record.seconds["bench"] = self.clock() - t_bench
         events = server.runtime_events()
         if events:
             record.startup = {**(record.startup or {}), "runtime_events": dict(events)}
@@ -276,38 +359,22 @@ class TrialChain:
             broken = [k for k, v in record.constraints.items() if v > 0]
             record.reason = f"violates {', '.join(broken)}"
 
+    def level_bench(self) -> LevelBench:
+        """The chain's `bench`, else the benchmark client over HTTP."""
+        b = self.space.bench
+        return self.bench or HttpBench(self.workload(), b.request_timeout_s, b.max_error_rate)
+
     async def _measure(
         self, server: Any, record: TrialRecord, hooks: ChainHooks, goals: dict[int, PrecisionGoal], t_bench: float
     ) -> dict[int, LevelSummary]:
-        """Every level through one client: the precision loop where a goal is set, the
-        fixed request count elsewhere; accept length from the server where the
-        responses carry none. Stops after a level that failed or killed the server."""
-        b = self.space.bench
+        """Every level through the chain's `LevelBench`. Stops after a level that failed
+        or killed the server."""
         summaries: dict[int, LevelSummary] = {}
-        async with BenchClient(server.url, self.workload(), timeout_s=b.request_timeout_s) as client:
-            await client.resolve_model()
-            tracker = AcceptTracker(client, getattr(server, "log_path", None))
-            for plan in self.plans():
-                c = plan.concurrency
-                hooks.phase(f"bench c={c}")
-                await tracker.begin()
-                goal = goals.get(c)
-                if goal is not None:
-                    precise = await run_level_precise_with(
-                        client,
-                        plan,
-                        goal,
-                        origin=t_bench,
-                        should_stop=functools.partial(hooks.stop_level, c),
-                    )
-                    result, summary = precise.result, precise.summary
-                else:
-                    result = await run_level_with(client, plan)
-                    summary = summarize(result, max_error_rate=b.max_error_rate)
-                estimate = await tracker.end(result)
-                if estimate is not None:
-                    summary = with_accept_length(summary, estimate.value, estimate.source)
-                summary = hooks.level_done(c, summary) or summary
+        levels = self.level_bench().levels(server, self.plans(), goals, hooks, t_bench)
+        async with contextlib.aclosing(levels):
+            async for measured in levels:
+                c = measured.concurrency
+                summary = hooks.level_done(c, measured) or measured
                 summaries[c] = summary
                 record.bench[c] = summary.as_dict()
                 try:
@@ -321,5 +388,5 @@ class TrialChain:
         return summaries
 
     def _finish(self, record: TrialRecord, t0: float) -> TrialRecord:
-        record.seconds["total"] = time.monotonic() - t0
+        record.seconds["total"] = self.clock() - t0
         return record

@@ -108,8 +108,10 @@ class OptimizeResult:
 class Observer(Protocol):
     """Progress of a run (`autospec.cli.render.Progress` draws it)."""
 
-    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
-        """`measured`: objective values of the feasible trials already in the study."""
+    def study_started(
+        self, study_name: str, done: int, target: int, measured: Mapping[int, Sequence[float]] | None = None
+    ) -> None:
+        """`measured`: trial number -> objective values of the feasible launches already in the study."""
 
     def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None: ...
     def phase(self, name: str) -> None: ...
@@ -123,7 +125,9 @@ class Observer(Protocol):
 
 
 class NullObserver:
-    def study_started(self, study_name: str, done: int, target: int, measured: Sequence[Sequence[float]] = ()) -> None:
+    def study_started(
+        self, study_name: str, done: int, target: int, measured: Mapping[int, Sequence[float]] | None = None
+    ) -> None:
         pass
 
     def trial_started(self, number: int, index: int, target: int, candidate: Mapping[str, Any]) -> None:

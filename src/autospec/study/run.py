@@ -23,12 +23,13 @@ Contract:
   without counting (a transient failure, a dead worker) and then it takes over.
 - ``--confirm K`` (default: a quarter of N): within the last K launches of the budget,
   relaunches of the configurations the picks depend on, while a pick is unsettled
-  (`autospec.study.proposing.queue`, `autospec.records.confirming`); they count in N,
+  (`autospec.study.proposing.confirmations`, `autospec.records.confirming`); they count in N,
   and K is counted over the study, so a resumed run does not repeat them.
 - Racing (on unless ``race`` is false): a level stops measuring once the configuration
   clearly cannot change the front (`autospec.study.racing`).
 
-What is queued next is the `QueuePolicy`'s decision, how a trial's record is stored the
+What is queued next is the launch policies' decision (`LaunchQueue` asks them at the
+moments of the `Moment` enum), how a trial's record is stored the
 `TrialFinisher`'s; `autospec.study.building.build_run` makes every collaborator from an
 `OptimizeRequest`, so a `StudyRun` holds nothing process-wide.
 """
@@ -39,14 +40,10 @@ import enum
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import optuna
 
 from autospec.launcher import Launcher
 from autospec.records import (
-    INTERRUPTED,
     WITHDRAWN,
     WORKER_OPTIONS_KEY,
     Markers,
@@ -61,6 +58,7 @@ from autospec.study.chain import ChainHooks, TrialChain
 from autospec.study.claims import StudyLock, claim_trial, claimed_by_others
 from autospec.study.files import Artifacts, EventLog, PendingResults, StudyLayout
 from autospec.study.finishing import TrialFinisher
+from autospec.study.in_flight import InFlight, record_interrupted
 from autospec.study.nothing_starts import raise_if_nothing_can_start
 from autospec.study.processes import recovery
 from autospec.study.processes.gpu_guard import GpuGuard
@@ -69,7 +67,8 @@ from autospec.study.processes.owners import owner_env
 from autospec.study.processes.recovery import Heartbeat
 from autospec.study.processes.stopping import StopSignals, stop_stragglers
 from autospec.study.proposing.compiled import CompiledSpace
-from autospec.study.proposing.queue import QueuePolicy
+from autospec.study.proposing.policy import Moment
+from autospec.study.proposing.queue import LaunchQueue
 from autospec.study.proposing.references import ask_reference, reference_of
 from autospec.study.proposing.samplers import optuna_notes_silenced
 from autospec.study.racing import Race
@@ -94,36 +93,6 @@ class Asked(enum.Enum):
     LAUNCHED = "launched"  # a trial was claimed and went through the trial chain (whatever its outcome)
     WITHDRAWN = "withdrawn"  # a trial was asked, but another worker's claim came first; nothing ran
     NOTHING = "nothing"  # nothing launchable is left to ask for
-
-
-@dataclass
-class InFlight:
-    """The trial in flight: asked and claimed, maybe launched, not yet told."""
-
-    trial: optuna.Trial
-    candidate: dict[str, Any]
-    launch_id: str
-    started: float
-    confirm_of: int | None = None  # a confirmation relaunch of this trial's configuration
-    reference: str | None = None  # a reference point outside the search (`proposing.references`)
-    phase: str = "ask"
-    log_path: Path | None = None
-    beat: Heartbeat | None = None
-    idle_before_launch: float | None = None  # seconds the GPU was free before this launch
-
-
-def interrupted_record(current: InFlight, second_signal: bool) -> TrialRecord:
-    """The record of the trial in flight when a stop signal came (outcome "interrupted")."""
-    how = "server killed at once by a second signal" if second_signal else "server torn down"
-    if current.log_path is None:
-        how = "no server was running"
-    return TrialRecord(
-        outcome=INTERRUPTED,
-        candidate=current.candidate,
-        reason=f"stopped by a signal during {current.phase}; {how}",
-        launched=current.log_path is not None,
-        log_path=str(current.log_path) if current.log_path else None,
-    )
 
 
 @dataclass
@@ -167,7 +136,7 @@ class StudyRun:
     handle: StorageHandle
     store: TrialStore
     lock: StudyLock
-    queue: QueuePolicy
+    queue: LaunchQueue
     finisher: TrialFinisher
     chain: TrialChain
     launcher: Launcher
@@ -182,7 +151,6 @@ class StudyRun:
     sleep: Callable[[float], None] = time.sleep
     launched: int = field(default=0, init=False)  # launched trials in the study, as last read
     current: InFlight | None = field(default=None, init=False)
-    _confirm_line: str = field(default="", init=False)  # the last confirmation line logged
 
     # ------------------------------------------------------------------ the run
     def run(self) -> OptimizeResult:
@@ -225,22 +193,22 @@ class StudyRun:
         with self.lock.held():  # other workers of the study may be starting too: queue these once
             if self.req.study_options and not self.store.study.user_attrs.get(WORKER_OPTIONS_KEY):
                 self.store.set_study_attr(WORKER_OPTIONS_KEY, dict(self.req.study_options))
-            self.queue.prepare(trials)
+            self.queue.started(trials)
+            self.queue.queue(Moment.START, trials, count_launched(trials))
         self.launched = count_launched(trials)
-        measured = [t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values]
+        measured = {t.number: t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values}
         self.obs.study_started(self.req.study_name, self.launched, self.req.n_trials, measured)
 
     def _summarize(self) -> None:
-        """Store the model's summary of the configurations not launched and, with
-        confirmation on, log one line on what each pick rests on."""
+        """Store what the launch policies keep at the end (the model's summary of the
+        configurations not launched) and log their lines (what each pick rests on)."""
         try:
-            self.queue.store_model_summary()
-            summary = self.queue.confirmation_summary(self.store.read()) if self.queue.settings.confirm > 0 else ""
+            lines = self.queue.summary(self.store.read())
         except StorageUnavailable as e:
             self._log(f"the model's summary of the configurations not launched is not stored: {e}")
             return
-        if summary:
-            self._log(f"picks: {summary}")
+        for line in lines:  # the contests behind the confirmations; what to deploy is the CLI's answer
+            self.events.write(f"confirmation contests: {line}")
 
     def _loop(self) -> StopReason:
         deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None
@@ -260,10 +228,10 @@ class StudyRun:
                 # this worker found exhausted may change once something else finishes.
                 self._wait_for_others()
                 continue
-            if self._confirm_picks(trials):
+            if self._queue_locked(Moment.TURN):
                 trials = self.store.read()
             if self._step(trials) is Asked.NOTHING:
-                if not elsewhere and self._confirm_picks(self.store.read(), exhausted=True):
+                if not elsewhere and self._queue_locked(Moment.NOTHING_LEFT):
                     continue  # nothing is left to search: the rest of the budget may confirm
                 if not elsewhere:
                     return StopReason.EXHAUSTED
@@ -271,18 +239,13 @@ class StudyRun:
                 self._wait_for_others()
         return StopReason.TARGET
 
-    def _confirm_picks(self, trials: Sequence[StoredTrial], exhausted: bool = False) -> bool:
-        """Within the confirmation window (or anywhere once the space is `exhausted`), queue
-        a relaunch of what the picks depend on (`QueuePolicy.enqueue_confirmation`), under
-        the lock: other workers queue too. True when one was queued."""
-        if not (exhausted or self.queue.in_confirmation_window(trials)):
+    def _queue_locked(self, moment: Moment) -> bool:
+        """Let the launch policies acting at `moment` queue, under the study's lock (other
+        workers queue too). True when a trial is queued afterwards."""
+        if not self.queue.acts_at(moment):
             return False
         with self.signals.deferred(), self.lock.held():
-            line = self.queue.enqueue_confirmation(self.store.read(), exhausted=exhausted)
-        if line and line != self._confirm_line:  # the same relaunch queued again after another worker took it
-            self._log(line)
-        self._confirm_line = line or self._confirm_line
-        return bool(line)
+            return self.queue.queue(moment, self.store.read(), self.launched)
 
     def _wait_for_others(self) -> None:
         self.obs.phase("waiting for other workers")
@@ -291,18 +254,11 @@ class StudyRun:
             self._recover_others(self.store.read())
 
     def _recover_others(self, trials: Sequence[StoredTrial]) -> bool:
-        """Fail and retry the trials of workers that died (on this host: by process
-        identity; on any host, with an RDB storage: by heartbeat), under the study's lock
-        so that two workers never retry the same trial twice. True when it looked."""
-        if not recovery.needs_recovery(trials, heartbeat=self.handle.heartbeat):
-            return False
-        with self.lock.held():
-            lines = recovery.recover(self.store, self.launcher, self.artifacts)
-            if self.handle.heartbeat:
-                lines += recovery.fail_stale_heartbeats(self.store)
-        for line in lines:
+        """`recovery.recover_others` (under the study's lock); True when it looked."""
+        lines = recovery.recover_others(trials, self.store, self.lock, self.launcher, self.artifacts, self.handle.heartbeat)
+        for line in lines or ():
             self._log(line)
-        return True
+        return lines is not None
 
     # ------------------------------------------------------------------ one trial
     def _step(self, trials: Sequence[StoredTrial]) -> Asked:
@@ -319,7 +275,7 @@ class StudyRun:
         with self.signals.deferred():
             if self._recover_others(trials):
                 trials = self.store.read()
-            if not self.queue.fill(trials):
+            if not self.queue.queue(Moment.ASK, trials, self.launched):
                 return Asked.NOTHING
             trial = self.store.ask()
             current = InFlight(
@@ -376,7 +332,7 @@ class StudyRun:
             spawned=lambda info: self._spawned(current, info),
         )
         if current.reference is None:  # a reference point is not shown to the proposer (`proposing.references`)
-            hooks.measured = lambda record: self.queue.propose_ahead(current.trial, record, self.launched + 1)
+            hooks.measured = lambda record: self.queue.measured(current.trial, record, self.launched + 1)
         off_search = current.confirm_of is not None or current.reference is not None
         race = None if off_search else Race.for_trial(self.compiled.space, self.store, self.req.race)
         if race is not None:
@@ -400,8 +356,8 @@ class StudyRun:
                 self.events.write(f"trial {current.trial.number}: server record not stored ({exc})")
 
     def _finish(self, current: InFlight, record: TrialRecord) -> None:
-        """Store the trial's record (`TrialFinisher`); the queue policy learns it, and a
-        mem-fraction push may be queued after a launch."""
+        """Store the trial's record (`TrialFinisher`); the launch policies learn it, and
+        may queue a launch after a launch (a mem-fraction push)."""
         number, confirmation = current.trial.number, current.confirm_of is not None
         with self.signals.deferred():
             try:
@@ -414,10 +370,7 @@ class StudyRun:
                     self.launched += 1
         self.obs.trial_finished(number, record, self.launched, self.req.n_trials)
         if record.launched and not ending.failed:
-            with self.signals.deferred(), self.lock.held():
-                push = self.queue.enqueue_mem_push(self.launched)
-            if push:
-                self._log(push)
+            self._queue_locked(Moment.LAUNCHED)
 
     def _told(self, current: InFlight) -> None:
         self.signals.live_servers.discard(current.launch_id)
@@ -428,28 +381,12 @@ class StudyRun:
         note = ""
         if self.current is not None:
             with self.signals.deferred():
-                note = self._record_interrupted(self.current)
+                try:
+                    second = self.signals.count >= 2
+                    note = record_interrupted(self.current, self.store, self.finisher, self.launcher, self.events, second)
+                finally:
+                    self._told(self.current)
         return StudyInterrupted(
             f"interrupted{note}: {self.launched} of {self.req.n_trials} trials are stored in {self.handle.description}; "
             "run the same command again to continue"
         )
-
-    def _record_interrupted(self, current: InFlight) -> str:
-        """Record the interrupted trial as FAIL ("interrupted") with its server log, and
-        queue its parameters again. Returns a note for the message ("" when all went well)."""
-        if current.beat is not None:
-            current.beat.stop()
-        trial = current.trial
-        try:
-            straggler = stop_stragglers(current.launch_id, self.launcher)
-            if straggler:
-                self.events.write(straggler)
-            if self.store.is_finished(trial):
-                return ""
-            record = interrupted_record(current, second_signal=self.signals.count >= 2)
-            self.finisher.finish(trial, record, note=f" (after {time.monotonic() - current.started:.1f}s)")
-            return ""
-        except Exception as exc:  # the storage may be what failed; the next run recovers the trial
-            return f" (trial {trial.number} could not be recorded: {type(exc).__name__}; the next run retries it)"
-        finally:
-            self._told(current)

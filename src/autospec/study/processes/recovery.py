@@ -25,11 +25,21 @@ import optuna
 
 from autospec.launcher import Launcher
 from autospec.records import ORPHANED, STALE, WITHDRAWN, Markers, StoredTrial, TrialRecord, TrialStore
+from autospec.study.claims import StudyLock
 from autospec.study.files import Artifacts
 from autospec.study.processes.identity import find_launch_processes, host_name, is_same_process
 from autospec.study.processes.stopping import stop_trial_leftovers
 
-__all__ = ["MAX_STALE_RETRIES", "ORPHAN_AGE_S", "recover", "fail_stale_heartbeats", "requeue", "needs_recovery", "Heartbeat"]
+__all__ = [
+    "MAX_STALE_RETRIES",
+    "ORPHAN_AGE_S",
+    "recover",
+    "recover_others",
+    "fail_stale_heartbeats",
+    "requeue",
+    "needs_recovery",
+    "Heartbeat",
+]
 
 MAX_STALE_RETRIES = 3
 # A RUNNING trial without a worker record (the tuner died between `ask` and recording
@@ -191,3 +201,24 @@ class Heartbeat:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+
+
+def recover_others(
+    trials: Sequence[StoredTrial],
+    store: TrialStore,
+    lock: StudyLock,
+    launcher: Launcher,
+    artifacts: Artifacts | None,
+    heartbeat: bool,
+) -> list[str] | None:
+    """Fail and retry the trials of workers that died (on this host: by process identity;
+    on any host, with an RDB storage's `heartbeat`: by heartbeat), under the study's
+    `lock` so that two workers never retry the same trial twice. Returns the lines to
+    report, or None when `trials` show nothing to recover (it did not look)."""
+    if not needs_recovery(trials, heartbeat=heartbeat):
+        return None
+    with lock.held():
+        lines = recover(store, launcher, artifacts)
+        if heartbeat:
+            lines += fail_stale_heartbeats(store)
+    return lines

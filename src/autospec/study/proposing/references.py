@@ -47,8 +47,9 @@ import optuna
 
 from autospec.config import SearchSpace
 from autospec.feasibility.verdict import Verdict
-from autospec.records import Markers, TrialStore
-from autospec.sglang_facts import DRAFT_TOKENS, STEPS, TOPK
+from autospec.records import Markers
+from autospec.sglang_facts import ADAPTIVE_ALGORITHMS, ALGORITHM, DRAFT_TOKENS, STEPS, TOPK
+from autospec.study.proposing.policy import LaunchPolicy, Moment, Plan, StudyView
 
 __all__ = [
     "REFERENCE_PARAM",
@@ -61,7 +62,7 @@ __all__ = [
     "reference_names",
     "reference_candidate",
     "references_wanted",
-    "enqueue_references",
+    "ReferencePolicy",
     "reference_of",
     "ask_reference",
 ]
@@ -73,10 +74,7 @@ REFERENCE_NAMES = (NO_SPECULATION, SGLANG_DEFAULTS, ADAPTIVE)
 REFERENCE_PARAM = "autospec_reference"
 TRIALS_PER_REFERENCE = 4  # default rule: references only when --trials >= 4 x their number
 REFERENCES_ENQUEUED = "autospec:references_enqueued"
-ALGORITHM = "speculative_algorithm"
 ADAPTIVE_FLAG = "speculative_adaptive"
-# sglang 0.5.23 adaptive_spec_params.adaptive_unsupported_reason: EAGLE/EAGLE3 only (NEXTN aliases EAGLE)
-ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
 SPECULATION_SHAPE = (STEPS, TOPK, DRAFT_TOKENS)
 
 
@@ -126,37 +124,44 @@ def references_wanted(explicit: bool | None, setting: bool | None, n_trials: int
     return n_trials >= TRIALS_PER_REFERENCE * count
 
 
-def enqueue_references(
-    store: TrialStore,
-    space: SearchSpace,
-    fixed: Mapping[str, Any],
-    argument_verdict: Callable[[Mapping[str, Any]], Verdict],
-    log: Callable[[str], None],
-    room: int,
-) -> list[str]:
-    """Queue every reference `space` allows that SGLang's argument rules accept, once per
-    study (a study flag); returns the names queued. `room`: the launches left in the
-    budget; with fewer than the references, none is queued (a later run with a larger
-    ``--trials`` queues them), so none is left waiting. Call under the study's lock."""
-    if store.study.user_attrs.get(REFERENCES_ENQUEUED):
-        return []
-    names = reference_names(space)
-    if room < len(names):
-        log(f"references not queued: {room} launch(es) left of --trials, {len(names)} references; raise --trials")
-        return []
-    queued = []
-    for name in names:
-        flags = {k: v for k, v in {**fixed, **reference_candidate(name, space, fixed)}.items() if v is not None}
-        verdict = argument_verdict(flags)
-        if not verdict.ok:
-            log(f"reference {name} not measured: SGLang would reject it ({verdict.reason})")
-            continue
-        store.enqueue({REFERENCE_PARAM: name}, Markers(reference=name))
-        queued.append(name)
-    store.set_study_flag(REFERENCES_ENQUEUED)
-    if queued:
-        log(f"references queued (counted in --trials): {', '.join(queued)}")
-    return queued
+class ReferencePolicy(LaunchPolicy):
+    """Queues every reference `declared` allows that SGLang's argument rules accept, once
+    per study (a study flag). `fixed`: the flags the trial chain merges in; `n_trials`:
+    the launch budget. With fewer launches left in the budget (after the launched and
+    the queued trials: the baseline and calibration go first) than references, none is
+    queued (a later run with a larger ``--trials`` queues them), so none is left waiting."""
+
+    moments = frozenset({Moment.START})
+
+    def __init__(
+        self,
+        declared: SearchSpace,
+        fixed: Mapping[str, Any],
+        argument_verdict: Callable[[Mapping[str, Any]], Verdict],
+        n_trials: int,
+    ) -> None:
+        self.declared, self.fixed, self.argument_verdict, self.n_trials = declared, fixed, argument_verdict, n_trials
+
+    def next_launch(self, view: StudyView) -> Plan | None:
+        if view.attrs.get(REFERENCES_ENQUEUED):
+            return None
+        names = reference_names(self.declared)
+        room = self.n_trials - sum(1 for t in view.trials if t.counts_as_launch) - view.waiting
+        if room < len(names):
+            short = f"{room} launch(es) left of --trials, {len(names)} references"
+            return Plan(line=f"references not queued: {short}; raise --trials")
+        queued, notes = [], []
+        for name in names:
+            candidate = reference_candidate(name, self.declared, self.fixed)
+            verdict = self.argument_verdict({k: v for k, v in {**self.fixed, **candidate}.items() if v is not None})
+            if verdict.ok:
+                queued.append(name)
+            else:
+                notes.append(f"reference {name} not measured: SGLang would reject it ({verdict.reason})")
+        if queued:
+            notes.append(f"references queued (counted in --trials): {', '.join(queued)}")
+        trials = tuple(({REFERENCE_PARAM: name}, Markers(reference=name)) for name in queued)
+        return Plan(trials, line="\n".join(notes), study_flag=REFERENCES_ENQUEUED)
 
 
 def reference_of(trial: optuna.Trial) -> str | None:

@@ -1,0 +1,55 @@
+"""tools/gpu/check_exact.py: served top tokens against the small model's, position by position."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+GPU_TOOLS = Path(__file__).resolve().parents[2] / "tools" / "gpu"
+
+
+def _load():
+    sys.path.insert(0, str(GPU_TOOLS))
+    try:
+        spec = importlib.util.spec_from_file_location("check_exact", GPU_TOOLS / "check_exact.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(GPU_TOOLS))
+
+
+ce = _load()
+
+
+def _small(rows):
+    """log-probabilities (1 sequence, positions, vocab 3) from per-position probabilities."""
+    return torch.tensor([[[math.log(p) for p in row] for row in rows]], dtype=torch.float64)
+
+
+def test_agreement_near_ties_and_the_largest_difference():
+    small = _small([[0.7, 0.2, 0.1], [0.41, 0.40, 0.19], [0.5, 0.3, 0.2]])
+    served = [
+        [
+            [(math.log(0.7), 0), (math.log(0.2), 1)],  # agrees
+            [(math.log(0.405), 1), (math.log(0.404), 0)],  # disagrees where the small model nearly ties
+            [(math.log(0.45), 1), (math.log(0.40), 0)],  # disagrees where it does not
+        ]
+    ]
+    result = ce.compare(served, small, positions=64, near_tie=0.05)
+    assert (result["positions"], result["agree"]) == (3, 1)
+    assert [c["pos"] for c in result["disagreements_near_tie"]] == [2]
+    assert [c["pos"] for c in result["disagreements_not_near_tie"]] == [3]
+    assert result["max_logprob_diff"] == pytest.approx(abs(math.log(0.45) - math.log(0.3)), abs=1e-5)
+
+
+def test_only_the_first_positions_are_compared():
+    small = _small([[0.7, 0.2, 0.1], [0.5, 0.3, 0.2]])
+    served = [[[(math.log(0.7), 0)], [(math.log(0.9), 2)]]]
+    result = ce.compare(served, small, positions=1, near_tie=0.05)
+    assert (result["positions"], result["agreement"], result["max_logprob_diff"]) == (1, 1.0, 0.0)
