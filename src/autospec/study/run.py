@@ -201,14 +201,15 @@ class StudyRun:
 
     def _summarize(self) -> None:
         """Store what the launch policies keep at the end (the model's summary of the
-        configurations not launched) and log their lines (what each pick rests on)."""
+        configurations not launched) and write their lines (what each pick rests on) to the
+        events log."""
         try:
             lines = self.queue.summary(self.store.read())
         except StorageUnavailable as e:
             self._log(f"the model's summary of the configurations not launched is not stored: {e}")
             return
-        for line in lines:  # the contests behind the confirmations; what to deploy is the CLI's answer
-            self.events.write(f"confirmation contests: {line}")
+        for line in lines:  # for the record; what to deploy is the CLI's answer (autospec.report)
+            self.events.write(line)
 
     def _loop(self) -> StopReason:
         deadline = time.monotonic() + self.req.timeout_s if self.req.timeout_s else None

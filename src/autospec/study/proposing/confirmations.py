@@ -93,8 +93,9 @@ class ConfirmationPolicy(LaunchPolicy):
         return Plan(((target.retry_params, markers),), line=line)
 
     def summary(self, trials: Sequence[StoredTrial]) -> tuple[dict[str, object], str]:
-        """One line: what each pick objective's leader rests on (none without confirmation
-        or before any measurement)."""
+        """One line for the events log: what each pick objective's leader rests on (none
+        without confirmation or before any measurement). What to deploy is the CLI's answer
+        (`autospec.report`), not this line."""
         if self.confirm <= 0:
             return {}, ""
         parts = []
@@ -109,4 +110,4 @@ class ConfirmationPolicy(LaunchPolicy):
                     f" (within the intervals of trial(s) {', '.join(map(str, c.contenders))})" if c.contenders else ""
                 )
             parts.append(f"best at {self._where[c.objective]}: trial {c.leader} on {launches} launch(es), {how}")
-        return {}, ("picks: " + "; ".join(parts)) if parts else ""
+        return {}, ("confirmation contests: " + "; ".join(parts)) if parts else ""
