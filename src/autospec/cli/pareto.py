@@ -79,7 +79,10 @@ def baseline_of(data: StudyData, number: int | None) -> TrialView | None:
 
 
 def _picks_json(picks: Mapping[str, Pick]) -> dict[str, Any]:
-    return {name: {"number": p.trial.number, "params": p.trial.flags, "why": p.why} for name, p in picks.items()}
+    return {
+        name: {"number": p.trial.number, "params": p.trial.flags, "why": p.why, "versus_runner_up": p.versus}
+        for name, p in picks.items()
+    }
 
 
 def _section(title: str, lines: list[str], bullet: str) -> None:

@@ -4,7 +4,8 @@ Only `TrialClass.MEASURED` trials can be on the front. A configuration launched 
 confirm it (`TrialClass.RELAUNCH` trials, `Markers.confirm_of`) stays one point: its
 first trial, with the mean of every measured launch (`launch_groups`, `pooled_values`); so
 does one measured again as a trial of its own (`autospec optimize --remeasure`: the same
-parameters and resolved flags as an earlier measured trial).
+parameters and resolved flags as an earlier measured trial), and a reference point that
+ran the same server (the same resolved flags) counts as one more launch of it.
 
 An objective measured at concurrency C pools further (`objective_groups`): configurations
 that differ only in flags that size the KV pool (`POOL_SIZING_FLAGS`, such as
@@ -38,7 +39,8 @@ def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool]) 
 def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]:
     """Measured trial number -> that trial and its measured relaunches, in number order: the
     trials that confirm it, and later measured trials of the same parameters and resolved
-    flags (`--remeasure`). A relaunch always comes after the trial it relaunches."""
+    flags (`--remeasure`). A relaunch always comes after the trial it relaunches. Measured
+    reference points that ran the same server (`_add_references`) come last."""
     groups: dict[int, list[StoredTrial]] = {}
     first_of: dict[str, int] = {}
     for t in sorted(trials, key=lambda t: t.number):
@@ -56,7 +58,25 @@ def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]
             continue
         if root in groups and t.has_measurement:
             groups[root].append(t)
+    _add_references(trials, groups)
     return groups
+
+
+def _add_references(trials: Sequence[StoredTrial], groups: dict[int, list[StoredTrial]]) -> None:
+    """A measured reference point that ran the same server as a measured configuration (the
+    same resolved flags: SGLang's defaults are usually a point of the space) is one more
+    launch of that configuration: its figures pool in, after the configuration's own."""
+    by_server: dict[str, int] = {}
+    for number, group in groups.items():
+        record = group[0].record
+        if record is not None and record.resolved:
+            by_server.setdefault(dedup_key(record.resolved), number)
+    for t in sorted(trials, key=lambda t: t.number):
+        if t.trial_class != TrialClass.REFERENCE or not t.has_measurement or t.record is None or not t.record.resolved:
+            continue
+        root = by_server.get(dedup_key(t.record.resolved))
+        if root is not None:
+            groups[root].append(t)
 
 
 def _server_key(t: StoredTrial, ignore: frozenset[str] = frozenset()) -> str | None:

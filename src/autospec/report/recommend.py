@@ -15,7 +15,8 @@
   relaunches measured it) are named as ties but do not decide: wide intervals say the
   order is uncertain, not that a worse estimate is as good (letting them decide made
   the picks of simulated studies with confirmation launches worse:
-  docs/tuning-quality.md).
+  docs/tuning-quality.md). Where both have per-request figures, "tied" means the paired
+  ratio's 95% interval holds 1 (`StudyData.compare`, `autospec.metrics.paired`).
 - knee: the balanced choice: the configuration whose worst objective, as a share of the
   best value on the front, is highest (max-min of normalised objectives).
 
@@ -31,9 +32,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from autospec.report.data import Measure, Objective, StudyData, TrialView
-from autospec.report.support import support_note
+from autospec.report.support import support_note, versus_json
 from autospec.report.table import compact
 
 __all__ = ["Pick", "recommend", "PICKS", "share_of_best"]
@@ -47,6 +49,7 @@ class Pick:
     name: str  # "latency" | "throughput" | "knee"
     trial: TrialView
     why: str
+    versus: dict[str, Any] | None = None  # the paired ratio to the runner-up (`support.versus_json`)
 
 
 def _value(t: TrialView, data: StudyData, i: int) -> Measure:
@@ -93,7 +96,18 @@ def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = N
         return top, [top]
     equal = [t for t in trials if _tied(_value(t, data, i), _value(top, data, i), intervals=False)]
     chosen = max(equal, key=lambda t: (_score(t, data, then), _score(t, data, i), -t.number))
-    return chosen, [t for t in trials if t is chosen or _tied(_value(t, data, i), _value(chosen, data, i))]
+    return chosen, [t for t in trials if t is chosen or _tied_with(data, t, chosen, i)]
+
+
+def _tied_with(data: StudyData, t: TrialView, chosen: TrialView, i: int) -> bool:
+    """`t` cannot be told apart from `chosen` on objective `i`: within TIE_MARGIN, or the
+    paired ratio's 95% interval holds 1 (`StudyData.compare`), or, unpaired (no per-request
+    figures), their difference is within the combined half-widths."""
+    a, b = _value(t, data, i), _value(chosen, data, i)
+    if _tied(a, b, intervals=False):
+        return True
+    c = data.compare(t, chosen, i)
+    return not c.separated if c is not None and c.paired else _tied(a, b)
 
 
 def _lead(tied: list[TrialView], data: StudyData, i: int, superlative: str) -> str:
@@ -173,7 +187,9 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
                 f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
                 f"{_fmt(_value(baseline, data, thr), ot)})."
             )
-    picks["latency"] = Pick("latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}{support_note(data, t, lat)}")
+    picks["latency"] = Pick(
+        "latency", t, f"trial {t.number} ({compact(t.flags)}) is {why}{support_note(data, t, lat)}", versus_json(data, t, lat)
+    )
 
     # throughput
     t, tied = _best(front, data, thr, lat)
@@ -184,7 +200,10 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
     if baseline is not None:
         extra += f"; at {_where(ot)} {_ratio_text(a_t, _value(baseline, data, thr))}"
     picks["throughput"] = Pick(
-        "throughput", t, f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.{support_note(data, t, thr)}"
+        "throughput",
+        t,
+        f"trial {t.number} ({compact(t.flags)}) has {lead}: {_fmt(a_t, ot)}{extra}.{support_note(data, t, thr)}",
+        versus_json(data, t, thr),
     )
 
     # knee

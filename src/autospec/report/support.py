@@ -1,30 +1,31 @@
 """What a pick rests on, in one sentence (pure).
 
 For a pick chosen on one objective: how many launches its figure pools (its own, and those
-of configurations that ran the same server at that objective's concurrency), whether its 95%
-interval (the between-launch spread included once relaunches measured it) separates it
-from the runner-up on that objective (the best other measured configuration), and where
-its own launches disagree beyond their intervals. Separation follows
-`autospec.records.confirming`, the rule the study's confirmation launches stop on: a
-pick on one launch counts as separated only once the study has measured the spread.
+of configurations that ran the same server at that objective's concurrency), its ratio to
+the runner-up on that objective (the best other measured configuration) with its 95%
+interval, paired over the requests or waves both measured (`autospec.metrics.paired`; the
+between-launch spread is its floor), and whether that separates them or they are tied, and
+where its own launches disagree beyond their intervals. The runner-up's own figure keeps
+its interval over its requests ("over these prompts"). Separation follows
+`autospec.records.confirming`, the rule the study's confirmation launches stop on: an
+unpaired comparison (a study measured before per-request figures) on one launch counts as
+separated only once the study has measured the spread.
 """
 
 from __future__ import annotations
 
-from autospec.metrics.relaunch import LaunchFigure, Pooled
-from autospec.records.confirming import MIN_LAUNCHES, launches_disagree, overlap
+from typing import Any
+
+from autospec.metrics.relaunch import LaunchFigure
+from autospec.records.confirming import MIN_LAUNCHES, launches_disagree
 from autospec.report.data import Measure, StudyData, TrialView
 
-__all__ = ["support_note", "runner_up", "disagreeing_launches"]
+__all__ = ["support_note", "runner_up", "disagreeing_launches", "versus_text", "versus_json"]
 
 
 def _measure(t: TrialView, data: StudyData, i: int) -> Measure:
     m = t.objective_measure(data.objectives[i], i)
     return m if m is not None else Measure(t.value(i))
-
-
-def _pooled(m: Measure, launches: int) -> Pooled:
-    return Pooled(m.value, m.half_width, launches, m.half_width, None)
 
 
 def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
@@ -37,6 +38,41 @@ def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
     sign = 1.0 if data.objectives[i].maximize else -1.0
     # configurations pooled into one figure tie: the one on the front stands for them
     return max(others, key=lambda t: (sign * _measure(t, data, i).value, t.kind == "front", -t.number))
+
+
+def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, launches: int) -> str:
+    """'against the runner-up, trial 7 (312.4 +-9.1 over these prompts): x1.052 (95% 1.021-1.084,
+    paired over 14 requests, 2 and 1 launches): separated' (or tied, and why)."""
+    o = data.objectives[i]
+    where = f"C={o.concurrency}" if o.concurrency is not None else o.name
+    b = _measure(other, data, i)
+    own = f" +-{b.half_width:.1f}" if b.half_width is not None else ""
+    head = f"against the runner-up at {where}, trial {other.number} ({b.value:.1f}{own} over these prompts)"
+    c = data.compare(chosen, other, i)
+    if c is None:
+        return head + ": no ratio can be formed"
+    how = (
+        f"paired over {c.matched} {c.unit}" + (f", {c.dropped} unmatched left out" if c.dropped else "")
+        if c.paired
+        else (f"unpaired: only {c.matched} {c.unit} matched" if c.unit != "figures" else "unpaired: no per-request figures")
+    )
+    ratio = f"x{c.ratio:.3f} (95% {c.lo:.3f}-{c.hi:.3f}, {how}, {c.launches[0]} and {c.launches[1]} launches)"
+    if c.unsettled:
+        return f"{head}: {ratio}: tied, a launch's rate never settled"
+    if not c.separated:
+        return f"{head}: {ratio}: tied, the interval holds 1"
+    if not c.paired and launches < MIN_LAUNCHES and o.name not in data.spread:
+        return f"{head}: {ratio}: separated, but the between-launch spread is not measured yet, so one launch cannot settle it"
+    return f"{head}: {ratio}: separated"
+
+
+def versus_json(data: StudyData, chosen: TrialView, i: int) -> dict[str, Any] | None:
+    """The pick against its runner-up on objective `i`, as `pareto --json` gives it."""
+    other = runner_up(data, chosen, i)
+    c = None if other is None else data.compare(chosen, other, i)
+    if other is None or c is None:
+        return None
+    return {"objective": data.objectives[i].name, "runner_up": other.number, **c.as_dict()}
 
 
 def disagreeing_launches(data: StudyData, chosen: TrialView) -> list[str]:
@@ -70,17 +106,7 @@ def support_note(data: StudyData, chosen: TrialView, i: int) -> str:
     if other is None:
         text += "; nothing else was measured to compare it with"
     else:
-        a, b = _measure(chosen, data, i), _measure(other, data, i)
-        spread_known = o.name in data.spread
-        if overlap(_pooled(a, n), _pooled(b, other.launches)):
-            text += f"; its {where} interval overlaps that of trial {other.number} ({b.value:.1f}): not separated"
-        elif n < MIN_LAUNCHES and not spread_known:
-            text += (
-                f"; its {where} interval excludes trial {other.number} ({b.value:.1f}), but the between-launch spread "
-                "is not measured yet, so one launch cannot settle it"
-            )
-        else:
-            text += f"; its {where} interval separates it from the runner-up, trial {other.number} ({b.value:.1f})"
+        text += "; " + versus_text(data, chosen, other, i, n)
     differ = disagreeing_launches(data, chosen)
     if differ:
         text += f"; its launches disagree beyond their own intervals at {', '.join(differ)} (launch-to-launch spread)"
