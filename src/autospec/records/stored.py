@@ -93,6 +93,7 @@ class StoredTrial:
     server: dict[str, Any] | None = None
     fixed_params: dict[str, Any] = field(default_factory=dict)
     started: datetime.datetime | None = None
+    finished: datetime.datetime | None = None
 
     @property
     def outcome(self) -> str:
@@ -170,6 +171,7 @@ def read_trial(t: optuna.trial.FrozenTrial) -> StoredTrial:
         server=dict(server) if isinstance(server, dict) else None,
         fixed_params=dict(fixed) if isinstance(fixed, dict) else {},
         started=t.datetime_start,
+        finished=t.datetime_complete,
     )
 
 
