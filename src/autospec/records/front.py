@@ -39,15 +39,19 @@ def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool]) 
 def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]:
     """Measured trial number -> that trial and its measured relaunches, in number order: the
     trials that confirm it, and later measured trials of the same parameters and resolved
-    flags (`--remeasure`). A relaunch always comes after the trial it relaunches. Measured
+    flags on the same machine (`--remeasure`). A relaunch always comes after the trial it relaunches; a control
+    relaunch on another machine is not in its group (it measures the machine). Measured
     reference points that ran the same server (`_add_references`) come last."""
     groups: dict[int, list[StoredTrial]] = {}
     first_of: dict[str, int] = {}
     for t in sorted(trials, key=lambda t: t.number):
         if t.trial_class == TrialClass.RELAUNCH:
+            if t.markers.control == "machine":  # another machine: compared through it (records.machines), not pooled
+                continue
             root = t.markers.confirm_of
         elif t.trial_class == TrialClass.MEASURED and t.values is not None:
             key = _server_key(t)
+            key = None if key is None else f"{key}@{t.machine or ''}"  # launches of one machine pool
             root = first_of.get(key) if key is not None else None
             if root is None or not t.has_measurement:
                 groups[t.number] = [t]
@@ -124,6 +128,7 @@ def objective_groups(
     out: dict[int, list[StoredTrial]] = {}
     for number, group in groups.items():
         key = _server_key(group[0], POOL_SIZING_FLAGS)
+        key = None if key is None else f"{key}@{group[0].machine or ''}"  # one machine's launches pool
         if key is None or not all(holds_level(t, concurrency) for t in group):
             out[number] = list(group)
             continue

@@ -34,8 +34,7 @@ def machine_key(host: str, gpus: Sequence[str] = ()) -> str:
 
 def machine_of(trial: StoredTrial) -> str | None:
     """The machine key a trial's server ran on; None for trials recorded before keys were."""
-    key = (trial.worker or {}).get("machine")
-    return key if isinstance(key, str) and key else None
+    return trial.machine
 
 
 @dataclass(frozen=True)

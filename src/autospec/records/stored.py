@@ -100,6 +100,13 @@ class StoredTrial:
         return self.record.outcome if self.record is not None else self.state.name.lower()
 
     @property
+    def machine(self) -> str | None:
+        """The machine key its server ran on (`autospec.records.machines`); None for trials
+        recorded before keys were."""
+        key = (self.worker or {}).get("machine")
+        return key if isinstance(key, str) and key else None
+
+    @property
     def launched(self) -> bool:
         """A server was started for it (recorded, or known from its server record)."""
         return self.record.launched if self.record is not None else self.server is not None

@@ -71,7 +71,7 @@ def _latency_objective(data: StudyData) -> int | None:
 def machines_json(data: StudyData) -> list[dict[str, Any]]:
     """Every machine factor a control trial measured (`autospec.records.machines`), per
     objective: the new machine over the old, with its 95% interval."""
-    return [{"objective": data.objectives[i].name, **f.as_dict()} for i, found in sorted(data.machines.items()) for f in found]
+    return [{**f.as_dict(), "objective": data.objectives[i].name} for i, found in sorted(data.machines.items()) for f in found]
 
 
 def machine_lines(data: StudyData) -> list[str]:
