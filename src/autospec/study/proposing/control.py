@@ -5,7 +5,8 @@ Figures from two machines differ by the machines (a few percent between two H200
 model), and one machine drifts over hours. So a run that finds the study's last launch on
 another machine key (`autospec.records.machines`: host plus GPU UUIDs, or the simulated
 machine's name), or finished more than ``[study] control_after_hours`` ago (default 6),
-first queues one relaunch of a configuration already measured: the current latency pick,
+first queues one relaunch of a configuration already measured (not while another
+worker's launch is running: workers of one study at once are not a continuation): the current latency pick,
 or a measured reference point when there is no pick yet. It carries the marker
 ``control`` ("machine" or "pause") and counts towards ``--trials`` as a confirmation
 does, without taking one of the confirmations. Its launches against those of the old
@@ -61,7 +62,8 @@ class ControlPolicy(LaunchPolicy):
             return None
         last = max(launches, key=lambda t: t.number)
         before = machine_of(last)
-        if self.machine is not None and before is not None and before != self.machine:
+        others_at_work = any(t.state == optuna.trial.TrialState.RUNNING for t in trials)  # not a continuation
+        if self.machine is not None and before is not None and before != self.machine and not others_at_work:
             return "machine"
         finished = max((t.finished for t in launches if t.finished is not None), default=None)
         if finished is not None and self._now() - finished > datetime.timedelta(hours=self.after_hours):
