@@ -168,3 +168,16 @@ def test_workers_of_one_study_at_once_are_not_a_continuation():
     )
     policy = ControlPolicy(SPACE, [True], "b/GPU-2", 6.0, now=lambda: _T0 + datetime.timedelta(hours=2))
     assert _plan(policy, [*TRIALS, running]) is None
+
+
+def test_a_comparison_across_machines_divides_by_the_factor_and_widens_by_its_interval():
+    from autospec.metrics.paired import Comparison
+    from autospec.records.machines import machine_key, through_factor
+
+    assert machine_key("h", ("GPU-1", "GPU-2")) == "h/GPU-1,GPU-2" and machine_key("h") == "h"
+    raw = Comparison(ratio=1.10, lo=1.10 / 1.02, hi=1.10 * 1.02, matched=12, dropped=0, launches=(1, 1), paired=True)
+    factor = Comparison(ratio=1.05, lo=1.05 / 1.02, hi=1.05 * 1.02, matched=12, dropped=0, launches=(1, 1), paired=True)
+    seen = through_factor(raw, factor)
+    assert seen.ratio == pytest.approx(1.10 / 1.05)
+    assert math.log(seen.hi / seen.ratio) == pytest.approx(math.hypot(math.log(1.02), math.log(1.02)))
+    assert seen.lo < seen.ratio < seen.hi

@@ -112,8 +112,8 @@ class NvmlGpuProbe(GpuProbe):
         self._handles = {i: self._nvml.nvmlDeviceGetHandleByIndex(i) for i in indices}
 
     def uuids(self) -> tuple[str, ...]:
-        """NVML's ``nvmlDeviceGetUUID`` per watched GPU ("GPU-8f3c...": str in nvidia-ml-py
-        12.560, bytes in releases before 11.5); () when NVML fails."""
+        """NVML's ``nvmlDeviceGetUUID`` per watched GPU ("GPU-8f3c..."; taken as str or bytes,
+        as pynvml releases differ; not yet run against a real driver here); () when NVML fails."""
         try:
             found = [self._nvml.nvmlDeviceGetUUID(h) for _, h in sorted(self._handles.items())]
         except Exception:  # pynvml raises its own NVMLError subclasses
