@@ -12,8 +12,10 @@ import pytest
 
 from autospec.cli.main import main
 from autospec.config import parse_search_space
+from autospec.metrics.paired import Comparison, compare
 from autospec.records import Markers, StoredTrial, TrialClass, TrialRecord, read_trials
-from autospec.records.machines import machine_of
+from autospec.records.machines import machine_key, machine_of, through_factor
+from autospec.report.data import snapshot
 from autospec.sim import machine_factor
 from autospec.sim.profile import load_profile
 from autospec.study.proposing.control import ControlPolicy
@@ -151,6 +153,16 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert f"machine host-b/sim:beta reads x{f['ratio']:.3f} ({f['lo']:.3f}-{f['hi']:.3f}) of machine host-a/sim:alpha" in text
     assert f"from the control trial {control.number}" in text
+    # A configuration measured only on the new machine is compared with the pick through the factor.
+
+    data = snapshot(optuna.load_study(study_name="ctl", storage=f"sqlite:///{tmp_path / 'studies' / 'ctl'}.db"))
+    views = {t.number: t for t in data.trials}
+    later = next(t for t in new if t.has_measurement and not t.markers.control and t.number in data.ran_on)
+    raw = compare(data.side(views[later.number], 0), data.side(views[pick.number], 0), data.log_spread.get(0))
+    factor = data.machines[0][0].comparison
+    seen = data.compare(views[later.number], views[pick.number], 0)
+    assert seen == through_factor(raw, factor) and seen.ratio == pytest.approx(raw.ratio / factor.ratio)
+    assert seen.hi / seen.lo > raw.hi / raw.lo  # the factor's uncertainty widens it
 
 
 def test_workers_of_one_study_at_once_are_not_a_continuation():
@@ -171,8 +183,6 @@ def test_workers_of_one_study_at_once_are_not_a_continuation():
 
 
 def test_a_comparison_across_machines_divides_by_the_factor_and_widens_by_its_interval():
-    from autospec.metrics.paired import Comparison
-    from autospec.records.machines import machine_key, through_factor
 
     assert machine_key("h", ("GPU-1", "GPU-2")) == "h/GPU-1,GPU-2" and machine_key("h") == "h"
     raw = Comparison(ratio=1.10, lo=1.10 / 1.02, hi=1.10 * 1.02, matched=12, dropped=0, launches=(1, 1), paired=True)
