@@ -107,6 +107,8 @@ def test_latency_objective_defaults_to_minimize():
         ({"study__confirm": -1}, "[study] confirm must be >= 0"),
         ({"study__confirm": 2.5}, "[study] confirm must be an integer"),
         ({"study__confirmations": 2}, "[study] unknown key 'confirmations'"),
+        ({"study__control_after_hours": 0}, "[study] control_after_hours must be a positive number, got 0"),
+        ({"study__control_after_hours": "6h"}, "[study] control_after_hours"),
     ],
 )
 def test_bad_space_is_one_line_error_naming_the_problem(changes, needle):

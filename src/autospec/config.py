@@ -24,7 +24,8 @@ A search-space file is TOML (docs/search-spaces.md has the full reference)::
     [baseline]    the user's current deployment (flags), enqueued by --baseline
     [references]  measure = true | false: the reference points (no speculation, SGLang's
                   defaults, adaptive); unset: on when the budget allows (--references)
-    [study]       confirm = 5 (launches of --trials that may confirm the picks; --confirm overrides)
+    [study]       confirm = 5 (launches of --trials that may confirm the picks; --confirm overrides),
+                  control_after_hours = 6 (a pause after which a run relaunches a control first)
 
 Each table is a pydantic dataclass: unknown keys are rejected in every table, and
 values keep the types the file gave them (the study fingerprint depends on it). Every
@@ -413,6 +414,8 @@ class StudySpec(KnownKeys):
     changes what is launched, not what the measurements mean."""
 
     confirm: Annotated[int, Strict(), Field(ge=0)] | None = None
+    #: hours after the last launch past which a run relaunches a control first (`autospec.study.proposing.control`)
+    control_after_hours: Annotated[Number, AfterValidator(_positive)] = 6.0
 
 
 def _command(raw: Any) -> tuple[str, ...]:

@@ -68,6 +68,9 @@ class FakeNvml:
     def nvmlDeviceGetName(self, handle):
         return b"NVIDIA H200"
 
+    def nvmlDeviceGetUUID(self, handle):
+        return f"GPU-0000000{handle}" if handle else b"GPU-00000000"
+
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         return [SimpleNamespace(pid=100 + handle, usedGpuMemory=512 * 1024 * 1024), SimpleNamespace(pid=200, usedGpuMemory=None)]
 
@@ -79,6 +82,12 @@ def test_nvml_probe_reads_memory_processes_and_names():
     assert snap.names == {0: "NVIDIA H200", 1: "NVIDIA H200"}
     assert snap.pids == frozenset({100, 101, 200})
     assert sorted((p.pid, p.gpu, p.mem_mb) for p in snap.processes)[:2] == [(100, 0, 512.0), (101, 1, 512.0)]
+
+
+def test_nvml_probe_names_its_gpus_by_uuid_in_index_order():
+    assert NvmlGpuProbe(nvml=FakeNvml()).uuids() == ("GPU-00000000", "GPU-00000001")
+    assert NvmlGpuProbe(gpus=[1], nvml=FakeNvml()).uuids() == ("GPU-00000001",)
+    assert NullGpuProbe().uuids() == ()
 
 
 def test_nvml_probe_limited_to_some_gpus():

@@ -8,7 +8,12 @@ import tomllib
 
 from autospec.cli.main import main
 from autospec.config import parse_search_space
+from autospec.feasibility.gate import FeasibilityGate
+from autospec.records import Markers, StoredTrial, TrialClass, TrialRecord
+from autospec.sim import init_outcome, load_profile, resolve_args
 from autospec.study.proposing.mem_push import MAX_FAILURES, MEM, Measured, may_push, push_candidate
+from autospec.study.proposing.policy import Moment, StudyView
+from autospec.study.proposing.pushes import MemPushPolicy
 
 from .conftest import SIM_ARGS
 
@@ -140,40 +145,103 @@ def test_a_space_without_mem_fraction_has_nothing_to_push():
     assert push_candidate(space(text), [m(0, 3, 0.84, 440, 1600, 14)], gate()) is None
 
 
-def test_a_study_raises_the_mem_fraction_of_a_queue_bound_front_config(tmp_path):
-    """The two calibration launches (mem 0.88) queue at C=32 on the default simulator
-    profile; the third launch is the better one of them at the top of the range."""
+PUSH_SPACE_TEXT = (
+    SPACE_TEXT.replace("low = 2\nhigh = 3", "low = 2\nhigh = 5").replace(
+        "low = 0.80\nhigh = 0.92\nstep = 0.04", "low = 0.80\nhigh = 0.94\nstep = 0.02"
+    )
+    + """
+[baseline]
+speculative_num_steps = 5
+mem_fraction_static = 0.90
+"""
+)
+
+
+def _study(tmp_path, text, trials):
     path = tmp_path / "space.toml"
-    path.write_text(SPACE_TEXT)
+    path.write_text(text)
     studies = tmp_path / "studies"
-    argv = [
-        "optimize",
-        "--space",
-        str(path),
-        "--study",
-        "push",
-        "--studies-dir",
-        str(studies),
-        "--seed",
-        "1",
-        "--trials",
-        "3",
-        *SIM_ARGS,
-    ]
-    assert main(argv) == 0
-    events = (studies / "push-events.log").read_text()
+    argv = ["optimize", "--space", str(path), "--study", "push", "--studies-dir", str(studies), "--seed", "1"]
+    assert main([*argv, "--trials", str(trials), "--baseline", "--no-references", "--confirm", "0", *SIM_ARGS]) == 0
     study = optuna.load_study(study_name="push", storage=f"sqlite:///{studies / 'push.db'}")
-    launched = [t for t in study.trials if t.user_attrs.get("launched")]
-    first, second, pushed = launched
-    assert first.user_attrs["calibration"] and second.user_attrs["calibration"]
-    base = study.trials[pushed.user_attrs["mem_push"]]
-    assert base in (first, second) and base.user_attrs["outcome"] == "ok"
-    assert base.user_attrs["startup"]["max_running_requests"] < 32
-    assert base.values[1] == max(first.values[1], second.values[1])
-    assert pushed.params == {**base.params, "mem_fraction_static": pytest.approx(0.92)}
-    assert pushed.user_attrs["outcome"] == "ok"
-    assert pushed.user_attrs["startup"]["max_running_requests"] > base.user_attrs["startup"]["max_running_requests"]
-    assert f"trial {base.number} ran at most {base.user_attrs['startup']['max_running_requests']} requests" in events
+    return study, (studies / "push-events.log").read_text()
+
+
+def _starts(params):
+    """Whether the default simulator profile starts the space's server with `params`."""
+    profile = load_profile()
+    flags = {**space(PUSH_SPACE_TEXT).server.flags, **params}
+    return init_outcome(profile, resolve_args(profile, flags)).ok
+
+
+def _launched(number, steps, mem, c1, c32):
+    """A measured launch of the push space's server on the default simulator profile, with
+    the startup facts the simulator gives it."""
+    profile = load_profile()
+    params = {"speculative_num_steps": steps, MEM: mem}
+    flags = {**space(PUSH_SPACE_TEXT).server.flags, **params}
+    out = init_outcome(profile, resolve_args(profile, flags))
+    assert out.ok
+    startup = {
+        "max_total_num_tokens": out.max_total_num_tokens,
+        "max_running_requests": out.max_running_requests,
+        "available_gpu_mem_gb": out.available_gpu_mem_gb,
+        "gpu_mem_before_load_gb": profile.gpu_mem_gb - profile.runtime_overhead_gb,
+        "kv_cache_gb": out.kv_cache_gb,
+        "cuda_graph_gb": out.cuda_graph_gb,
+    }
+    bench = {c: {"n_ok": 2 * c, metric: v} for c, metric, v in ((1, "output_tok_s", c1), (32, "agg_output_tok_s", c32))}
+    record = TrialRecord(
+        outcome="ok", candidate=params, launched=True, resolved=flags, startup=startup, bench=bench, values=[c1, c32]
+    )
+    return StoredTrial(
+        number, number, optuna.trial.TrialState.COMPLETE, TrialClass.MEASURED, params, (c1, c32), {}, record, Markers()
+    )
+
+
+def _push_after(trials):
+    pushes = MemPushPolicy(
+        space(PUSH_SPACE_TEXT), FeasibilityGate(sglang_version="0.5.10"), [True, True], 20, quiet=lambda t: False
+    )
+    return pushes, pushes.next_launch(StudyView(Moment.LAUNCHED, trials, len(trials), dict))
+
+
+def test_a_push_goes_to_the_highest_mem_fraction_the_memory_model_is_sure_starts():
+    """As in a quick start: 3 steps at mem 0.82 is the best at C=32 and queue-bound, and
+    4 steps at mem 0.92 started with little headroom. The push raises the first no higher
+    than where it keeps that much; the top of the range, which the gate alone would
+    launch, fails at init."""
+    trials = [_launched(0, 3, 0.82, 245.0, 1870.0), _launched(1, 5, 0.88, 268.0, 1350.0), _launched(2, 4, 0.92, 270.0, 1830.0)]
+    pushes, plan = _push_after(trials)
+    assert plan is not None
+    ((params, markers),) = plan.trials
+    assert markers.mem_push == 0 and params["speculative_num_steps"] == 3
+    assert params[MEM] > 0.82 and _starts(params)
+    top = {**params, MEM: 0.94}
+    assert pushes.gate.verdict({**pushes.space.server.flags, **top}).ok and not _starts(top)
+
+
+def test_no_push_goes_where_the_launches_do_not_prove_the_headroom():
+    """Only the quick start's two calibration launches (mem 0.82): every higher value of
+    either leaves less headroom than both had, so nothing is pushed; the gate alone
+    would launch the top of the range, which fails at init."""
+    trials = [_launched(0, 3, 0.82, 245.0, 1870.0), _launched(1, 1, 0.82, 125.0, 1480.0)]
+    pushes, plan = _push_after(trials)
+    assert plan is None
+    top = {"speculative_num_steps": 3, MEM: 0.94}
+    assert pushes.gate.verdict({**pushes.space.server.flags, **top}).ok and not _starts(top)
+
+
+def test_no_push_is_queued_where_no_launch_proved_the_headroom_it_needs(tmp_path):
+    """Without the baseline, only the two calibration launches (mem 0.88) have started:
+    every higher mem fraction of either leaves less headroom than both had, which is not
+    known to be enough, so the study queues no push (it pushed to the top before, where
+    3 steps fail at init)."""
+    text = PUSH_SPACE_TEXT[: PUSH_SPACE_TEXT.index("[baseline]")]
+    assert not _starts({"speculative_num_steps": 4, "mem_fraction_static": 0.94})
+    study, events = _study(tmp_path, text, 3)
+    assert not any(t.user_attrs.get("mem_push") is not None for t in study.trials)
+    assert "queued again" not in events
 
 
 def test_pushes_go_on_after_one_failure_at_init_and_stop_at_the_second_or_the_budget():

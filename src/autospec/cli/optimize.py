@@ -241,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
         race=not args.no_race,
         slot=slot,
         hardware=target.hardware,
+        machine=target.machine,
         study_options=study_options(args, space_file(args.space)),
         model_size=_with_listed_gpus(target.model_size, args),
     )

@@ -88,7 +88,7 @@ def _section(title: str, lines: list[str], bullet: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from autospec.report import answer, build_table, format_text, front_json, picks_json, snapshot, study_warnings, table_json
     from autospec.report.model_notes import model_json, model_lines
-    from autospec.report.placement import placement_json, placement_lines
+    from autospec.report.placement import machine_lines, machines_json, placement_json, placement_lines
     from autospec.report.references import GAINS_LEGEND, gains_json, gains_lines
 
     study = open_existing(args)
@@ -109,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         out["notes"] = study_warnings(data, baseline)
         out["model"] = model_json(data, picks)
         out["placement"] = placement_json(data)
+        out["machines"] = machines_json(data)
         out.update(gains_json(data, picks))
         print(json.dumps(out, indent=2, default=str))
         return 0
@@ -135,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     _section(f"references measured in this study (configurations of the front like any other); {GAINS_LEGEND}:", gains, "  ")
     _section("the model (--sampler model), before each launch and after the last:", model_lines(data, picks), "  ")
     _section("where the launches ran (hardware class, hosts, slots):", placement_lines(data), "  ")
+    _section("machines compared through a control relaunch:", machine_lines(data), "  ")
     _section("notes:", study_warnings(data, baseline), "  - ")
     print()
     print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N --format cmd|yaml|systemd|adaptive")

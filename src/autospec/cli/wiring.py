@@ -45,6 +45,7 @@ class Target:
     to_argv: ArgvBuilder | None = None
     sglang_version: str = DEFAULT_SGLANG_VERSION
     hardware: str | None = None  # what the servers run on (`hardware_of`)
+    machine: str | None = None  # the machine key of its servers (`machine_of_target`)
     model_size: ModelSize = field(default_factory=ModelSize)  # for the weights-do-not-fit line
 
 
@@ -132,6 +133,25 @@ def hardware_of(probe: GpuProbe, slot: Slot | None, fallback: str, space: Search
     return text + (", shared" if slot is not None and slot.shared else "")
 
 
+def sim_machine_name() -> str | None:
+    """The simulated machine this run's servers inherit (``AUTOSPEC_SIM_MACHINE``), or None."""
+    import os
+
+    from autospec.sim.args import ENV_MACHINE
+
+    return os.environ.get(ENV_MACHINE) or None
+
+
+def machine_of_target(probe: GpuProbe, sim_machine: str | None) -> str:
+    """The machine key of a run's servers (`autospec.records.machines`): this host with the
+    simulated machine's name (``AUTOSPEC_SIM_MACHINE``, which the simulator inherits) or the
+    NVML UUIDs of the GPUs the probe watches."""
+    from autospec.records.machines import machine_key
+    from autospec.study.processes.identity import host_name
+
+    return machine_key(host_name(), (f"sim:{sim_machine}",) if sim_machine else probe.uuids())
+
+
 def slot_launcher(probe: GpuProbe, slot: Slot | None) -> Launcher:
     """A launcher for `slot` (`autospec.study.slots`): its port window, an NCCL port from
     it, and no GPU-total baseline on a shared GPU; a plain launcher without a slot."""
@@ -200,6 +220,7 @@ def _sim_target(
         to_argv=flag_words,
         sglang_version=resolver.sglang_version() or DEFAULT_SGLANG_VERSION,
         hardware=hardware_of(probe, slot, f"simulator ({Path(profile).stem})", space),
+        machine=machine_of_target(probe, sim_machine_name()),
         model_size=sim_model_size(profile),
     )
 
@@ -254,6 +275,7 @@ def _sglang_target(
         to_argv=flag_words,
         sglang_version=version,
         hardware=hardware_of(probe, slot, "unknown GPU", space),
+        machine=machine_of_target(probe, None),
         model_size=real_model_size(space.server.flags, probe),
     )
 

@@ -79,6 +79,10 @@ class GpuProbe(ABC):
     def snapshot(self) -> GpuSnapshot:
         """Memory per GPU and the PIDs holding it, now."""
 
+    def uuids(self) -> tuple[str, ...]:
+        """The UUIDs of the GPUs it watches, in index order; () where it cannot name them."""
+        return ()
+
 
 class NullGpuProbe(GpuProbe):
     """For hosts without GPUs: always empty, and teardown reports memory as unknown."""
@@ -106,6 +110,15 @@ class NvmlGpuProbe(GpuProbe):
             raise ProbeUnavailable("NVML sees no GPU")
         indices = list(range(count)) if gpus is None else [i for i in gpus if 0 <= i < count]
         self._handles = {i: self._nvml.nvmlDeviceGetHandleByIndex(i) for i in indices}
+
+    def uuids(self) -> tuple[str, ...]:
+        """NVML's ``nvmlDeviceGetUUID`` per watched GPU ("GPU-8f3c..."; taken as str or bytes,
+        as pynvml releases differ; not yet run against a real driver here); () when NVML fails."""
+        try:
+            found = [self._nvml.nvmlDeviceGetUUID(h) for _, h in sorted(self._handles.items())]
+        except Exception:  # pynvml raises its own NVMLError subclasses
+            return ()
+        return tuple(u.decode() if isinstance(u, bytes) else str(u) for u in found)
 
     def snapshot(self) -> GpuSnapshot:
         nvml = self._nvml

@@ -37,6 +37,10 @@ docs/model.md has the long form):
   larger reserve and no fewer draft tokens than a configuration that failed on the KV
   pool, a configuration fails too (and the reverse for one that started); likewise for
   graph OOM with a larger fraction and no smaller graph shape.
+- **Sure to start** (`MemoryModel.sure_to_start`, for launches the study queues on its
+  own): only the upper end of theta's range is proven, so a configuration is sure to
+  start when its predicted headroom clears the least headroom that worked, with the fit's
+  spread, or a launch of its context that started had no more headroom.
 - **Draft KV dtype** (``--speculative-draft-kv-cache-dtype``, sglang 0.5.23;
   `autospec.model.draft_kv`): with the draft pool's measured size per token, a block
   draft's (DFLASH, DSPARK) pool scales by (t + d) / (t + d r) and an EAGLE-family draft
@@ -59,13 +63,23 @@ from autospec.model.observation import GRAPH_FAILURE, KV_FAILURE, WEIGHTS_FAILUR
 from autospec.model.parameters import Group, Layout
 from autospec.model.shape import SPEC_DEFAULT_SLOTS, Shape
 
-__all__ = ["MemoryModel", "MemoryPrediction", "pool_features", "headroom_features", "POOL_TERMS", "HEADROOM_TERMS"]
+__all__ = [
+    "MemoryModel",
+    "MemoryPrediction",
+    "pool_features",
+    "headroom_features",
+    "POOL_TERMS",
+    "HEADROOM_TERMS",
+    "SURE",
+]
 
 #: Relative spread added to a pool prediction per unit of extrapolation below the
 #: smallest pool that worked (a pool predicted at half the smallest seen gets +7.5%).
 EXTRAPOLATION_SPREAD = 0.15
 #: Standard deviation (GB) of a headroom figure: the log prints two decimals.
 HEADROOM_NOISE_GB = 0.03
+#: How sure `MemoryModel.sure_to_start` must be (each check, one-sided).
+SURE = 0.95
 #: A default memory fraction for configurations that do not set one (SGLang picks one
 #: from the GPU; only differences between configurations matter to the fit).
 DEFAULT_MEM = 0.85
@@ -355,6 +369,20 @@ class MemoryModel:
             if any(i in same for i in self.weights_failed):
                 p_other[j] = 0.0
         return MemoryPrediction(pm, ps, hm, hs, p_kv, p_graph, p_other)
+
+    def sure_to_start(self, shapes: Sequence[Shape], contexts: Sequence[str], confidence: float = SURE) -> np.ndarray:
+        """Whether each configuration starts with probability `confidence` per check, not
+        counting on the unproven part of the activation reserve: no failure rule applies
+        to it, its KV pool is allocated that surely, and its CUDA graphs fit because a
+        launch of its context that started left no more headroom (exact), or because its
+        predicted headroom clears the least headroom any launch started with (the upper
+        end of `graph_threshold`) that surely. False where no launch reported headroom."""
+        pred = self.predict(shapes, contexts)
+        _, proven = self.graph_threshold
+        with np.errstate(invalid="ignore"):
+            clears = ndtr((pred.headroom_mean - proven) / np.maximum(pred.headroom_sd, 1e-9)) >= confidence
+        graphs = (pred.p_graph >= 1.0) | (clears & (self.headroom is not None))
+        return (pred.p_other >= 1.0) & (pred.p_kv >= confidence) & graphs
 
     def pool_draws(self, shapes: Sequence[Shape], rng: np.random.Generator, m: int) -> np.ndarray | None:
         """(m, n) pool draws (the fit's coefficient uncertainty), or None without a fit."""

@@ -197,6 +197,7 @@ class Markers:
     imported: Mapping[str, Any] | None = None  # {"source", "key", ...} of an imported measurement
     predicted: Mapping[str, Any] | None = None  # --sampler model: what it expected (`ModelSampler.prediction_for`)
     reference: str | None = None  # a reference point outside the search (`autospec.study.proposing.references`)
+    control: str | None = None  # a control relaunch, and why: "machine" (another machine) or "pause" (`...proposing.control`)
 
     def to_attrs(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -214,6 +215,7 @@ class Markers:
             return value if isinstance(value, int) and not isinstance(value, bool) else None
 
         imported, predicted, reference = attrs.get("imported"), attrs.get("predicted"), attrs.get("reference")
+        control = attrs.get("control")
         return cls(
             baseline=bool(attrs.get("baseline")),
             calibration=bool(attrs.get("calibration")),
@@ -223,4 +225,5 @@ class Markers:
             imported=dict(imported) if isinstance(imported, Mapping) else None,
             predicted=dict(predicted) if isinstance(predicted, Mapping) else None,
             reference=reference if isinstance(reference, str) and reference else None,
+            control=control if isinstance(control, str) and control else None,
         )

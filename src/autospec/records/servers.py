@@ -12,6 +12,9 @@ and `pareto --json` all read their configurations from here.
   the same server as a reference joins the reference's configuration, which is then
   named by the reference (a deployable server whose flags SGLang chooses), else by its
   first launch. A reference that broke an SLO is no configuration (it cannot be served).
+  Launches pool only within one machine (`StoredTrial.machine`), and a control relaunch
+  on another machine (`Markers.control == "machine"`) is in no group: it measures the
+  machine factor (`autospec.records.machines`).
 - **The same server at one concurrency** (`objective_groups`): configurations that differ
   only in flags that size the KV pool (`POOL_SIZING_FLAGS`, such as
   `mem_fraction_static`) ran the same batches at C when each of their launches held all C
@@ -62,23 +65,32 @@ def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]
     for t in sorted(trials, key=lambda t: t.number):
         if not is_configuration(t) or (t.values is None and not t.has_measurement):
             continue
+        if t.markers.control == "machine":  # another machine: compared through it (records.machines), not pooled
+            continue
         confirm_of = t.markers.confirm_of
+        key = _machine_key(t)
         if confirm_of is not None:
             root = root_of.get(confirm_of)
         else:
-            key = server_key(t)
             root = first_of.get(key) if key is not None else None
         if root is None or not t.has_measurement:
             if t.trial_class == TrialClass.RELAUNCH or confirm_of is not None:
                 continue  # a relaunch of nothing measured
             groups[t.number] = [t]
             root_of[t.number] = t.number
-            if (key := server_key(t)) is not None:
+            if key is not None:
                 first_of.setdefault(key, t.number)
             continue
         groups[root].append(t)
         root_of[t.number] = root
     return {_name(group): group for group in groups.values()}
+
+
+def _machine_key(t: StoredTrial, ignore: frozenset[str] = frozenset()) -> str | None:
+    """`server_key` on the machine the launch ran on: launches of one server pool only
+    within one machine (`StoredTrial.machine`; studies before machine keys pool as one)."""
+    key = server_key(t, ignore)
+    return None if key is None else f"{key}@{t.machine or ''}"
 
 
 def _name(group: Sequence[StoredTrial]) -> int:
@@ -121,7 +133,7 @@ def objective_groups(
     classes: dict[str, list[StoredTrial]] = {}
     out: dict[int, list[StoredTrial]] = {}
     for number, group in groups.items():
-        key = server_key(group[0], POOL_SIZING_FLAGS)
+        key = _machine_key(group[0], POOL_SIZING_FLAGS)
         if key is None or not all(holds_level(t, concurrency) for t in group):
             out[number] = list(group)
             continue

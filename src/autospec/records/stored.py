@@ -95,10 +95,18 @@ class StoredTrial:
     server: dict[str, Any] | None = None
     fixed_params: dict[str, Any] = field(default_factory=dict)
     started: datetime.datetime | None = None
+    finished: datetime.datetime | None = None
 
     @property
     def outcome(self) -> str:
         return self.record.outcome if self.record is not None else self.state.name.lower()
+
+    @property
+    def machine(self) -> str | None:
+        """The machine key its server ran on (`autospec.records.machines`); None for trials
+        recorded before keys were."""
+        key = (self.worker or {}).get("machine")
+        return key if isinstance(key, str) and key else None
 
     @property
     def launched(self) -> bool:
@@ -172,6 +180,7 @@ def read_trial(t: optuna.trial.FrozenTrial) -> StoredTrial:
         server=dict(server) if isinstance(server, dict) else None,
         fixed_params=dict(fixed) if isinstance(fixed, dict) else {},
         started=t.datetime_start,
+        finished=t.datetime_complete,
     )
 
 

@@ -38,6 +38,7 @@ from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
 from autospec.records.launches import ObjectiveRef, level_interval, level_series, level_settled, pool_levels, pool_study
+from autospec.records.machines import MachineFactor, machine_factors, machine_of, through_factor
 
 __all__ = [
     "Objective",
@@ -251,6 +252,10 @@ class StudyData:
     # per objective the between-launch spread of a launch's log figure
     sides: dict[int, list[Side | None]] = field(default_factory=dict)
     log_spread: dict[int, LogSpread] = field(default_factory=dict)
+    # per objective, the machine factors its control trials measured (`autospec.records.machines`),
+    # and per measured configuration, per objective, the machine keys of its launches
+    machines: dict[int, list[MachineFactor]] = field(default_factory=dict)
+    ran_on: dict[int, list[frozenset[str]]] = field(default_factory=dict)
 
     def side(self, t: TrialView, i: int) -> Side | None:
         """Trial `t`'s configuration on objective `i` as one side of a comparison: pooled over
@@ -272,7 +277,24 @@ class StudyData:
         sa, sb = self.side(a, i), self.side(b, i)
         if sa is None or sb is None:
             return None
-        return compare(sa, sb, self.log_spread.get(i))
+        found = compare(sa, sb, self.log_spread.get(i))
+        factor = self._factor(a.number, b.number, i)
+        return found if found is None or factor is None else through_factor(found, factor)
+
+    def _factor(self, a: int, b: int, i: int) -> Comparison | None:
+        """The machine factor of `a`'s one machine over `b`'s other one on objective `i`, where
+        a control measured it; None where they share a machine or none did."""
+        where = [self.ran_on.get(n, []) for n in (a, b)]
+        keys = [w[i] if i < len(w) else frozenset() for w in where]
+        if any(len(k) != 1 for k in keys) or keys[0] == keys[1]:
+            return None
+        new, old = next(iter(keys[0])), next(iter(keys[1]))
+        for f in reversed(self.machines.get(i, [])):
+            if (f.new, f.old) == (new, old):
+                return f.comparison
+            if (f.new, f.old) == (old, new):
+                return f.comparison.inverse()
+        return None
 
     @property
     def counts(self) -> TrialCounts:
@@ -402,6 +424,8 @@ def snapshot(study: Any) -> StudyData:
         measures = {key: Measure(p.value, p.half) for key, p in figures.items() if math.isfinite(p.value)}
         views[number] = replace(views[number], level_pooled=measures)
     spread = {objectives[i].name: s for i, s in pooled.spread.items()}
+    machines = {r.index: machine_factors(trials, r, pooled.log_spread.get(r.index)) for r in refs}
+    ran_on = {n: [frozenset(k for k in map(machine_of, ls) if k) for ls in per] for n, per in pooled.launches.items()}
     return StudyData(
         study.study_name,
         objectives,
@@ -410,6 +434,8 @@ def snapshot(study: Any) -> StudyData:
         spread,
         sides=pooled.sides,
         log_spread=pooled.log_spread,
+        machines={i: f for i, f in machines.items() if f},
+        ran_on=ran_on,
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from autospec.report.data import StudyData
 
-__all__ = ["placement_json", "placement_lines"]
+__all__ = ["placement_json", "placement_lines", "machines_json", "machine_lines"]
 
 
 def placement_json(data: StudyData) -> list[dict[str, Any]]:
@@ -60,3 +60,22 @@ def placement_lines(data: StudyData) -> list[str]:
     if len(rows) > 1:
         lines.append("measurements from different hardware classes are not comparable one to one: read the front per class")
     return lines
+
+
+def _latency_objective(data: StudyData) -> int | None:
+    """The lowest-concurrency objective (the latency pick's)."""
+    levels = [(o.concurrency or 0, i) for i, o in enumerate(data.objectives)]
+    return min(levels)[1] if levels else None
+
+
+def machines_json(data: StudyData) -> list[dict[str, Any]]:
+    """Every machine factor a control trial measured (`autospec.records.machines`), per
+    objective: the new machine over the old, with its 95% interval."""
+    return [{**f.as_dict(), "objective": data.objectives[i].name} for i, found in sorted(data.machines.items()) for f in found]
+
+
+def machine_lines(data: StudyData) -> list[str]:
+    """One line per machine factor on the latency objective: "machine B reads x1.046
+    (1.031-1.061) of machine A, from the control trial N"."""
+    i = _latency_objective(data)
+    return [] if i is None else [f.line() for f in data.machines.get(i, [])]

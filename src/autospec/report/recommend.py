@@ -185,14 +185,21 @@ def _ratio_text(a: Measure, b: Measure) -> str:
 
 def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, Pick]:
     """The three picks by name; empty when nothing is on the front."""
-    front = data.front
-    if not front:
+    if not data.front:
         return {}
+    return {
+        "latency": _latency_pick(data, baseline),
+        "throughput": _throughput_pick(data, baseline),
+        "knee": _knee_pick(data),
+    }
+
+
+def _latency_pick(data: StudyData, baseline: TrialView | None) -> Pick:
+    """The fastest front configuration at the latency objective; with a baseline, among
+    those not worse than it at the throughput objective where any is."""
+    front = data.front
     lat, thr = data.latency_objective, data.throughput_objective
     ol, ot = data.objectives[lat], data.objectives[thr]
-    picks: dict[str, Pick] = {}
-
-    # latency
     if baseline is not None and lat != thr:
         base_t = _value(baseline, data, thr)
         eligible = [t for t in front if _not_worse(_value(t, data, thr), base_t, ot)]
@@ -218,7 +225,7 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
                 f"{_where(ot)}, so this one costs throughput there ({_fmt(_value(t, data, thr), ot)} vs "
                 f"{_fmt(_value(baseline, data, thr), ot)})."
             )
-    picks["latency"] = Pick(
+    return Pick(
         "latency",
         t,
         f"trial {t.number} ({describe(t)}) is {why}{support_note(data, t, lat)}{_reference_note(data, t, lat)}",
@@ -227,15 +234,19 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
         versus_json(data, t, lat),
     )
 
-    # throughput
-    t, tied = _best(front, data, thr, lat)
+
+def _throughput_pick(data: StudyData, baseline: TrialView | None) -> Pick:
+    """The front configuration with the highest figure at the throughput objective."""
+    lat, thr = data.latency_objective, data.throughput_objective
+    ol, ot = data.objectives[lat], data.objectives[thr]
+    t, tied = _best(data.front, data, thr, lat)
     a_t, a_l = _value(t, data, thr), _value(t, data, lat)
     lead = f"the {'' if len(tied) < 2 else 'practically '}highest {ot.what}"
     extra = _tie_note(tied, t, data, thr, lat)
     extra += f"; at {_where(ol)} it gives {_fmt(a_l, ol)}" if lat != thr else ""
     if baseline is not None:
         extra += f"; at {_where(ot)} {_ratio_text(a_t, _value(baseline, data, thr))}"
-    picks["throughput"] = Pick(
+    return Pick(
         "throughput",
         t,
         f"trial {t.number} ({describe(t)}) has {lead}: {_fmt(a_t, ot)}{extra}.{support_note(data, t, thr)}"
@@ -245,16 +256,19 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
         versus_json(data, t, thr),
     )
 
-    # knee
+
+def _knee_pick(data: StudyData) -> Pick:
+    """The knee: the front configuration whose worst share of the best value over the
+    objectives is highest (the lowest trial number among equals)."""
+    front = data.front
     scored = [(min(share_of_best(data, t, front)), t) for t in front]
     best_score = max(s for s, _ in scored)
     t = min((t for s, t in scored if s == best_score), key=lambda t: t.number)
     shares = share_of_best(data, t, front)
     parts = ", ".join(f"{s:.0%} at {_where(o)}" for s, o in zip(shares, data.objectives))
-    picks["knee"] = Pick(
+    return Pick(
         "knee",
         t,
         f"trial {t.number} ({describe(t)}) is the balanced choice: it keeps at least "
         f"{min(shares):.0%} of the best value on every objective ({parts}).",
     )
-    return picks

@@ -31,6 +31,7 @@ from autospec.study.processes.gpu_guard import GpuGuard
 from autospec.study.processes.stopping import StopSignals
 from autospec.study.proposing.compiled import CompiledSpace, compile_space
 from autospec.study.proposing.confirmations import ConfirmationPolicy, confirmation_launches
+from autospec.study.proposing.control import ControlPolicy
 from autospec.study.proposing.once import BaselinePolicy, CalibrationPolicy
 from autospec.study.proposing.policy import LaunchPolicy
 from autospec.study.proposing.proposals import ProposalPolicy
@@ -80,7 +81,7 @@ def _launch_policies(
     n = req.n_trials
     confirm = confirmation_launches(n, req.confirm)
     confirmation = ConfirmationPolicy(space, store.maximize, n, confirm) if confirm > 0 else None
-    policies: list[LaunchPolicy] = []
+    policies: list[LaunchPolicy] = [ControlPolicy(space, store.maximize, req.machine, req.space.study.control_after_hours)]
     if req.baseline:
         policies.append(BaselinePolicy(declared, space, gate.argument_verdict))
     if req.learn:

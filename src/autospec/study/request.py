@@ -76,6 +76,7 @@ class OptimizeRequest:
     race: bool = True  # stop measuring clearly dominated configurations early (autospec.study.racing)
     slot: Slot | None = None  # the GPU slot this run's servers use (autospec.study.slots); None: all GPUs
     hardware: str | None = None  # what the servers run on, e.g. "NVIDIA H200 x1" (memory lessons are kept per hardware)
+    machine: str | None = None  # the machine key of this run's servers (`autospec.records.machines`)
     study_options: Mapping[str, Any] | None = None  # stored with a new study for `autospec worker` (cli.workers)
     model_size: ModelSize | None = None  # checkpoint sizes and GPUs, for the weights-do-not-fit line
 
@@ -83,6 +84,8 @@ class OptimizeRequest:
         """Where this run's servers run: stored on each trial (reports, recovery) and used
         to keep memory lessons to the hardware they were learned on."""
         placement: dict[str, Any] = {"hardware": self.hardware}
+        if self.machine is not None:
+            placement["machine"] = self.machine
         if self.slot is not None:
             placement["slot"] = self.slot.as_dict()
         return placement

@@ -38,8 +38,12 @@ def confirmation_launches(n_trials: int, confirm: int | None) -> int:
 def confirmation_left(trials: Sequence[StoredTrial], confirm: int) -> int:
     """Confirmation launches still allowed of `confirm` (counted over the study: launched
     ones and those running on a worker; a queued one is not made yet, and one the gate
-    answered without a launch takes nothing)."""
-    made = [t for t in trials if t.markers.confirm_of is not None and (t.state == _RUNNING or t.counts_as_launch)]
+    answered without a launch takes nothing; a control relaunch is not a confirmation)."""
+    made = [
+        t
+        for t in trials
+        if t.markers.confirm_of is not None and t.markers.control is None and (t.state == _RUNNING or t.counts_as_launch)
+    ]
     return max(confirm - len(made), 0)
 
 

@@ -13,10 +13,10 @@ on by chance.
 So after each launch the study looks at the Pareto front of what it measured and, for
 the best queue-bound configuration there (best on the objective measured at the highest
 concurrency), proposes the highest mem fraction of the space above its own that the
-feasibility gate would launch. A failure there (say, a CUDA-graph OOM) teaches the gate,
-and the next proposal for the same configuration is lower; the study stops pushing after
-`MAX_FAILURES` failed pushes (`may_push`). Pure logic: the caller
-supplies the front (`autospec.records.pareto_front`) and the gate's answer.
+caller's `answer` launches (`pushes.MemPushPolicy`: the feasibility gate and the memory
+model's `sure_to_start`); "no" steps one value down. The study stops pushing after
+`MAX_FAILURES` failed pushes (`may_push`). Pure logic: the caller supplies the front
+(`autospec.records.pareto_front`) and the answer.
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ from autospec.space import param_values
 
 __all__ = ["Measured", "Push", "PushAnswer", "MEM", "MAX_FAILURES", "may_push", "push_candidate"]
 
-#: Pushes that failed at init after which a study pushes no more. The first push goes to
-#: the top of the range, where a failure is likeliest (the range usually reaches past
-#: what fits): stopping at that first failure left the value just below it, often the
-#: optimum under load, untried; a second failure says the boundary lies lower than one
-#: step and the rest is left to the sampler.
+#: Pushes that failed at init after which a study pushes no more: a safety net, since a
+#: push goes only where the memory model is sure the server starts (two failures say
+#: its forms do not fit this server).
 MAX_FAILURES = 2
 
 # What the feasibility gate says of a proposal: launch it; it is already measured (so no

@@ -8,6 +8,9 @@ from typing import Any
 from autospec.config import SearchSpace
 from autospec.feasibility.gate import FeasibilityGate
 from autospec.launcher import LAUNCH_FAILURE_KINDS
+from autospec.model import observation_from, shape_of
+from autospec.model.memory import MemoryModel
+from autospec.model.shape import context_keys, context_of
 from autospec.records import OK, Markers, StoredTrial, pareto_front
 from autospec.space import to_distribution_params
 from autospec.study.proposing.mem_push import Measured, PushAnswer, may_push, push_candidate
@@ -23,11 +26,11 @@ def _startup(t: StoredTrial) -> Mapping[str, Any]:
 
 
 class MemPushPolicy(LaunchPolicy):
-    """After each launch, queue the next mem-fraction push (`push_candidate`), unless the
-    budget of `n_trials` is met, the push share of the budget was proposed, or
-    `mem_push.MAX_FAILURES` pushes failed at init (pushes go where the memory model is
-    least sure; that many failed launches is what the search may cost), or `quiet` says
-    the study is in the confirmation window."""
+    """After each launch, queue the next mem-fraction push (`push_candidate`) to a value
+    the gate launches and the memory model, fitted on the study's launches, is sure starts
+    (`MemoryModel.sure_to_start`), unless the budget of `n_trials` is met, the push share
+    of the budget was proposed, `mem_push.MAX_FAILURES` pushes failed at init anyway, or
+    `quiet` says the study is in the confirmation window."""
 
     moments = frozenset({Moment.LAUNCHED})
 
@@ -55,15 +58,29 @@ class MemPushPolicy(LaunchPolicy):
             for t in pareto_front(launched_trials, self.maximize, [o.concurrency for o in self.space.objectives])
             if t.values is not None and t.outcome == OK and t.markers.reference is None  # a reference's flags are SGLang's
         ]
-        push = push_candidate(self.space, front, self._answer)
+        starts = _sure_to_start(trials, self.space.server.flags)
+        push = push_candidate(self.space, front, lambda candidate: self._answer(candidate, starts))
         if push is None or any(t.markers.mem_push == push.base.number for t in pushes):  # another worker queued it
             return None
         params = to_distribution_params(push.candidate, self.space)
         return Plan(((params, Markers(mem_push=push.base.number)),), line=push.describe())
 
-    def _answer(self, candidate: dict[str, Any]) -> PushAnswer:
+    def _answer(self, candidate: dict[str, Any], starts: Callable[[Mapping[str, Any]], bool]) -> PushAnswer:
         verdict = self.gate.verdict({**self.space.server.flags, **candidate})
         if verdict.ok:
-            return "launch"
+            return "launch" if starts(verdict.resolved) else "no"
         first = self.gate.measurement_of(verdict.resolved) if verdict.status == "duplicate" else None
         return "measured" if first is not None and first.values is not None else "no"
+
+
+def _sure_to_start(trials: Sequence[StoredTrial], base_flags: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether the memory model fitted on `trials`' launches is sure that a server with
+    these full flags starts (`MemoryModel.sure_to_start`)."""
+    observations = [o for t in trials if (o := observation_from(t, base_flags=base_flags)) is not None]
+    keys = context_keys([o.flags for o in observations])
+    memory = MemoryModel(observations, [context_of(o.flags, keys) for o in observations])
+
+    def starts(flags: Mapping[str, Any]) -> bool:
+        return bool(memory.sure_to_start([shape_of(flags)], [context_of(flags, keys)])[0])
+
+    return starts

@@ -1,0 +1,127 @@
+"""Which machine a launch ran on, and how two machines compare through a control.
+
+A *machine key* names where a trial's server ran: the host and the GPUs it used,
+``"host/GPU-uuid,GPU-uuid"`` (NVML's UUIDs), or ``"host/sim:NAME"`` for a simulated machine
+(``AUTOSPEC_SIM_MACHINE``); just ``"host"`` where neither is known. It is stored in the
+worker record of every launched trial (``worker["machine"]``).
+
+A *control* is a relaunch of a configuration already measured (the latency pick, or a
+reference point) made first when a study continues on another machine or after a long
+pause (`autospec.study.proposing.control`). The *machine factor* is the paired ratio
+(`autospec.metrics.paired`) of the control's launches on the new machine over that
+configuration's launches on the old one, at the first objective; figures measured only on
+the new machine are compared with figures from the old one through it (`through_factor`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autospec.metrics.paired import Comparison, LogSpread, paired_ratio, unpaired_ratio
+from autospec.records.launches import ObjectiveRef, launch_figure, level_series
+from autospec.records.stored import StoredTrial
+
+__all__ = ["MachineFactor", "machine_key", "machine_of", "machine_factors", "through_factor"]
+
+
+def machine_key(host: str, gpus: Sequence[str] = ()) -> str:
+    """The key of `host` with the GPUs `gpus` (UUIDs or ``sim:NAME``), in the order given."""
+    return f"{host}/{','.join(gpus)}" if gpus else host
+
+
+def machine_of(trial: StoredTrial) -> str | None:
+    """The machine key a trial's server ran on; None for trials recorded before keys were."""
+    return trial.machine
+
+
+@dataclass(frozen=True)
+class MachineFactor:
+    """Machine `new` over machine `old`: `comparison` (ratio and 95% interval) from control
+    trial `control`, on objective `objective`."""
+
+    new: str
+    old: str
+    control: int
+    objective: int
+    comparison: Comparison
+
+    def line(self) -> str:
+        c = self.comparison
+        return (
+            f"machine {self.new} reads x{c.ratio:.3f} ({c.lo:.3f}-{c.hi:.3f}) of machine {self.old}, "
+            f"from the control trial {self.control}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        where = {"new": self.new, "old": self.old, "control": self.control, "objective": self.objective}
+        return {**where, **self.comparison.as_dict()}
+
+
+def _same_configuration(trials: Sequence[StoredTrial], control: StoredTrial) -> list[StoredTrial]:
+    """The measured launches of the control's configuration other than the control itself."""
+    m = control.markers
+    out = []
+    for t in trials:
+        if t.number == control.number or not t.has_measurement:
+            continue
+        same_pick = m.confirm_of is not None and m.confirm_of in (t.number, t.markers.confirm_of)
+        if same_pick or (m.reference is not None and t.markers.reference == m.reference):
+            out.append(t)
+    return out
+
+
+def _factor(
+    trials: Sequence[StoredTrial], control: StoredTrial, ref: ObjectiveRef, spread: LogSpread | None
+) -> MachineFactor | None:
+    new = machine_of(control)
+    peers = _same_configuration(trials, control)
+    old_keys = [k for k in (machine_of(t) for t in peers) if k is not None and k != new]
+    if new is None or not old_keys:
+        return None
+    old = old_keys[-1]
+    sides = ([control] + [t for t in peers if machine_of(t) == new], [t for t in peers if machine_of(t) == old])
+
+    def level(t: StoredTrial) -> Any:
+        return t.record.bench.get(ref.concurrency) if t.record is not None and ref.concurrency is not None else None
+
+    series = [[s[0] for s in (level_series(level(t), ref.metric) for t in side) if s is not None] for side in sides]
+    comparison = paired_ratio(series[0], series[1], spread) if all(series) else None
+    if comparison is None:
+        figures = [[f for f in (launch_figure(t, ref) for t in side) if f is not None] for side in sides]
+        if not all(figures):
+            return None
+        a, b = figures[0][0], figures[1][0]
+        comparison = unpaired_ratio(a.value, a.half, b.value, b.half, (len(figures[0]), len(figures[1])))
+    if comparison is None:
+        return None
+    return MachineFactor(new, old, control.number, ref.index, comparison)
+
+
+def machine_factors(trials: Sequence[StoredTrial], ref: ObjectiveRef, spread: LogSpread | None) -> list[MachineFactor]:
+    """One factor per measured control trial that ran on another machine than earlier
+    launches of its configuration, in trial order (`ref`: the objective it is read on)."""
+    controls = [t for t in trials if t.markers.control is not None and t.has_measurement]
+    found = (_factor(trials, t, ref, spread) for t in sorted(controls, key=lambda t: t.number))
+    return [f for f in found if f is not None]
+
+
+def through_factor(comparison: Comparison, factor: Comparison) -> Comparison:
+    """A over B where A was measured only on the factor's new machine and B only on its old
+    one: the ratio divided by the factor, the log half-widths added in quadrature."""
+    log_r = math.log(comparison.ratio) - math.log(factor.ratio)
+    halves = [(math.log(c.hi) - math.log(c.lo)) / 2 for c in (comparison, factor)]
+    half = math.hypot(*halves)
+    return Comparison(
+        ratio=math.exp(log_r),
+        lo=math.exp(log_r - half),
+        hi=math.exp(log_r + half),
+        matched=comparison.matched,
+        dropped=comparison.dropped,
+        launches=comparison.launches,
+        paired=comparison.paired,
+        unit=comparison.unit,
+        unsettled=comparison.unsettled + factor.unsettled,
+    )
