@@ -50,7 +50,7 @@ def test_values_keep_the_type_they_were_given():
         (
             {"outputlen": 8},
             "unknown key 'outputlen'; allowed keys are api, ignore_eos, input_len, kind, name, "
-            "output_len, path, seed, temperature, top_k, top_p",
+            "output_len, path, sampling_seed, seed, temperature, top_k, top_p",
         ),
     ],
 )
@@ -102,6 +102,7 @@ def test_as_dict_lists_every_field():
         "name": None,
         "seed": 4,
         "top_k": None,
+        "sampling_seed": False,
     }
     assert Workload(top_k=4).as_dict()["top_k"] == 4
 
@@ -110,3 +111,9 @@ def test_top_k_is_unset_by_default_and_sent_only_when_set():
     assert Workload().top_k is None
     assert Workload(temperature=1, top_k=4).sampling_params() == {"temperature": 1, "top_p": 1.0, "top_k": 4, "ignore_eos": True}
     assert "top_k" not in Workload(temperature=1).sampling_params()
+
+
+def test_a_sampling_seed_is_sent_on_the_native_api_only() -> None:
+    with pytest.raises(ConfigError, match=r'sampling_seed is sent on the native API only \(api = "chat"\); set api'):
+        Workload("random", api="chat", sampling_seed=True)
+    assert Workload("random", sampling_seed=True).sampling_seed

@@ -389,6 +389,10 @@ class BenchSpec(KnownKeys):
     max_requests: Annotated[int | tuple[tuple[int, int], ...] | None, PlainValidator(_request_ceiling)] = None
     freeze_gc: StrictBool = True
     warmup_output_len: Annotated[int, Strict(), Field(ge=0)] = 0  # 0: the workload's output_len
+    #: warm a level up past `warmup_requests` waves while its per-request rate still trends, up to
+    #: this many warm-up requests (never fewer than those waves); 0 (the default): a fixed warm-up.
+    #: NGRAM spaces set it: the n-gram cache's climb makes a fixed count too short
+    warmup_cap: Annotated[int, Strict(), Field(ge=0)] = 0
 
     def num_requests(self, concurrency: int) -> int:
         """Measured requests at one level: `multiplier` waves, at least `min_requests`."""
@@ -539,11 +543,13 @@ def _field_dict(table: Any) -> dict[str, Any]:
 
 
 def _workload_dict(workload: Workload) -> dict[str, Any]:
-    """The workload's fields as the fingerprint hashes them: `top_k` came later, so it is
-    hashed only when set (an unset one leaves every earlier space's fingerprint as it was)."""
+    """The workload's fields as the fingerprint hashes them: `top_k` and `sampling_seed` came
+    later, so each is hashed only when set (unset, every earlier space's fingerprint stays as it was)."""
     hashed = _field_dict(workload)
     if hashed["top_k"] is None:
         del hashed["top_k"]
+    if not hashed["sampling_seed"]:
+        del hashed["sampling_seed"]
     return hashed
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ERROR_KINDS", "LevelResult", "RequestRecord"]
+__all__ = ["ERROR_KINDS", "LevelResult", "RequestRecord", "request_id"]
 
 ERROR_KINDS: tuple[str, ...] = (
     "http_status",
@@ -39,6 +39,14 @@ ERROR_KINDS: tuple[str, ...] = (
     "connection",
     "protocol",
 )
+
+
+def request_id(position: int, prompt_index: int, warmup: bool = False) -> str:
+    """The id of the request sent `position`-th in a level's measured phase (warmup: in its
+    warmup) with prompt `prompt_index`: every launch of a study sends the same prompts, output
+    lengths and sampling settings in the same order (`autospec.bench.workloads.prompts`, fixed
+    by the study's fingerprinted workload), so position and prompt name the request."""
+    return f"{'w' if warmup else ''}{position}.{prompt_index}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,12 @@ class RequestRecord:
     status_code: int | None = None
     error_detail: str | None = None
     prompt_index: int = 0
+    #: the request's place in its phase's send order (0 = the level's first measured request);
+    #: None in records written before it existed
+    position: int | None = None
+    #: the request's name in the study's request stream (`request_id`): two launches of a level
+    #: sent the same request under the same id, so they pair request by request
+    request_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.ok and self.error_kind is not None:
@@ -105,6 +119,8 @@ class RequestRecord:
             "status_code": self.status_code,
             "error_detail": self.error_detail,
             "prompt_index": self.prompt_index,
+            "position": self.position,
+            "request_id": self.request_id,
         }
 
     @classmethod

@@ -90,6 +90,9 @@ class Workload(KnownKeys):
     seed: StrictInt = 0
     #: sample among the k most likely tokens only; None sends nothing (the server's default, every token)
     top_k: Annotated[StrictInt | None, AfterValidator(_top_k)] = None
+    #: send each measured request a sampling seed fixed by its position (`bench.protocol.sampling_seed`);
+    #: native API only, and only with SGLang's pytorch sampling backend (flashinfer refuses the field)
+    sampling_seed: StrictBool = False
 
     @field_validator("name")
     @classmethod
@@ -129,6 +132,10 @@ def _check_source(workload: Workload) -> None:
     """File workloads need a path, built-in ones a known set name."""
     if workload.kind == "file" and not workload.path:
         raise ConfigError('kind "file" needs path = "prompts.jsonl" (JSONL or ShareGPT JSON); add the path')
+    if workload.sampling_seed and workload.api != "generate":
+        raise ConfigError(
+            f'sampling_seed is sent on the native API only (api = "{workload.api}"); set api = "generate" or drop it'
+        )
     if workload.kind == "builtin" and workload.name not in BUILTIN_SETS:
         raise ConfigError(
             f'kind "builtin" needs name = one of {", ".join(BUILTIN_SETS)} (got {workload.name!r}); pick one of them'

@@ -225,3 +225,63 @@ def test_a_phase_spread_level_shortens_each_workers_first_request_and_keeps_it_o
     assert summary.n_requests == 8 and summary.completion_tokens == 2 + 4 + 6 + 8 * 5  # the aggregate counts them
     whole = sorted((r.t_done - r.t_sent) * 1000 for r in four.measured if not r.ramp)
     assert len(whole) == 5 and summary.e2e_ms_p50 == pytest.approx(whole[2])  # per-request figures do not
+
+
+def test_two_launches_send_the_same_request_stream_and_name_each_request_by_position(fake_server) -> None:
+    """One request stream per study: the same prompts, lengths and seeds in the same order,
+    each record naming its request and its position, so two launches pair."""
+    workload = Workload("random", input_len=5, output_len=4, temperature=1, seed=3, sampling_seed=True)
+    launches = []
+    for _ in range(2):
+        server = fake_server(lambda n, body: Reply(tokens=4, per_event=2))
+        result = run_levels(server.url, workload, [LevelPlan(2, num_requests=6, warmup_requests=2)])[2]
+        launches.append((server.bodies, result))
+    (bodies_a, result_a), (bodies_b, result_b) = launches
+    measured_a = sorted(result_a.measured, key=lambda r: r.position or 0)
+    assert [r.position for r in measured_a] == list(range(6))
+    assert {r.request_id for r in result_a.measured} == {r.request_id for r in result_b.measured}
+    assert len({r.request_id for r in result_a.measured}) == 6
+    seeds = [b["sampling_params"].get("sampling_seed") for b in bodies_a]
+    assert seeds[:2] == [None, None]  # warmup requests carry none
+    by_text_a = sorted((b["text"], b["sampling_params"]["sampling_seed"]) for b in bodies_a[2:])
+    by_text_b = sorted((b["text"], b["sampling_params"]["sampling_seed"]) for b in bodies_b[2:])
+    assert by_text_a == by_text_b and len({s for _, s in by_text_a}) == 6
+    assert all(r.request_id is not None and r.request_id.startswith("w") for r in result_a.records if r.warmup)
+
+
+def test_without_the_option_no_request_carries_a_sampling_seed(fake_server) -> None:
+    server = fake_server(lambda n, body: Reply(tokens=4, per_event=2))
+    run_levels(server.url, Workload("random", input_len=5, output_len=4), [LevelPlan(1, num_requests=2)])
+    assert not any("sampling_seed" in b["sampling_params"] for b in server.bodies)
+
+
+def test_the_warm_up_runs_until_the_rate_settles_within_its_cap(fake_server) -> None:
+    """The server's first requests are slow and speed up over 8 (a cache that learns); a
+    fixed warm-up of 1 would measure the climb; the adaptive one sends until the rate is
+    steady and says it settled. A server that keeps speeding up reaches the cap: flagged."""
+    from autospec.metrics.warmup import MIN_POINTS
+
+    def climbing_until(n_steady: int):
+        return lambda n, body: Reply(tokens=4, per_event=4, delay_s=0.05 * max(n_steady - n, 1))
+
+    server = fake_server(climbing_until(8))
+    result = run_levels(
+        server.url, Workload("random", input_len=5, output_len=4), [LevelPlan(1, 4, warmup_requests=1, warmup_cap=24)]
+    )[1]
+    warm = result.metadata["warmup"]
+    assert warm["settled"] and MIN_POINTS <= warm["sent"] < 24
+    assert sum(r.warmup for r in result.records) == warm["sent"] and len(result.measured) == 4
+    summary = summarize(result)
+    assert summary.warmup_settled is True and summary.warmup_sent == warm["sent"]
+
+    never = fake_server(climbing_until(11))
+    flagged = run_levels(
+        never.url, Workload("random", input_len=5, output_len=4), [LevelPlan(1, 2, warmup_requests=1, warmup_cap=10)]
+    )[1]
+    assert flagged.metadata["warmup"] == {"sent": 10, "cap": 10, "settled": False}
+    assert summarize(flagged).warmup_settled is False
+
+    fixed = run_levels(
+        fake_server(climbing_until(8)).url, Workload("random", input_len=5, output_len=4), [LevelPlan(1, 2, warmup_requests=1)]
+    )[1]
+    assert "warmup" not in fixed.metadata and summarize(fixed).warmup_settled is None

@@ -108,3 +108,51 @@ def test_the_contests_take_turns_so_one_picks_near_ties_do_not_take_every_confir
     chosen = next_confirmation([turned, throughput], {0: "C=1", 1: "C=32"})
     assert chosen is not None and chosen.trial == 5 and "C=32" in chosen.reason
     assert next_confirmation([turned, replace(throughput, relaunched=1)]).trial == 2
+
+
+def _stream(n: int, factor: float, shift: float = 0.0) -> dict[str, float]:
+    """One launch's per-request speeds: the same 15% per-request effect in every launch."""
+    import random
+
+    rng = random.Random(11)
+    return {f"{i}.0": factor * math.exp(shift) * 300 * math.exp(rng.gauss(0, 0.15)) for i in range(n)}
+
+
+def _paired_study(launches: int, log_spread):
+    from autospec.metrics.paired import Side
+
+    a = tuple(_stream(14, 1.06, shift) for shift in (0.0, 0.004)[:launches])
+    b = tuple(_stream(14, 1.0, shift) for shift in (0.0, -0.004)[:launches])
+    figures = {1: [Pooled(318.0, 30.0, launches, 30.0, None)], 2: [Pooled(300.0, 30.0, launches, 30.0, None)]}
+    sides = {1: [Side(318.0, 30.0, launches, a)], 2: [Side(300.0, 30.0, launches, b)]}
+    return PooledStudy({}, figures, log_spread=log_spread, sides=sides)
+
+
+def test_confirmation_stops_once_the_paired_interval_excludes_1():
+    """A 6% lead over one launch each: the unpaired intervals (+-10%) overlap, and the paired
+    ratio's interval still holds 1 while only the prior says how launches spread; once
+    relaunches measured a small spread, the paired interval excludes 1 and the contest is
+    settled: no further confirmation."""
+    from autospec.metrics.paired import LogSpread
+
+    first = _contest(_paired_study(1, {}), 0, maximize=True)
+    assert first is not None and first.paired and first.contenders == (2,)
+    assert first.versus[2].lo < 1.0 < first.versus[2].hi
+    assert not first.settled and next_confirmation([first]) is not None
+    later = _contest(_paired_study(2, {0: LogSpread(0.005, 10, 5)}), 0, maximize=True)
+    assert later is not None and later.versus[2].lo > 1.0 and later.versus[2].paired
+    assert later.contenders == () and later.settled
+    assert next_confirmation([later]) is None
+
+
+def test_a_paired_separation_settles_a_pick_on_one_launch_where_unpaired_it_would_not():
+    from autospec.metrics.paired import Side
+
+    far = {f"{i}.0": 200.0 * (1 + i % 3 * 0.2) for i in range(20)}
+    near = {k: v / 1.3 for k, v in far.items()}
+    figures = {1: [Pooled(260.0, 50.0, 1, 50.0, None)], 2: [Pooled(200.0, 50.0, 1, 50.0, None)]}
+    paired = PooledStudy({}, figures, sides={1: [Side(260.0, 50.0, 1, (far,))], 2: [Side(200.0, 50.0, 1, (near,))]})
+    standing = _contest(paired, 0, maximize=True)
+    assert standing is not None and standing.settled and standing.versus[2].separated
+    unpaired = _contest(PooledStudy({}, figures), 0, maximize=True)
+    assert unpaired is not None and not unpaired.paired and unpaired.contenders == (2,)  # +-50 each: they overlap

@@ -9,7 +9,7 @@ import statistics
 import optuna
 import pytest
 
-from autospec.records import TrialClass, objective_groups, pareto_front
+from autospec.records import TrialClass, launch_groups, objective_groups, pareto_front
 from autospec.records.confirming import contests
 from autospec.records.front import holds_level
 from autospec.records.launches import ObjectiveRef, pool_study
@@ -112,3 +112,27 @@ def test_a_contest_counts_the_relaunches_of_every_configuration_in_its_members_f
     latency, throughput = contests(trials, REFS, [True, True])
     assert latency.leader == 0 and latency.relaunched == 1  # trial 1's relaunch measured the leader's server at C=1
     assert throughput.leader == 1 and throughput.relaunched == 1
+
+
+def test_a_reference_that_ran_a_measured_configurations_server_counts_as_one_more_launch_of_it():
+    """SGLang's defaults were measured as a reference and are also a point of the space
+    (trial 2 ran the same resolved flags): they are one configuration (`records.servers`: the
+    lowest number stands for it) with two launches, for its pooled figure and the
+    between-launch spread; a reference of other flags (no speculation) stays apart."""
+    from dataclasses import replace
+
+    from autospec.records.launches import launch_figure
+
+    defaults = replace(
+        launch(0, 3, 0.9, 220.0, 1800.0), trial_class=TrialClass.REFERENCE, markers=Markers(reference="sglang_defaults")
+    )
+    other = replace(
+        launch(1, 1, 0.9, 100.0, 1200.0), trial_class=TrialClass.REFERENCE, markers=Markers(reference="no_speculation")
+    )
+    trials = [defaults, other, launch(2, 3, 0.9, 230.0, 1900.0), launch(3, 4, 0.9, 240.0, 1700.0)]
+    groups = {n: [t.number for t in g] for n, g in launch_groups(trials).items()}
+    assert groups == {0: [0, 2], 1: [1], 3: [3]}
+    pooled = pool_study(trials, REFS)
+    assert pooled.configurations[0][0].launches == 2 and pooled.configurations[0][0].value == pytest.approx(225.0)
+    assert 0 in pooled.spread  # measured from the two launches, without a confirmation
+    assert launch_figure(defaults, REFS[0]) is not None

@@ -36,9 +36,12 @@ def test_without_a_baseline_the_latency_pick_is_the_fastest_at_c1(data):
     assert "is fastest at C=1: 261.0 +-2.6 tok/s. It rests on 1 launch;" in picks["latency"].why
     # one launch and no relaunch in the study: its interval cannot include the between-launch spread
     assert picks["latency"].why.endswith(
-        "its C=1 interval excludes trial 1 (250.0), but the between-launch spread is not measured yet, "
+        "against the runner-up at C=1, trial 1 (250.0 +-2.5 over these prompts): x1.044 (95% 1.029-1.059, unpaired: "
+        "no per-request figures, 1 and 1 launches): separated, but the between-launch spread is not measured yet, "
         "so one launch cannot settle it."
     )
+    versus = picks["latency"].versus
+    assert versus is not None and versus["runner_up"] == 1 and versus["paired"] is False and versus["separated"] is True
 
 
 def test_when_no_front_configuration_matches_the_baseline_the_sentence_says_what_it_costs(data):
@@ -135,9 +138,47 @@ def test_a_pick_on_pooled_launches_says_how_many_and_whether_it_separates_and_wh
 
     latency = picks["latency"].why
     assert picks["latency"].trial.number == 1
-    assert "It rests on 2 launches; its C=1 interval separates it from the runner-up, trial 2 (250.0)" in latency
+    assert "It rests on 2 launches; against the runner-up at C=1, trial 2 (250.0 +-5.0 over these prompts): x1.240" in latency
+    assert "2 and 1 launches): separated;" in latency
     assert "its launches disagree beyond their own intervals at C=1" in latency
     throughput = picks["throughput"].why
     assert picks["throughput"].trial.number == 1  # tied with trial 2 at C=32, and faster at C=1
     assert "tied at C=32 with trial(s) 2" in throughput
-    assert "It rests on 2 launches; its C=32 interval overlaps that of trial 2 (2000.0): not separated" in throughput
+    assert (
+        "It rests on 2 launches; against the runner-up at C=32, trial 2 (2000.0 +-40.0 over these prompts): x0.995" in throughput
+    )
+    assert "tied, the interval holds 1" in throughput
+
+
+def test_pick_sentences_give_the_paired_ratio_to_the_runner_up_with_its_interval_and_say_separated_or_tied():
+    """Both launches measured the same 16 requests, whose speeds spread 20% (+-10% intervals
+    that overlap); request by request trial 1 is 5% faster at C=1, and with a between-launch
+    spread of 1% measured over the study the pick is separated (with only the 2% prior it
+    would not be: one launch each cannot tell 5% from that spread). At C=32 their waves
+    differ by 0.5%: tied."""
+    from autospec.metrics.paired import LogSpread
+
+    objectives = [parse_objective("output_tok_s@c1", "maximize"), parse_objective("agg_output_tok_s@c32", "maximize")]
+    base = {f"{i}.{i % 4}": 300.0 * (0.7 + 0.04 * i) for i in range(16)}
+    waves = {str(w): 2000.0 * (1 + 0.03 * w) for w in range(8)}
+
+    def launch(number: int, factor: float, wave_factor: float) -> TrialView:
+        view = _launch(number, 300.0 * factor, 2000.0 * wave_factor, 30.0 * factor)
+        view.bench[1]["request_speeds"] = {k: v * factor for k, v in base.items()}
+        view.bench[32]["wave_speeds"] = {k: v * wave_factor for k, v in waves.items()}
+        return view
+
+    trials = [launch(1, 1.05, 1.0), launch(2, 1.0, 0.995)]
+    prior_only = recommend(StudyData("m", objectives, trials), None)["latency"]
+    assert prior_only.versus is not None and prior_only.versus["lo"] < 1.0 < prior_only.versus["hi"]
+    data = StudyData("m", objectives, trials, log_spread={0: LogSpread(0.01, 10, 5), 1: LogSpread(0.01, 10, 5)})
+    picks = recommend(data, None)
+    latency = picks["latency"]
+    assert latency.trial.number == 1
+    assert "against the runner-up at C=1, trial 2 (300.0 +-30.0 over these prompts): x1.050 (95% " in latency.why
+    assert "paired over 16 requests, 1 and 1 launches): separated." in latency.why
+    assert latency.versus is not None and latency.versus["paired"] and latency.versus["matched"] == 16
+    assert latency.versus["lo"] > 1.0 and latency.versus["separated"] and latency.versus["launches"] == [1, 1]
+    throughput = picks["throughput"]
+    assert "paired over 8 waves, 1 and 1 launches): tied, the interval holds 1" in throughput.why
+    assert throughput.versus is not None and not throughput.versus["separated"]

@@ -153,3 +153,24 @@ def test_each_reference_gets_one_verdict_over_the_picks(data):
     picks = recommend(unbeaten, None)
     assert gains_json(unbeaten, picks)["references"][0]["verdict"] == "unbeaten"
     assert any("tuning did not pay here; serve without speculative decoding" in line for line in gains_lines(unbeaten, picks))
+
+
+def test_a_gain_over_a_reference_that_measured_the_same_requests_is_the_paired_ratio():
+    """The pick and SGLang's defaults measured the same 12 requests (speeds spread 30%:
+    their own intervals are wide); request by request the pick is 8% faster at C=1, and the
+    gain says so with the paired interval, which the unpaired one could not."""
+    from autospec.metrics.paired import LogSpread
+
+    speeds = {f"{i}.{i}": 150.0 + 10.0 * i for i in range(12)}
+    pick = _view(5, (230.0, 25.0), (1000.0, 20.0))
+    defaults = _view(2, (213.0, 25.0), (990.0, 20.0), reference="sglang_defaults")
+    pick.bench[1]["request_speeds"] = {k: v * 1.08 for k, v in speeds.items()}
+    defaults.bench[1]["request_speeds"] = dict(speeds)
+    data = StudyData("s", OBJECTIVES, [defaults, pick], log_spread={0: LogSpread(0.01, 20, 10)})
+    out, agg = reference_gains(data, recommend(data, None))[0].gains
+    assert out.comparison is not None and out.comparison.paired and out.comparison.matched == 12
+    assert out.ratio.value == pytest.approx(1.08) and out.verdict == "better"
+    assert agg.comparison is None and agg.verdict == "within noise"  # no per-wave figures: unpaired as before
+    as_json = gains_json(data, recommend(data, None))["gains"][0]["objectives"]
+    assert as_json["output_tok_s@c1"]["paired"]["separated"] is True
+    assert as_json["agg_output_tok_s@c32"]["paired"] is None

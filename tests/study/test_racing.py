@@ -144,3 +144,36 @@ def test_a_percentile_with_only_a_lower_bound_can_still_show_a_max_slo_broken():
     assert why is not None and why.startswith("slo: ttft_ms_p99@c32 is above its max 2000")
     assert r.verdict(32, summary(32, ttft_ms_p99=(1900.0, math.nan))) is None
     assert r.verdict(32, summary(32, tpot_ms_p99=(3.0, math.nan))) is None  # below the min? unknown upper side
+
+
+def test_the_race_compares_by_the_paired_ratio_over_the_positions_both_measured():
+    """The trial's first 10 requests at C=1 read 10-20% under each front member's first 10,
+    request by request, while their unpaired intervals overlap: the level stops (outclassed).
+    Over fewer matched positions than RACE_MIN_MATCHED it goes on, and a trial as fast as a
+    member request by request goes on too."""
+    from autospec.metrics.paired import LogSpread, Side
+    from autospec.study.racing import RACE_MIN_MATCHED
+
+    climb = {f"{i}.0": 150.0 + 10.0 * i for i in range(30)}  # NGRAM's climb over a launch
+
+    def side(factor: float) -> Side:
+        return Side(250.0 * factor, 40.0, 1, ({k: v * factor for k, v in climb.items()},))
+
+    wide = ((3, ((200.0, 300.0), (1500.0, 1600.0))), (7, ((190.0, 290.0), (1900.0, 2000.0))))
+    r = Race(
+        objectives=(C1, C32),
+        bounds=(),
+        members=wide,
+        sides={3: (side(1.2), None), 7: (side(1.1), None)},
+        log_spread={0: LogSpread(0.01, 20, 10)},
+    )
+
+    def running(n: int, factor: float) -> LevelSummary:
+        speeds = {f"{i}.0": climb[f"{i}.0"] * factor for i in range(n)}
+        return dataclasses.replace(summary(1, output_tok_s=(150.0, 260.0)), request_speeds=speeds)
+
+    slower = running(10, 1.0)
+    why = r.verdict(1, slower)
+    assert why is not None and why.startswith("outclassed")
+    assert r.verdict(1, running(RACE_MIN_MATCHED - 1, 1.0)) is None  # too few positions yet: the intervals overlap
+    assert r.verdict(1, running(10, 1.1)) is None  # as fast as trial 7 request by request

@@ -147,7 +147,11 @@ def test_references_are_measured_once_counted_stored_with_their_values_and_compa
         ref = figures[gain["reference_number"]]
         pick = front[gain["number"]]["objectives"]
         for name, g in gain["objectives"].items():
-            assert g["ratio"]["value"] == pytest.approx(pick[name]["value"] / ref[name]["value"])
+            if g["paired"] is not None:  # the same requests measured on both: the paired ratio
+                assert g["paired"]["paired"] and g["ratio"]["value"] == pytest.approx(g["paired"]["ratio"])
+                assert g["paired"]["lo"] < g["paired"]["ratio"] < g["paired"]["hi"] and g["paired"]["matched"] >= 2
+            else:
+                assert g["ratio"]["value"] == pytest.approx(pick[name]["value"] / ref[name]["value"])
             if g["ratio"]["half_width"] is not None:
                 lo, hi = g["ratio"]["ci95"]
                 assert lo < g["ratio"]["value"] < hi

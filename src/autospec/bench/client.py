@@ -35,7 +35,7 @@ import httpx
 
 from autospec.bench.protocol import ENDPOINTS, SseSplitter, StreamError, StreamProgress, build_request
 from autospec.bench.workloads import Prompt, Workload
-from autospec.request_records import RequestRecord
+from autospec.request_records import RequestRecord, request_id
 
 _ERROR_BODY_LIMIT = 300
 #: where SGLang reports its state (`internal_states[0].avg_spec_accept_length`): the
@@ -196,11 +196,20 @@ class BenchClient:
             return False
         return response.status_code == 200
 
-    async def send(self, prompt: Prompt, *, warmup: bool = False, lane: int = 0, output_len: int | None = None) -> RequestRecord:
-        """Stream one request on `lane` (`output_len`: instead of the workload's); returns
-        its record (never raises except on cancellation)."""
+    async def send(
+        self,
+        prompt: Prompt,
+        *,
+        warmup: bool = False,
+        lane: int = 0,
+        output_len: int | None = None,
+        position: int | None = None,
+    ) -> RequestRecord:
+        """Stream one request on `lane` (`output_len`: instead of the workload's; `position`:
+        its place in the phase's send order, which names it, `request_records.request_id`);
+        returns its record (never raises except on cancellation)."""
         transport = self.lane(lane)
-        path, body = build_request(self.workload, prompt, self.model, output_len)
+        path, body = build_request(self.workload, prompt, self.model, output_len, None if warmup else position)
         request = httpx.Request(
             "POST", self._urls[path], content=json.dumps(body).encode(), headers=_HEADERS, extensions=self._timeouts
         )
@@ -220,7 +229,15 @@ class BenchClient:
         except (httpx.TransportError, OSError) as exc:
             kind = "truncated" if progress.status_code is not None else "connection"
             error = StreamError(kind, f"{type(exc).__name__}: {exc}")
-        return progress.to_record(t_sent, time.perf_counter(), warmup=warmup, prompt_index=prompt.index, error=error)
+        return progress.to_record(
+            t_sent,
+            time.perf_counter(),
+            warmup=warmup,
+            prompt_index=prompt.index,
+            error=error,
+            position=position,
+            request_id=None if position is None else request_id(position, prompt.index, warmup),
+        )
 
     @staticmethod
     async def _stream(transport: httpx.AsyncBaseTransport, request: httpx.Request, progress: StreamProgress) -> None:

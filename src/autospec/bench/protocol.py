@@ -31,6 +31,7 @@ chunks.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,18 +49,33 @@ ENDPOINTS = {
 DONE_MARKER = "[DONE]"
 
 
+def sampling_seed(workload: Workload, position: int) -> int:
+    """The per-request sampling seed of the request at `position` of a level's measured
+    phase: the same in every launch of a study (a function of the workload's seed and the
+    position only), below 2**31."""
+    digest = hashlib.sha256(f"autospec-sampling:{workload.seed}:{position}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
 def build_request(
-    workload: Workload, prompt: Prompt, model: str | None, output_len: int | None = None
+    workload: Workload, prompt: Prompt, model: str | None, output_len: int | None = None, position: int | None = None
 ) -> tuple[str, dict[str, Any]]:
     """(path, JSON body) of one streaming request for `workload.api`; `output_len`
-    replaces the workload's."""
+    replaces the workload's. With `workload.sampling_seed` and a `position`, a native
+    request carries `sampling_params.sampling_seed` (`sampling_seed`).
+
+    SGLang's `SamplingParams.sampling_seed` (0.5.16, checked again in 0.5.23's source) is
+    honoured only by the pytorch sampling backend (`--sampling-backend pytorch`); the
+    flashinfer backend asserts it is unset and the request fails, so it is sent only where
+    the workload asks for it. On an H200 with 0.5.16 the same seed sent twice agreed on 2
+    tokens and then diverged (with and without NGRAM): it does not make a request repeat by
+    itself, and pairing rests on matched prompts and positions (docs/benchmarking.md)."""
     max_tokens = output_len or workload.output_len
     if workload.api == "generate":
-        body: dict[str, Any] = {
-            "text": prompt.text,
-            "sampling_params": {"max_new_tokens": max_tokens, **workload.sampling_params()},
-            "stream": True,
-        }
+        params: dict[str, Any] = {"max_new_tokens": max_tokens, **workload.sampling_params()}
+        if workload.sampling_seed and position is not None:
+            params["sampling_seed"] = sampling_seed(workload, position)
+        body: dict[str, Any] = {"text": prompt.text, "sampling_params": params, "stream": True}
         return ENDPOINTS["generate"], body
     body = {
         "max_tokens": max_tokens,
@@ -227,6 +243,8 @@ class StreamProgress:
         warmup: bool,
         prompt_index: int,
         error: StreamError | None = None,
+        position: int | None = None,
+        request_id: str | None = None,
     ) -> RequestRecord:
         """The final record: ok only when the stream reached `[DONE]` without error
         and the server reported a completion-token count."""
@@ -247,6 +265,8 @@ class StreamProgress:
             warmup=warmup,
             status_code=self.status_code,
             prompt_index=prompt_index,
+            position=position,
+            request_id=request_id,
         )
 
     def _final_error(self) -> StreamError | None:

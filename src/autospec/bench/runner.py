@@ -6,7 +6,12 @@ count has been sent or its duration has elapsed (whichever is set; both: the fir
 reached). Requests still in flight at the deadline finish and count. Warmup
 requests run first, through min(C, warmup) workers, with prompts of their own
 (seed + 1), and the measured phase starts after the last of them ended; their
-records carry `warmup=True` and the metrics leave them out. A plan with `freeze_gc` then
+records carry `warmup=True` and the metrics leave them out. With a `warmup_cap` above
+`warmup_requests` the warm-up goes on, one request at a time past its floor, while the
+per-request rate of the warm-up so far still trends (`autospec.metrics.warmup.settled`:
+MSER truncation and a trend test), up to the cap; metadata ``warmup`` says how many were
+sent and whether the rate settled (a level that never settled is flagged in its summary,
+and its comparisons do not decide: `autospec.metrics.paired`). A plan with `freeze_gc` then
 asks the server to freeze its garbage collectors before measuring (metadata
 ``gc_frozen``: whether it did).
 
@@ -49,6 +54,7 @@ import httpx
 from autospec.bench.client import BenchClient
 from autospec.bench.workloads import Prompt, Workload, prompts
 from autospec.errors import ConfigError
+from autospec.metrics.warmup import settled
 from autospec.request_records import LevelResult, RequestRecord
 
 
@@ -71,6 +77,9 @@ class LevelPlan:
     freeze_gc: bool = False
     warmup_output_len: int = 0  # output tokens of a warmup request; 0: the workload's own
     stagger: bool = False  # a phase-spread start (module docstring)
+    #: warm up past `warmup_requests` while the per-request rate still trends, up to this many
+    #: warmup requests in all (`autospec.metrics.warmup`); at most `warmup_requests`: a fixed count
+    warmup_cap: int = 0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -159,7 +168,7 @@ async def _closed_loop(
         nonlocal completed, consecutive_errors
         first = ramp_len(lane) if ramp_len is not None else None
         while (index := next_index()) is not None:
-            record = await client.send(feed[index], warmup=warmup, lane=lane, output_len=first or output_len)
+            record = await client.send(feed[index], warmup=warmup, lane=lane, output_len=first or output_len, position=index)
             if first is not None:
                 record, first = dataclasses.replace(record, ramp=True), None
             completed += 1
@@ -177,6 +186,16 @@ async def _closed_loop(
 
 
 ExtendCallback = Callable[[int, Sequence[RequestRecord]], bool]
+
+
+def _rates(records: Sequence[RequestRecord]) -> list[float]:
+    """Output tok/s of each successful request in completion order (the warm-up's trend)."""
+    out = []
+    for r in records:
+        latency = (r.t_done if r.t_done is not None else r.t_sent) - r.t_sent
+        if r.ok and r.completion_tokens > 0 and latency > 0:
+            out.append(r.completion_tokens / latency)
+    return out
 
 
 def _ramp_lengths(output_len: int, workers: int) -> Callable[[int], int | None]:
@@ -204,21 +223,32 @@ def _request_bounds(plan: LevelPlan, open_ended: bool, max_requests: int | None)
 
 
 async def _warm_up(
-    client: BenchClient, plan: LevelPlan, stop_after: int, on_record: Callable[[RequestRecord, int], None]
-) -> None:
-    """The plan's warmup requests (prompts of another seed than the measured ones)."""
+    client: BenchClient,
+    plan: LevelPlan,
+    stop_after: int,
+    observer: Callable[[str, int | None], Callable[[RequestRecord, int], None]],
+    records: Sequence[RequestRecord],
+) -> dict[str, Any]:
+    """Send the level's warm-up (module docstring); the metadata it adds (adaptive only)."""
     warm_workload = dataclasses.replace(client.workload, seed=client.workload.seed + 1)
-    await _closed_loop(
+    adaptive = plan.warmup_cap > plan.warmup_requests
+    limit = plan.warmup_cap if adaptive else plan.warmup_requests
+    sent = await _closed_loop(
         client,
-        _PromptFeed(warm_workload, plan.warmup_requests),
+        _PromptFeed(warm_workload, limit),
         output_len=plan.warmup_output_len or None,
         workers=min(plan.concurrency, plan.warmup_requests),
-        limit=plan.warmup_requests,
+        limit=limit,
         deadline=None,
         warmup=True,
         max_consecutive_errors=stop_after,
-        on_record=on_record,
+        on_record=observer("warmup", None if adaptive else plan.warmup_requests),
+        extend_after=plan.warmup_requests if adaptive else None,
+        extend=(lambda n: not settled(_rates(records))) if adaptive else None,
     )
+    if not adaptive:
+        return {}
+    return {"warmup": {"sent": sent, "cap": plan.warmup_cap, "settled": settled(_rates(records))}}
 
 
 async def run_level_with(
@@ -250,8 +280,7 @@ async def run_level_with(
 
         return on_record
 
-    if plan.warmup_requests:
-        await _warm_up(client, plan, stop_after, observer("warmup", plan.warmup_requests))
+    warmed = await _warm_up(client, plan, stop_after, observer, records) if plan.warmup_requests else {}
     frozen = await client.freeze_gc() if plan.freeze_gc else None
     deadline = None if plan.duration_s is None else time.perf_counter() + plan.duration_s
     sent = await _closed_loop(
@@ -278,6 +307,7 @@ async def run_level_with(
             "model": client.model,
             "base_url": client.base_url,
             "sent": sent,
+            **warmed,
             **({"gc_frozen": frozen} if frozen is not None else {}),
         },
     )

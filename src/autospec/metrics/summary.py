@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autospec.metrics import stats
+from autospec.metrics import series, stats
 from autospec.metrics.steady import BATCH_MEANS, MIN_SHARE, SHORT_WINDOW, SteadyWindow, steady_window
 
 if TYPE_CHECKING:  # bench sits above metrics; only its record types are read here
@@ -134,6 +134,14 @@ class LevelSummary:
     stop_reason: str | None = None
     precision: dict[str, Any] | None = None
     gc_frozen: bool | None = None  # the server froze its garbage collector after warmup; None: not asked
+    # per-position figures that pair across launches (`autospec.metrics.series`): at C = 1 per
+    # request id, at C > 1 per wave; empty for repeat runs and records without request ids
+    request_speeds: dict[str, float] = field(default_factory=dict)
+    wave_speeds: dict[str, float] = field(default_factory=dict)
+    # a warm-up that ran until the rate settled (`autospec.bench.runner`, `autospec.metrics.warmup`):
+    # whether it settled within its cap, and how many warm-up requests it sent; None: a fixed warm-up
+    warmup_settled: bool | None = None
+    warmup_sent: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -420,7 +428,17 @@ def summarize(
     summary = _summarize_records(
         result.concurrency, measured, [_window(measured)], [window] if window else [], max_error_rate, 1, intervals
     )
-    return replace(summary, gc_frozen=result.metadata.get("gc_frozen"))
+    c = result.concurrency
+    warm = result.metadata.get("warmup")
+    warm = warm if isinstance(warm, dict) else {}
+    return replace(
+        summary,
+        gc_frozen=result.metadata.get("gc_frozen"),
+        warmup_settled=warm.get("settled"),
+        warmup_sent=warm.get("sent"),
+        request_speeds=series.request_speeds(measured) if c == 1 else {},
+        wave_speeds=series.wave_speeds(measured, c) if c > 1 else {},
+    )
 
 
 def summarize_repeats(
@@ -458,6 +476,8 @@ def summarize_repeats(
     failed = pooled.failed_reason or next((s.failed_reason for s in per_run if s.failed_reason), None)
     return replace(
         pooled,
+        request_speeds={},
+        wave_speeds={},
         output_tok_s=stats.mean(run_speeds),
         output_tok_s_ci=cis["output_tok_s"],
         agg_output_tok_s=stats.mean(run_aggs),

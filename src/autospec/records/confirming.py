@@ -3,16 +3,20 @@
 A *contest* is one pick objective (the lowest- and the highest-concurrency objective: the
 latency and the throughput pick): its leader is the measured configuration with the best
 pooled value (relaunches pooled in, `autospec.records.launches.pool_study`), its
-*contenders* the other measured configurations whose pooled 95% interval overlaps the
-leader's (the difference is within the two half-widths combined in quadrature; once
-relaunches measured the between-launch spread, every half-width includes it). The
+*contenders* the other measured configurations it is not separated from: the 95% interval
+of the leader's ratio to them holds 1 (`autospec.metrics.paired`: over matched requests or
+waves, with the between-launch spread as its floor), or, where a side has no per-position
+figures (studies measured before them), their pooled 95% intervals overlap (the difference
+is within the two half-widths combined in quadrature). The
 *runner-up* is the best of the others, overlapping or not. Configurations whose figures
 pool into one (the same server at that concurrency, `autospec.records.front.objective_groups`)
 are one member, the lowest trial number standing for them.
 
-A contest is *settled* when no contender is left and the leader's interval can be
-trusted: it rests on at least `MIN_LAUNCHES` launches, or the between-launch spread of
-that objective is measured (so its single-launch interval includes it). A contest that is
+A contest is *settled* when no contender is left and the comparisons can be trusted: they
+are all paired (their intervals carry the between-launch spread, measured or its prior), or
+the leader rests on at least `MIN_LAUNCHES` launches, or the between-launch spread of that
+objective is measured. So confirmation launches go only where a paired interval still holds
+1; the rest of the budget goes to the search. A contest that is
 not settled is *tied* once every configuration in it has `MAX_LAUNCHES` launches, or
 once all of them rest on `MIN_LAUNCHES` and differ by at most `TIE_MARGIN` (a difference
 too small to matter, and too small to resolve in a few launches): the report names those
@@ -35,6 +39,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from autospec.metrics.paired import Comparison
 from autospec.metrics.relaunch import LaunchFigure, Pooled
 from autospec.records.launches import ObjectiveRef, PooledStudy, launch_figure, pool_study
 from autospec.records.servers import launch_groups
@@ -75,6 +80,8 @@ class Contest:
     # per member, its distance to the leader in combined half-widths (0 for the leader)
     distance: Mapping[int, float] = field(default_factory=dict)
     relaunched: int = 0  # confirmation relaunches so far of its members' configurations
+    paired: bool = False  # every comparison with the leader is paired over matched requests or waves
+    versus: Mapping[int, Comparison] = field(default_factory=dict)  # leader over each other member
 
     @property
     def members(self) -> tuple[int, ...]:
@@ -82,7 +89,13 @@ class Contest:
 
     @property
     def settled(self) -> bool:
-        return not self.contenders and (self.launches[self.leader] >= MIN_LAUNCHES or self.spread_known)
+        """No contender is left, and the comparisons can be trusted: paired ones carry the
+        between-launch spread (measured, or its prior) in their intervals, so the leader's
+        separation from every other configuration settles the pick on one launch; an unpaired
+        one needs MIN_LAUNCHES launches of the leader or the measured spread."""
+        if self.contenders:
+            return False
+        return self.paired or self.launches[self.leader] >= MIN_LAUNCHES or self.spread_known
 
     @property
     def tied(self) -> bool:
@@ -151,9 +164,11 @@ def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
             ranked.append(n)
     leader, others = ranked[0], ranked[1:]
     best = figures[leader]
-    contenders = tuple(n for n in others if overlap(best, figures[n]))
+    versus = {n: pooled.compare(leader, n, index) for n in others}
+    paired = bool(others) and all(c is not None and c.paired for c in versus.values())
+    contenders = tuple(n for n in others if _not_separated(versus[n], best, figures[n]))
     close = all(abs(best.value - figures[n].value) <= TIE_MARGIN * abs(best.value) for n in contenders)
-    distance = {n: _distance(best, figures[n]) for n in contenders}
+    distance = {n: _distance(best, figures[n], versus[n]) for n in contenders}
     return Contest(
         objective=index,
         leader=leader,
@@ -163,11 +178,23 @@ def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
         spread_known=index in pooled.spread,
         close=close,
         distance=distance,
+        paired=paired,
+        versus={n: c for n, c in versus.items() if c is not None},
     )
 
 
-def _distance(a: Pooled, b: Pooled) -> float:
-    """|a - b| in units of the combined 95% half-widths (0 when both are exact and equal)."""
+def _not_separated(c: Comparison | None, a: Pooled, b: Pooled) -> bool:
+    """The leader and `b` cannot be told apart: the ratio's interval holds 1 (paired over
+    matched requests or waves), else, unpaired, their pooled intervals overlap."""
+    return overlap(a, b) if c is None or not c.paired else not c.separated
+
+
+def _distance(a: Pooled, b: Pooled, c: Comparison | None = None) -> float:
+    """How far `b` is from the leader in units of their uncertainty: |log ratio| over the
+    log half-width of the paired comparison's interval where there is one, else |a - b| over the
+    combined 95% half-widths (0 when both are exact and equal)."""
+    if c is not None and c.paired and c.hi > c.lo:
+        return abs(math.log(c.ratio)) / (math.log(c.hi / c.lo) / 2)
     scale = math.hypot(a.half or 0.0, b.half or 0.0)
     gap = abs(a.value - b.value)
     return gap / scale if scale > 0 else (0.0 if gap == 0 else math.inf)

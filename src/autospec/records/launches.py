@@ -9,6 +9,11 @@ the KV pool's size, which that level did not reach); the study's between-launch 
 (`autospec.metrics.relaunch`) is measured over those pools and widens every
 configuration's interval once relaunches measured it. The report and the study's racing
 both read intervals from here.
+
+Two configurations are compared here too (`PooledStudy.compare`): each is a paired side
+(`autospec.metrics.paired.Side`: its pooled figure and each launch's per-position figures,
+`level_series`), and the study's between-launch spread of a launch's log figure is pooled
+over the same launches (`launch_spread`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
+from autospec.metrics.paired import Comparison, LogSpread, Side, compare, launch_spread
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
 from autospec.records.servers import launch_groups, objective_groups
 from autospec.records.stored import StoredTrial
@@ -28,6 +34,8 @@ __all__ = [
     "comparable_interval",
     "level_interval",
     "launch_figure",
+    "level_series",
+    "level_settled",
     "pool_study",
     "pool_levels",
     "race_check",
@@ -93,6 +101,31 @@ def race_check(level: Mapping[str, object] | None) -> str | None:
     return str(check) if check in RACE_CHECKS else None
 
 
+def level_series(level: Mapping[str, object] | None, metric: str) -> tuple[dict[str, float], str] | None:
+    """A stored level's per-position figures behind `metric` (`autospec.metrics.series`) and
+    their unit: per request at C = 1 (output_tok_s, and the aggregate, which at C = 1 is one
+    request's speed), per wave for the aggregate at C > 1; None where the level has none
+    (levels stored before them, other metrics)."""
+    if not level:
+        return None
+    requests, waves = level.get("request_speeds"), level.get("wave_speeds")
+    if metric in ("output_tok_s", "agg_output_tok_s") and isinstance(requests, Mapping) and requests:
+        return {str(k): float(v) for k, v in requests.items()}, "requests"
+    if metric == "agg_output_tok_s" and isinstance(waves, Mapping) and waves:
+        return {str(k): float(v) for k, v in waves.items()}, "waves"
+    return None
+
+
+def level_settled(level: Mapping[str, object] | None) -> bool:
+    """False only where the level says its rate never settled (`autospec.metrics.warmup`)."""
+    return not level or level.get("warmup_settled") is not False
+
+
+def _level(trial: StoredTrial, ref: ObjectiveRef) -> Mapping[str, object] | None:
+    record = trial.record
+    return record.bench.get(ref.concurrency) if record is not None and ref.concurrency is not None else None
+
+
 def launch_figure(trial: StoredTrial, ref: ObjectiveRef) -> LaunchFigure | None:
     """One launch's figure for an objective: its measured value and interval half-width."""
     record = trial.record
@@ -116,11 +149,53 @@ class PooledStudy:
     configurations: dict[int, list[Pooled | None]]
     pooled_with: dict[int, list[tuple[int, ...]]] = field(default_factory=dict)
     launches: dict[int, list[list[StoredTrial]]] = field(default_factory=dict)
+    # per objective: the between-launch spread of a launch's log figure over shared requests
+    # (`autospec.metrics.paired`), and each configuration's paired sides
+    log_spread: dict[int, LogSpread] = field(default_factory=dict)
+    sides: dict[int, list[Side | None]] = field(default_factory=dict)
+
+    def compare(self, a: int, b: int, index: int) -> Comparison | None:
+        """Trial `a`'s configuration over trial `b`'s on objective `index`: paired over matched
+        requests or waves where both have them, else from the pooled figures."""
+        sa, sb = _side(self, a, index), _side(self, b, index)
+        if sa is None or sb is None:
+            return None
+        return compare(sa, sb, self.log_spread.get(index))
 
     def sharing(self, number: int, index: int) -> tuple[int, ...]:
         """The other measured trials whose launches are in trial `number`'s figure of objective `index`."""
         per = self.pooled_with.get(number, [])
         return per[index] if index < len(per) else ()
+
+
+def _side(pooled: PooledStudy, number: int, index: int) -> Side | None:
+    per = pooled.sides.get(number, [])
+    if index < len(per) and per[index] is not None:
+        return per[index]
+    figures = pooled.configurations.get(number, [])
+    p = figures[index] if index < len(figures) else None
+    return None if p is None else Side(p.value, p.half, p.launches)
+
+
+def _sides(
+    classes: Mapping[int, list[StoredTrial]], ref: ObjectiveRef, figures: Mapping[int, Pooled | None]
+) -> tuple[dict[int, Side | None], LogSpread | None]:
+    """Per configuration its paired side on `ref`, and the study's log spread."""
+    units: set[str] = set()
+    series: dict[int, tuple[dict[str, float], ...]] = {}
+    unsettled: dict[int, int] = {}
+    for n, launches in classes.items():
+        found = [level_series(_level(t, ref), ref.metric) for t in launches]
+        units.update(f[1] for f in found if f is not None)
+        series[n] = tuple(f[0] if f is not None else {} for f in found)
+        unsettled[n] = sum(1 for t in launches if not level_settled(_level(t, ref)))
+    unit = units.pop() if len(units) == 1 else "requests"
+    roots = {launches[0].number: n for n, launches in classes.items()}  # one group per pool
+    spread = launch_spread([series[n] for n in roots.values() if len(series[n]) > 1])
+    sides: dict[int, Side | None] = {}
+    for n, p in figures.items():
+        sides[n] = None if p is None else Side(p.value, p.half, p.launches, series[n], unsettled[n], unit)
+    return sides, spread
 
 
 def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> PooledStudy:
@@ -130,6 +205,8 @@ def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> P
     configurations: dict[int, list[Pooled | None]] = {n: [] for n in groups}
     pooled_with: dict[int, list[tuple[int, ...]]] = {n: [] for n in groups}
     behind: dict[int, list[list[StoredTrial]]] = {n: [] for n in groups}
+    sides: dict[int, list[Side | None]] = {n: [] for n in groups}
+    log_spread: dict[int, LogSpread] = {}
     for ref in refs:
         classes = objective_groups(trials, ref.concurrency, groups)
         figures = {n: [f for f in (launch_figure(t, ref) for t in launches) if f is not None] for n, launches in classes.items()}
@@ -143,7 +220,12 @@ def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> P
             configurations[n].append(pool_launches(figures[n], spread.get(ref.index)) if figures[n] else None)
             pooled_with[n].append(tuple(sorted(m for m in pools[launches[0].number] if m != n)))
             behind[n].append(launches)
-    return PooledStudy(spread, configurations, pooled_with, behind)
+        found_sides, found_log = _sides(classes, ref, {n: configurations[n][-1] for n in classes})
+        if found_log is not None:
+            log_spread[ref.index] = found_log
+        for n in groups:
+            sides[n].append(found_sides.get(n))
+    return PooledStudy(spread, configurations, pooled_with, behind, log_spread, sides)
 
 
 def _level_launch(trial: StoredTrial, metric: str, concurrency: int) -> LaunchFigure | None:

@@ -124,7 +124,8 @@ def picks_json(data: StudyData, picks: Mapping[str, Pick]) -> dict[str, Any]:
     one it was chosen on; null for the knee), `value` (that figure with `half_width` and
     `ci95`), `launches` (behind that figure), `pooled_with`, `tied_with`, `separated`
     (its interval excludes the runner-up's, on enough launches; null: nothing to compare
-    with), `runner_up` ({number, value}) and `values` (every objective's figure)."""
+    with), `runner_up` ({number, value}), `values` (every objective's figure) and
+    `versus_runner_up` (the paired ratio to the runner-up, `support.versus_json`)."""
     out: dict[str, Any] = {}
     for name, pick in picks.items():
         t = pick.trial
@@ -141,6 +142,7 @@ def picks_json(data: StudyData, picks: Mapping[str, Pick]) -> dict[str, Any]:
             "separated": None,
             "runner_up": None,
             "values": {o.name: _measure_json(_measure(data, t, i)) for i, o in enumerate(data.objectives)},
+            "versus_runner_up": pick.versus,
         }
         if pick.objective is not None:
             st = standing(data, t, pick.objective)

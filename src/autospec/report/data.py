@@ -17,6 +17,11 @@ Relaunches (`autospec optimize --confirm K`) are pooled into the trial they conf
 view holds the mean over its launches (`values`, `launches`) and, per objective, an
 interval that includes the study's between-launch spread once one is measured
 (`autospec.metrics.relaunch`; `StudyData.spread`), also for configurations launched once.
+
+Two configurations are compared by `StudyData.compare`: the ratio of one to the other over
+the requests (C = 1) or waves (C > 1) both measured, paired across their launches
+(`autospec.metrics.paired`), or from the pooled figures where either lacks per-position
+figures (studies measured before them).
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from autospec.metrics import SHORT_WINDOW
+from autospec.metrics.paired import Comparison, LogSpread, Side, compare
 from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
-from autospec.records.launches import ObjectiveRef, level_interval, pool_levels, pool_study
+from autospec.records.launches import ObjectiveRef, level_interval, level_series, level_settled, pool_levels, pool_study
 
 __all__ = [
     "Objective",
@@ -241,6 +247,32 @@ class StudyData:
     trials: list[TrialView]
     user_attrs: dict[str, Any] = field(default_factory=dict)
     spread: dict[str, Spread] = field(default_factory=dict)  # objective name -> between-launch spread
+    # per measured configuration (its first trial's number), per objective, its paired side;
+    # per objective the between-launch spread of a launch's log figure
+    sides: dict[int, list[Side | None]] = field(default_factory=dict)
+    log_spread: dict[int, LogSpread] = field(default_factory=dict)
+
+    def side(self, t: TrialView, i: int) -> Side | None:
+        """Trial `t`'s configuration on objective `i` as one side of a comparison: pooled over
+        its launches where it is a measured configuration, else its own launch (a reference)."""
+        per = self.sides.get(t.number, [])
+        if i < len(per) and per[i] is not None:
+            return per[i]
+        o = self.objectives[i]
+        m = t.objective_measure(o, i)
+        if m is None:
+            return None
+        level = t.level(o.concurrency) if o.concurrency is not None else None
+        found = level_series(level, o.metric)
+        series, unit = ((found[0],), found[1]) if found else ((), "requests")
+        return Side(m.value, m.half_width, t.launches, series, 0 if level_settled(level) else 1, unit)
+
+    def compare(self, a: TrialView, b: TrialView, i: int) -> Comparison | None:
+        """`a` over `b` on objective `i` (the module docstring); None without figures."""
+        sa, sb = self.side(a, i), self.side(b, i)
+        if sa is None or sb is None:
+            return None
+        return compare(sa, sb, self.log_spread.get(i))
 
     @property
     def counts(self) -> TrialCounts:
@@ -370,7 +402,15 @@ def snapshot(study: Any) -> StudyData:
         measures = {key: Measure(p.value, p.half) for key, p in figures.items() if math.isfinite(p.value)}
         views[number] = replace(views[number], level_pooled=measures)
     spread = {objectives[i].name: s for i, s in pooled.spread.items()}
-    return StudyData(study.study_name, objectives, list(views.values()), dict(study.user_attrs), spread)
+    return StudyData(
+        study.study_name,
+        objectives,
+        list(views.values()),
+        dict(study.user_attrs),
+        spread,
+        sides=pooled.sides,
+        log_spread=pooled.log_spread,
+    )
 
 
 def _pooled(

@@ -15,7 +15,8 @@
   relaunches measured it) are named as ties but do not decide: wide intervals say the
   order is uncertain, not that a worse estimate is as good (letting them decide made
   the picks of simulated studies with confirmation launches worse:
-  docs/tuning-quality.md).
+  docs/tuning-quality.md). Where both have per-request figures, "tied" means the paired
+  ratio's 95% interval holds 1 (`StudyData.compare`, `autospec.metrics.paired`).
 - knee: the balanced choice: the configuration whose worst objective, as a share of the
   best value on the front, is highest (max-min of normalised objectives).
 
@@ -31,9 +32,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from autospec.report.data import Measure, Objective, StudyData, TrialView
-from autospec.report.support import support_note
+from autospec.report.support import support_note, versus_json
 from autospec.report.table import describe, fmt_ratio, ratio
 
 __all__ = ["Pick", "recommend", "PICKS", "share_of_best", "best_speculative"]
@@ -53,6 +55,7 @@ class Pick:
     why: str
     objective: int | None = None
     tied_with: tuple[int, ...] = ()
+    versus: dict[str, Any] | None = None  # the paired ratio to the runner-up (`support.versus_json`)
 
 
 def best_speculative(data: StudyData, i: int) -> TrialView | None:
@@ -121,7 +124,18 @@ def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = N
         return top, [top]
     equal = [t for t in trials if _tied(_value(t, data, i), _value(top, data, i), intervals=False)]
     chosen = max(equal, key=lambda t: (_score(t, data, then), _score(t, data, i), -t.number))
-    return chosen, [t for t in trials if t is chosen or _tied(_value(t, data, i), _value(chosen, data, i))]
+    return chosen, [t for t in trials if t is chosen or _tied_with(data, t, chosen, i)]
+
+
+def _tied_with(data: StudyData, t: TrialView, chosen: TrialView, i: int) -> bool:
+    """`t` cannot be told apart from `chosen` on objective `i`: within TIE_MARGIN, or the
+    paired ratio's 95% interval holds 1 (`StudyData.compare`), or, unpaired (no per-request
+    figures), their difference is within the combined half-widths."""
+    a, b = _value(t, data, i), _value(chosen, data, i)
+    if _tied(a, b, intervals=False):
+        return True
+    c = data.compare(t, chosen, i)
+    return not c.separated if c is not None and c.paired else _tied(a, b)
 
 
 def _others(tied: list[TrialView], chosen: TrialView) -> tuple[int, ...]:
@@ -209,6 +223,7 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
         f"trial {t.number} ({describe(t)}) is {why}{support_note(data, t, lat)}{_reference_note(data, t, lat)}",
         lat,
         _others(tied, t),
+        versus_json(data, t, lat),
     )
 
     # throughput
@@ -226,6 +241,7 @@ def recommend(data: StudyData, baseline: TrialView | None = None) -> dict[str, P
         f"{_reference_note(data, t, thr)}",
         thr,
         _others(tied, t),
+        versus_json(data, t, thr),
     )
 
     # knee

@@ -8,10 +8,14 @@ every measured reference (`StudyData.references`), per objective:
     gain = pick value / reference value, +- r * sqrt((h_p/p)^2 + (h_r/r)^2)
 
 the 95% half-widths h of the two figures propagated to first order (`table.ratio`, as the
-table's ratios to a baseline; the two launches are independent measurements). A gain
-whose interval holds 1 is "within noise"; otherwise "better" or "worse" by the objective's
-direction (a gain above 1 on a minimised objective is worse). Without both intervals
-the gain has no +- and no verdict beyond "no interval".
+table's ratios to a baseline; the two launches are independent measurements). Where both
+launches have per-position figures the gain is instead the paired ratio over the requests
+(or waves) both measured (`StudyData.compare`, `autospec.metrics.paired`: the prompts'
+own spread cancels, the between-launch spread stays), its +- the larger side of that
+interval (`Gain.comparison` holds it whole). A gain whose interval holds 1 is "within
+noise"; otherwise "better" or "worse" by the objective's direction (a gain above 1 on a
+minimised objective is worse). Without both intervals the gain has no +- and no verdict
+beyond "no interval".
 
 Each reference then gets one verdict over all the picks (`reference_verdict`): "beaten"
 when every pick is better on some objective and worse on none, "unbeaten" when no pick is
@@ -25,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autospec.metrics.paired import Comparison
 from autospec.report.data import Measure, Objective, StudyData, TrialView
 from autospec.report.recommend import Pick
 from autospec.report.table import Ratio, fmt_measure, fmt_ratio, ratio
@@ -55,6 +60,7 @@ class Gain:
     objective: str
     ratio: Ratio | None
     verdict: str  # "better" | "worse" | "within noise" | "no interval" | "not measured"
+    comparison: Comparison | None = None  # the paired ratio where both launches have per-request figures
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,17 @@ def _verdict(r: Ratio | None, o: Objective) -> str:
     return "better" if (r.value > 1.0) == o.maximize else "worse"
 
 
+def _gain(data: StudyData, pick: TrialView, ref: TrialView, i: int, unpaired: Ratio | None) -> Gain:
+    """Objective `i`'s gain: paired where both have per-position figures, else `unpaired`."""
+    o = data.objectives[i]
+    c = data.compare(pick, ref, i)
+    if c is None or not c.paired:
+        return Gain(o.name, unpaired, _verdict(unpaired, o))
+    r = Ratio(c.ratio, c.half)
+    verdict = ("better" if (c.ratio > 1.0) == o.maximize else "worse") if c.separated else "within noise"
+    return Gain(o.name, r, verdict, c)
+
+
 def _measures(data: StudyData, t: TrialView) -> list[Measure | None]:
     return [t.objective_measure(o, i) for i, o in enumerate(data.objectives)]
 
@@ -94,9 +111,8 @@ def reference_gains(data: StudyData, picks: Mapping[str, Pick]) -> list[PickGain
             if number == ref.number:
                 continue  # the reference is that pick: no gain over itself
             gains = []
-            for o, a, b in zip(data.objectives, _measures(data, t), base):
-                r = ratio(a, b)
-                gains.append(Gain(o.name, r, _verdict(r, o)))
+            for i, (a, b) in enumerate(zip(_measures(data, t), base)):
+                gains.append(_gain(data, t, ref, i, ratio(a, b)))
             out.append(PickGains(tuple(names), number, str(ref.reference), ref.number, tuple(gains)))
     return out
 
@@ -200,7 +216,14 @@ def gains_json(data: StudyData, picks: Mapping[str, Pick]) -> dict[str, Any]:
                 "number": g.trial,
                 "reference": g.reference,
                 "reference_number": g.reference_trial,
-                "objectives": {x.objective: {"ratio": _ratio_json(x.ratio), "verdict": x.verdict} for x in g.gains},
+                "objectives": {
+                    x.objective: {
+                        "ratio": _ratio_json(x.ratio),
+                        "verdict": x.verdict,
+                        "paired": None if x.comparison is None else x.comparison.as_dict(),
+                    }
+                    for x in g.gains
+                },
             }
             for g in gains
         ],

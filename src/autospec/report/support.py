@@ -1,31 +1,35 @@
 """What a pick rests on, in one sentence (pure).
 
 For a pick chosen on one objective: how many launches its figure pools (its own, and those
-of configurations that ran the same server at that objective's concurrency), whether its 95%
-interval (the between-launch spread included once relaunches measured it) separates it
-from the runner-up on that objective (the best other measured configuration), and where
-its own launches disagree beyond their intervals. Separation follows
-`autospec.records.confirming`, the rule the study's confirmation launches stop on: a
-pick on one launch counts as separated only once the study has measured the spread.
+of configurations that ran the same server at that objective's concurrency), its ratio to
+the runner-up on that objective (the best other measured configuration) with its 95%
+interval, paired over the requests or waves both measured (`autospec.metrics.paired`; the
+between-launch spread is its floor), and whether that separates them or they are tied, and
+where its own launches disagree beyond their intervals. The runner-up's own figure keeps
+its interval over its requests ("over these prompts"). Separation follows
+`autospec.records.confirming`, the rule the study's confirmation launches stop on: an
+unpaired comparison (a study measured before per-request figures) on one launch counts as
+separated only once the study has measured the spread.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from autospec.metrics.relaunch import LaunchFigure, Pooled
-from autospec.records.confirming import MIN_LAUNCHES, launches_disagree, overlap
+from autospec.metrics.relaunch import LaunchFigure
+from autospec.records.confirming import MIN_LAUNCHES, launches_disagree
 from autospec.report.data import Measure, StudyData, TrialView
 
-__all__ = ["support_note", "runner_up", "disagreeing_launches", "Standing", "standing"]
+__all__ = ["support_note", "runner_up", "disagreeing_launches", "Standing", "standing", "versus_text", "versus_json"]
 
 
 @dataclass(frozen=True)
 class Standing:
     """What a pick on objective `index` rests on: its figure, the launches behind it (its
     own and those of `pooled_with`: the same server there), the runner-up, and whether
-    its interval separates it from the runner-up (None: nothing to compare with; False
-    also while one launch cannot settle it, `settled` telling which)."""
+    the paired ratio to it separates them (`versus_text`; None: nothing to compare with;
+    False also while one unpaired launch cannot settle it, `settled` telling which)."""
 
     index: int
     measure: Measure
@@ -49,9 +53,10 @@ def standing(data: StudyData, chosen: TrialView, i: int) -> Standing:
     b = None if other is None else _measure(other, data, i)
     separated: bool | None = None
     single = False
-    if other is not None and b is not None:
-        apart = not overlap(_pooled(a, n), _pooled(b, other.launches))
-        single = apart and n < MIN_LAUNCHES and o.name not in data.spread
+    c = None if other is None else data.compare(chosen, other, i)
+    if other is not None and b is not None and c is not None:
+        apart = c.separated and not c.unsettled
+        single = apart and not c.paired and n < MIN_LAUNCHES and o.name not in data.spread
         separated = apart and not single
     differ = tuple(disagreeing_launches(data, chosen))
     return Standing(i, a, n, chosen.launches, tuple(others), other, b, separated, single, differ)
@@ -60,10 +65,6 @@ def standing(data: StudyData, chosen: TrialView, i: int) -> Standing:
 def _measure(t: TrialView, data: StudyData, i: int) -> Measure:
     m = t.objective_measure(data.objectives[i], i)
     return m if m is not None else Measure(t.value(i))
-
-
-def _pooled(m: Measure, launches: int) -> Pooled:
-    return Pooled(m.value, m.half_width, launches, m.half_width, None)
 
 
 def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
@@ -76,6 +77,41 @@ def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
     sign = 1.0 if data.objectives[i].maximize else -1.0
     # configurations pooled into one figure tie: the one on the front stands for them
     return max(others, key=lambda t: (sign * _measure(t, data, i).value, t.kind == "front", -t.number))
+
+
+def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, launches: int) -> str:
+    """'against the runner-up, trial 7 (312.4 +-9.1 over these prompts): x1.052 (95% 1.021-1.084,
+    paired over 14 requests, 2 and 1 launches): separated' (or tied, and why)."""
+    o = data.objectives[i]
+    where = f"C={o.concurrency}" if o.concurrency is not None else o.name
+    b = _measure(other, data, i)
+    own = f" +-{b.half_width:.1f}" if b.half_width is not None else ""
+    head = f"against the runner-up at {where}, trial {other.number} ({b.value:.1f}{own} over these prompts)"
+    c = data.compare(chosen, other, i)
+    if c is None:
+        return head + ": no ratio can be formed"
+    how = (
+        f"paired over {c.matched} {c.unit}" + (f", {c.dropped} unmatched left out" if c.dropped else "")
+        if c.paired
+        else (f"unpaired: only {c.matched} {c.unit} matched" if c.unit != "figures" else "unpaired: no per-request figures")
+    )
+    ratio = f"x{c.ratio:.3f} (95% {c.lo:.3f}-{c.hi:.3f}, {how}, {c.launches[0]} and {c.launches[1]} launches)"
+    if c.unsettled:
+        return f"{head}: {ratio}: tied, a launch's rate never settled"
+    if not c.separated:
+        return f"{head}: {ratio}: tied, the interval holds 1"
+    if not c.paired and launches < MIN_LAUNCHES and o.name not in data.spread:
+        return f"{head}: {ratio}: separated, but the between-launch spread is not measured yet, so one launch cannot settle it"
+    return f"{head}: {ratio}: separated"
+
+
+def versus_json(data: StudyData, chosen: TrialView, i: int) -> dict[str, Any] | None:
+    """The pick against its runner-up on objective `i`, as `pareto --json` gives it."""
+    other = runner_up(data, chosen, i)
+    c = None if other is None else data.compare(chosen, other, i)
+    if other is None or c is None:
+        return None
+    return {"objective": data.objectives[i].name, "runner_up": other.number, **c.as_dict()}
 
 
 def disagreeing_launches(data: StudyData, chosen: TrialView) -> list[str]:
@@ -105,18 +141,10 @@ def support_note(data: StudyData, chosen: TrialView, i: int) -> str:
             f" ({st.own_launches} of its own, {n - st.own_launches} of trial(s) {', '.join(map(str, st.pooled_with))}: "
             f"the same server at {where}, where only the KV pool's size differs)"
         )
-    other, b = st.runner_up, st.runner_up_measure
-    if other is None or b is None:
+    if st.runner_up is None:
         text += "; nothing else was measured to compare it with"
-    elif st.unsettled_single_launch:
-        text += (
-            f"; its {where} interval excludes trial {other.number} ({b.value:.1f}), but the between-launch spread "
-            "is not measured yet, so one launch cannot settle it"
-        )
-    elif not st.separated:
-        text += f"; its {where} interval overlaps that of trial {other.number} ({b.value:.1f}): not separated"
     else:
-        text += f"; its {where} interval separates it from the runner-up, trial {other.number} ({b.value:.1f})"
+        text += "; " + versus_text(data, chosen, st.runner_up, i, n)
     if st.disagree:
         text += f"; its launches disagree beyond their own intervals at {', '.join(st.disagree)} (launch-to-launch spread)"
     return text + "."

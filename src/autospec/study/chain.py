@@ -174,7 +174,9 @@ class TrialChain:
         """One plan per level; each warms up with `warmup_requests` waves of C requests
         (of `warmup_output_len` tokens, default the workload's): the first requests at a new
         batch size pay for kernel compilation (measured on SGLang 0.5.16 / H200: TTFT p99
-        2.5 s at C=32 on a configuration's first launch, 64-77 ms on its relaunches)."""
+        2.5 s at C=32 on a configuration's first launch, 64-77 ms on its relaunches), and past
+        them, up to `warmup_cap` requests, while the rate still trends (NGRAM's cache climbs
+        over the first 25 C=1 requests there)."""
         b = self.space.bench
         return [
             LevelPlan(
@@ -183,6 +185,7 @@ class TrialChain:
                 warmup_requests=b.warmup_requests * c,
                 freeze_gc=b.freeze_gc,
                 warmup_output_len=b.warmup_output_len,
+                warmup_cap=b.warmup_cap if b.warmup_requests else 0,
             )
             for c in b.concurrency
         ]

@@ -24,6 +24,13 @@ next configuration. The rule looks many times at a growing sample, so a stop is 
 little likelier than 5% per look suggests; only clear gaps stop a level, and its floor
 is always measured.
 
+Where both the running level and a front configuration have per-position figures (the same
+requests or waves, `autospec.metrics.series`), "better beyond both intervals" means the
+paired ratio of the front configuration over the trial, over the positions both measured so
+far (never over different counts: NGRAM's rate climbs over a launch), excludes 1 in the
+front configuration's favour (`autospec.metrics.paired`, the between-launch spread
+included); at least `RACE_MIN_MATCHED` positions must match. Otherwise:
+
 Only intervals that can carry such a decision are compared (`comparable_interval`): a
 figure without an interval is unknown, never exact, on either side, and the steady
 aggregate's interval counts only when batch means over at least 10 whole waves (or
@@ -45,12 +52,14 @@ from typing import Any
 
 from autospec.config import SearchSpace
 from autospec.metrics import LevelSummary
+from autospec.metrics.paired import LogSpread, Side, compare
 from autospec.records import StorageUnavailable, StoredTrial, TrialStore, pareto_front
-from autospec.records.launches import ObjectiveRef, comparable_interval, pool_study
+from autospec.records.launches import ObjectiveRef, comparable_interval, level_series, pool_study
 
 __all__ = ["Race", "RaceObjective"]
 
 Interval = tuple[float, float]
+RACE_MIN_MATCHED = 8  # positions both must have measured before a paired comparison may stop a level
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,10 @@ def _member_interval(group: Sequence[StoredTrial], ref: ObjectiveRef, value: flo
     return value - half, value + half
 
 
+def _series_of(summary: LevelSummary) -> dict[str, object]:
+    return {"request_speeds": summary.request_speeds, "wave_speeds": summary.wave_speeds}
+
+
 def _surely_better(theirs: Interval | None, mine: Interval, maximize: bool) -> bool:
     """`theirs` beats `mine` beyond both intervals."""
     if theirs is None:
@@ -127,6 +140,9 @@ class Race:
     bounds: tuple[_Bound, ...]
     members: tuple[tuple[int, tuple[Interval | None, ...]], ...]  # (trial number, interval per objective)
     finished: dict[int, LevelSummary] = field(default_factory=dict)
+    # per front member, its paired side per objective; per objective the study's log spread
+    sides: dict[int, tuple[Side | None, ...]] = field(default_factory=dict)
+    log_spread: dict[int, LogSpread] = field(default_factory=dict)
 
     @classmethod
     def against(cls, space: SearchSpace, trials: Sequence[StoredTrial]) -> Race:
@@ -138,7 +154,9 @@ class Race:
         refs = [ObjectiveRef(o.index, o.metric, o.concurrency) for o in objectives]
         pooled = pool_study(trials, refs)
         members = []
+        sides: dict[int, tuple[Side | None, ...]] = {}
         for t in pareto_front(trials, [o.maximize for o in objectives], [o.concurrency for o in objectives]):
+            sides[t.number] = tuple(pooled.sides.get(t.number, []))
             figures = pooled.configurations.get(t.number, [])
             launches = pooled.launches[t.number]  # the front is made of the pooled configurations
             members.append(
@@ -150,7 +168,7 @@ class Race:
                     ),
                 )
             )
-        return cls(objectives, bounds, tuple(members))
+        return cls(objectives, bounds, tuple(members), sides=sides, log_spread=dict(pooled.log_spread))
 
     @classmethod
     def for_trial(cls, space: SearchSpace, store: TrialStore, enabled: bool = True) -> Race | None:
@@ -205,16 +223,37 @@ class Race:
             return None
         if all(o.index in mine for o in self.objectives):
             for number, theirs in self.members:
-                if all(_surely_better(theirs[o.index], mine[o.index], o.maximize) for o in self.objectives):
+                if all(self._beats(number, theirs, o, mine[o.index], known) for o in self.objectives):
                     return f"dominated: trial {number} is better on every objective beyond both 95% intervals"
             return None
-        if all(_surely_better(theirs[o.index], mine[o.index], o.maximize) for _, theirs in self.members for o in here):
+        if all(self._beats(number, theirs, o, mine[o.index], known) for number, theirs in self.members for o in here):
             names = ", ".join(o.name for o in here)
             return (
                 f"outclassed: every front configuration is better on {names} beyond both 95% intervals; "
                 "whether it enters the front depends on the other objectives only"
             )
         return None
+
+    def _beats(
+        self,
+        number: int,
+        theirs: tuple[Interval | None, ...],
+        o: RaceObjective,
+        mine: Interval,
+        known: Mapping[int, LevelSummary],
+    ) -> bool:
+        """Front member `number` is better than the trial on `o`: by the paired ratio over the
+        positions both measured where both have them, else beyond both intervals."""
+        per = self.sides.get(number, ())
+        side = per[o.index] if o.index < len(per) else None
+        level = known.get(o.concurrency)
+        found = None if level is None else level_series(_series_of(level), o.metric)
+        if side is not None and found is not None:
+            value = 0.5 * (mine[0] + mine[1])
+            c = compare(side, Side(value, 0.5 * (mine[1] - mine[0]), 1, (found[0],), unit=found[1]), self.log_spread.get(o.index))
+            if c is not None and c.paired and c.matched >= RACE_MIN_MATCHED:
+                return c.separated and (c.ratio > 1.0) == o.maximize
+        return _surely_better(theirs[o.index], mine, o.maximize)
 
     def _broken_slo(self, concurrency: int, summary: LevelSummary) -> str | None:
         for b in self.bounds:

@@ -1,0 +1,248 @@
+"""Paired comparison of two configurations over the same requests (pure).
+
+Every launch of a study sends the same requests in the same order, and most of what makes
+one request faster than another (its prompt, its place in a launch while NGRAM's cache
+learns) repeats in every launch. Measured on SGLang 0.5.16 / H200: launches of one
+configuration agreed within 1-2% while each launch's own interval over its requests said
++-5-11%. Compared request by request, that repeating part cancels.
+
+For configurations A and B, each with one or more launches whose per-position figures are
+keyed by request (C = 1) or wave (C > 1) id (`autospec.metrics.series`):
+
+    per id, the mean log figure over the launches of each configuration holding it;
+    d_i = that of A minus that of B, over the ids both hold (the *matched* ids; an id only
+    one side holds, a lost or failed request or one past the other's count, is dropped and
+    counted); ratio = exp(mean d_i)
+    var = sd(d)^2 / n  +  s^2 (1 / nA + 1 / nB)
+
+where n is the number of matched ids, nA and nB the launches, and s the between-launch
+spread: the standard deviation of a launch's mean log figure over the requests its
+configuration's launches share, pooled over every configuration of the study launched more
+than once (`launch_spread`), shrunk towards `PRIOR_SD` worth `PRIOR_DF` degrees of freedom
+(before relaunches measured it, the prior decides). The 95% interval is exp(mean d +- t q),
+q = sqrt(var), with t from Student's distribution at the Welch-Satterthwaite degrees of
+freedom of the two parts. The spread is the floor: no pairing shrinks it.
+
+Where a side has no per-position figures (studies measured before them), `unpaired_ratio`
+compares the two pooled figures as before (their 95% half-widths, which hold the
+per-request spread, combined on the log scale) and says so (`paired` False). A comparison
+that rests on a launch whose rate never settled (`autospec.metrics.warmup`) is reported but
+never *separated*: it does not decide.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from scipy import stats as _stats
+
+__all__ = [
+    "MIN_MATCHED",
+    "PRIOR_DF",
+    "PRIOR_SD",
+    "Comparison",
+    "LogSpread",
+    "Side",
+    "compare",
+    "launch_spread",
+    "paired_ratio",
+    "unpaired_ratio",
+]
+
+Series = Mapping[str, float]
+
+_Z95 = 1.959963984540054
+#: the between-launch sd of a launch's log figure over shared requests before relaunches
+#: measured it: SGLang 0.5.16 on one H200 showed 0.9% (C=1) and 1.9% (C=32) over three
+#: launches, and 2.0% at C=1 over four launches of another configuration (issue 37)
+PRIOR_SD = 0.02
+PRIOR_DF = 4  # the prior's weight in degrees of freedom
+#: fewer matched ids than this: no paired comparison (the unpaired fallback instead): the sd of
+#: the differences is barely known (a quick start's C=32 level on the simulator measures 2
+#: waves; paired over them, t(1) = 12.7 made the interval 0.37-3.2 where the unpaired one said +-7%)
+MIN_MATCHED = 4
+
+
+@dataclass(frozen=True)
+class LogSpread:
+    """The pooled between-launch sd of a launch's log figure (`df` = sum of L - 1 over the
+    `configurations` launched more than once)."""
+
+    sd: float
+    df: int
+    configurations: int
+
+    def shrunk(self) -> tuple[float, int]:
+        """(sd, degrees of freedom) the intervals use: the measured sd shrunk towards PRIOR_SD."""
+        df = self.df + PRIOR_DF
+        return math.sqrt((PRIOR_DF * PRIOR_SD**2 + self.df * self.sd**2) / df), df
+
+
+def _prior_or(spread: LogSpread | None) -> tuple[float, int]:
+    return (PRIOR_SD, PRIOR_DF) if spread is None else spread.shrunk()
+
+
+def _logs(series: Series) -> dict[str, float]:
+    return {k: math.log(v) for k, v in series.items() if isinstance(v, (int, float)) and v > 0 and math.isfinite(v)}
+
+
+def launch_spread(groups: Sequence[Sequence[Series]]) -> LogSpread | None:
+    """Pool the between-launch sd over `groups` (per configuration, its launches' series):
+    each launch's mean log figure over the ids every launch of its configuration holds
+    (over all its own ids where they share fewer than MIN_MATCHED); None when no
+    configuration has two launches with figures."""
+    weighted, df, used = 0.0, 0, 0
+    for group in groups:
+        launches = [logs for logs in (_logs(s) for s in group) if logs]
+        if len(launches) < 2:
+            continue
+        common = set.intersection(*(set(logs) for logs in launches))
+        means = [
+            statistics.fmean(logs[k] for k in common) if len(common) >= MIN_MATCHED else statistics.fmean(logs.values())
+            for logs in launches
+        ]
+        weighted += (len(means) - 1) * statistics.variance(means)
+        df += len(means) - 1
+        used += 1
+    return None if df == 0 else LogSpread(math.sqrt(weighted / df), df, used)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A over B: `ratio` with its 95% interval [`lo`, `hi`], over `matched` ids (requests or
+    waves, `unit`) with `dropped` ids left out, from `launches` = (nA, nB); `paired` False
+    for the unpaired fallback (its `unit` "figures" where a side had no per-position figures,
+    else the too few ids that matched); `unsettled` launches behind it whose rate never settled."""
+
+    ratio: float
+    lo: float
+    hi: float
+    matched: int
+    dropped: int
+    launches: tuple[int, int]
+    paired: bool
+    unit: str = "requests"
+    unsettled: int = 0
+
+    @property
+    def separated(self) -> bool:
+        """The interval excludes 1, and every launch behind it settled."""
+        return self.unsettled == 0 and (self.lo > 1.0 or self.hi < 1.0)
+
+    @property
+    def half(self) -> float:
+        """The interval's larger distance from the ratio (for sentences: x1.05 +-0.03)."""
+        return max(self.ratio - self.lo, self.hi - self.ratio)
+
+    def inverse(self) -> Comparison:
+        """B over A."""
+        return Comparison(
+            1 / self.ratio,
+            1 / self.hi,
+            1 / self.lo,
+            self.matched,
+            self.dropped,
+            self.launches[::-1],
+            self.paired,
+            self.unit,
+            self.unsettled,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ratio": self.ratio,
+            "lo": self.lo,
+            "hi": self.hi,
+            "separated": self.separated,
+            "paired": self.paired,
+            "matched": self.matched,
+            "unit": self.unit,
+            "dropped": self.dropped,
+            "launches": list(self.launches),
+            "unsettled": self.unsettled,
+        }
+
+
+def _per_id(launches: Sequence[Series]) -> dict[str, float]:
+    """Per id, the mean log figure over the launches holding it."""
+    sums: dict[str, list[float]] = {}
+    for series in launches:
+        for k, v in _logs(series).items():
+            sums.setdefault(k, []).append(v)
+    return {k: statistics.fmean(v) for k, v in sums.items()}
+
+
+def paired_ratio(
+    a: Sequence[Series], b: Sequence[Series], spread: LogSpread | None, *, unit: str = "requests", unsettled: int = 0
+) -> Comparison | None:
+    """A over B from matched ids (module docstring); None when fewer than MIN_MATCHED ids match
+    or a side has no launch with figures."""
+    la, lb = [s for s in a if s], [s for s in b if s]
+    if not la or not lb:
+        return None
+    ma, mb = _per_id(la), _per_id(lb)
+    matched = sorted(set(ma) & set(mb))
+    if len(matched) < MIN_MATCHED:
+        return None
+    d = [ma[k] - mb[k] for k in matched]
+    n = len(d)
+    within = statistics.variance(d) / n
+    sd, df_between = _prior_or(spread)
+    between = sd**2 * (1 / len(la) + 1 / len(lb))
+    total = within + between
+    parts = within**2 / (n - 1) + between**2 / df_between
+    df = total**2 / parts if parts > 0 else math.inf
+    t = float(_stats.t.ppf(0.975, df)) if math.isfinite(df) else _Z95
+    centre = statistics.fmean(d)
+    q = t * math.sqrt(total)
+    dropped = len(set(ma) ^ set(mb))
+    return Comparison(
+        math.exp(centre), math.exp(centre - q), math.exp(centre + q), n, dropped, (len(la), len(lb)), True, unit, unsettled
+    )
+
+
+def unpaired_ratio(
+    a: float, a_half: float | None, b: float, b_half: float | None, launches: tuple[int, int] = (1, 1), *, unsettled: int = 0
+) -> Comparison | None:
+    """A over B from two pooled figures and their 95% half-widths (None: exact), on the log
+    scale; None where a figure is not positive."""
+    if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+        return None
+    rel = math.hypot((a_half or 0.0) / a, (b_half or 0.0) / b)  # 95% half-widths, relative
+    centre = math.log(a / b)
+    return Comparison(
+        math.exp(centre), math.exp(centre - rel), math.exp(centre + rel), 0, 0, launches, False, "figures", unsettled
+    )
+
+
+@dataclass(frozen=True)
+class Side:
+    """One configuration in a comparison: its pooled figure with its 95% half-width (None:
+    exact) over `launches`, each launch's per-position figures (`series`; empty where a launch
+    has none), how many of its launches never settled, and what the series' ids name."""
+
+    value: float
+    half: float | None
+    launches: int
+    series: tuple[Series, ...] = ()
+    unsettled: int = 0
+    unit: str = "requests"  # what the series' ids name: "requests" or "waves"
+
+
+def compare(a: Side, b: Side, spread: LogSpread | None) -> Comparison | None:
+    """A over B: paired over matched ids where both sides have per-position figures, else
+    the unpaired fallback (module docstring); None when neither can be formed."""
+    unsettled = a.unsettled + b.unsettled
+    paired = paired_ratio(a.series, b.series, spread, unit=a.unit, unsettled=unsettled)
+    if paired is not None:
+        return paired
+    found = unpaired_ratio(a.value, a.half, b.value, b.half, (a.launches, b.launches), unsettled=unsettled)
+    if found is None or not any(a.series) or not any(b.series):
+        return found
+    # both have per-position figures, but too few match: say how many, in their unit
+    matched = len(set(_per_id([s for s in a.series if s])) & set(_per_id([s for s in b.series if s])))
+    return replace(found, matched=matched, unit=a.unit)

@@ -1,0 +1,64 @@
+"""Per-position figures of one level, keyed so that two launches pair (pure).
+
+Every launch of a study sends the same requests at a level in the same order
+(`autospec.request_records.request_id`), so a figure per request, or per wave of C
+requests, can be matched across launches: what a prompt or a position does to the speed
+(NGRAM's cache climbs over a launch; a long prompt is slower) repeats in every launch and
+cancels in a paired comparison (`autospec.metrics.paired`).
+
+    request_speeds  C = 1: each successful measured request's output tok/s
+                    (completion_tokens / (t_done - t_sent)), keyed by its request id
+    wave_speeds     C > 1: per wave (the C requests sent at positions w*C .. w*C + C - 1),
+                    C x sum(completion tokens) / sum(request latency), the closed loop's
+                    aggregate over that wave (Little's law), keyed by the wave's number;
+                    a wave with a failed or missing request is left out
+
+Values keep `DIGITS` significant digits (the series are stored with the trial). Records
+without a request id (written before ids existed) give no series.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # bench sits above metrics; only its record types are read here
+    from autospec.request_records import RequestRecord
+
+__all__ = ["DIGITS", "request_speeds", "wave_speeds"]
+
+DIGITS = 5
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.{DIGITS}g}")
+
+
+def _latency(r: RequestRecord) -> float:
+    return (r.t_done if r.t_done is not None else r.t_sent) - r.t_sent
+
+
+def request_speeds(records: Sequence[RequestRecord]) -> dict[str, float]:
+    """Request id -> output tok/s of each successful measured request that has an id."""
+    out: dict[str, float] = {}
+    for r in records:
+        if r.ok and not r.warmup and r.request_id is not None and r.completion_tokens > 0 and _latency(r) > 0:
+            out[r.request_id] = _round(r.completion_tokens / _latency(r))
+    return out
+
+
+def wave_speeds(records: Sequence[RequestRecord], concurrency: int) -> dict[str, float]:
+    """Wave number -> the wave's aggregate tok/s (module docstring), complete waves only."""
+    waves: dict[int, list[RequestRecord]] = defaultdict(list)
+    for r in records:
+        if not r.warmup and r.position is not None and r.request_id is not None:
+            waves[r.position // concurrency].append(r)
+    out: dict[str, float] = {}
+    for wave, members in sorted(waves.items()):
+        if len(members) != concurrency or not all(r.ok for r in members):
+            continue
+        latency = sum(_latency(r) for r in members)
+        if latency > 0:
+            out[str(wave)] = _round(concurrency * sum(r.completion_tokens for r in members) / latency)
+    return out
