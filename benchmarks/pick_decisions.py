@@ -16,12 +16,14 @@ pick's objective (`optimum_gap.noiseless_truth`). Per profile and overall:
     between    noiseless 1.01-1.05 (no bar); worse: noiseless <= 0.99 (the pick is truly worse)
 
     python benchmarks/pick_decisions.py --seeds 1 2 3 4 --jobs 1
-    python benchmarks/pick_decisions.py --profiles qwen3-8b-nextn-1x-h200 --seeds 1 --trials 6
+    python benchmarks/pick_decisions.py --profiles llama31-8b-eagle3-1x-h100 --seeds 1 --trials 6
+    python benchmarks/pick_decisions.py --tally run1.log run2.log   # one table over earlier runs' lines
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -59,6 +61,7 @@ class Decision:
     separated: bool
     paired: bool
     truth: float
+    references: str = ""  # which of the two are reference points (for reading failures)
 
     @property
     def covered(self) -> bool:
@@ -87,6 +90,7 @@ def decisions_of(study: Any, name: str, seed: int, truth: Any) -> list[Decision]
         noiseless = a / b if b > 0 else float("inf")
         if not o.maximize:
             noiseless = 1.0 / noiseless if noiseless else float("inf")
+        refs = ", ".join(f"{who} is {t.reference}" for who, t in (("pick", pick.trial), ("runner-up", other)) if t.reference)
         out.append(
             Decision(
                 name,
@@ -100,9 +104,38 @@ def decisions_of(study: Any, name: str, seed: int, truth: Any) -> list[Decision]
                 v["separated"],
                 v["paired"],
                 noiseless,
+                refs,
             )
         )
     return out
+
+
+LINE = re.compile(
+    r"^(?P<profile>\S+) seed (?P<seed>\d+) (?P<pick>\w+): trial (?P<number>\d+) / runner-up (?P<runner_up>\d+): "
+    r"reported x(?P<ratio>[\d.]+) \(95% (?P<lo>[\d.]+)-(?P<hi>[\d.]+), (?P<paired>paired|unpaired)\) "
+    r"(?P<verdict>separated|tied); noiseless x(?P<truth>[\d.]+|inf)"
+)
+
+
+def parse_line(line: str) -> Decision | None:
+    """A decision from one of the per-study lines `main` prints (None for other lines)."""
+    m = LINE.match(line)
+    if m is None:
+        return None
+    g = m.groupdict()
+    return Decision(
+        g["profile"],
+        int(g["seed"]),
+        g["pick"],
+        int(g["number"]),
+        int(g["runner_up"]),
+        float(g["ratio"]),
+        float(g["lo"]),
+        float(g["hi"]),
+        g["verdict"] == "separated",
+        g["paired"] == "paired",
+        float(g["truth"]),
+    )
 
 
 def _share(hits: int, n: int) -> str:
@@ -147,7 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=0.05, help="the server's speed spread per second of a level")
     ap.add_argument("--launch-noise", type=float, default=0.02, help="the spread of a launch's speed (between launches)")
     ap.add_argument("--confirm", type=int, default=None, help="the study's --confirm K (default: the tool's default)")
+    ap.add_argument("--tally", nargs="+", type=Path, metavar="LOG", help="only tally the per-study lines of these logs")
     args = ap.parse_args(argv)
+    if args.tally:
+        found = [d for log in args.tally for d in map(parse_line, log.read_text().splitlines()) if d is not None]
+        print("\n".join(summary_rows(sorted(set(found), key=lambda d: (d.profile, d.seed, d.pick)))))
+        return 0
 
     decisions: list[Decision] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{name} seed {seed} {d.pick}: trial {d.number} / runner-up {d.runner_up}: reported x{d.ratio:.3f} "
                         f"(95% {d.lo:.3f}-{d.hi:.3f}, {'paired' if d.paired else 'unpaired'}) "
                         f"{'separated' if d.separated else 'tied'}; noiseless x{d.truth:.3f} "
-                        f"({'covered' if d.covered else 'NOT covered'}); {time.monotonic() - t0:.0f} s",
+                        f"({'covered' if d.covered else 'NOT covered'}); {time.monotonic() - t0:.0f} s"
+                        + (f"; {d.references}" if d.references else ""),
                         flush=True,
                     )
                 return found

@@ -114,6 +114,9 @@ def test_pick_decisions_reads_each_picks_paired_ratio_and_tallies_it(tmp_path: P
     assert [r[0] for r in rows] == [SEED, "overall"]
     assert all(r[1] == "1" and r[2] == str(len(lines)) for r in rows)
     assert all(re.fullmatch(r"\d+/\d+ \(\d+%\)", r[4]) for r in rows)
+    (tmp_path / "run.log").write_text(out)
+    tallied = run_script(tmp_path, "pick_decisions.py", "--tally", "run.log")
+    assert table_rows(tallied, "| profile | studies | decisions |") == rows  # the same table from the printed lines
 
 
 def test_efficiency_runs_strategies_and_self_test(tmp_path: Path) -> None:
