@@ -311,7 +311,7 @@ def closed_loop(
     workers, each sending its next request when its last one is done; time to first
     token kept. Scales of 1 give the replay's own schedule back."""
     free = [0.0] * max(c, 1)
-    out = []
+    out: list[tuple[float, float, float]] = []
     for (sent, first, done), scale in zip(replay, scales):
         at = max(heapq.heappop(free), sent) if len(out) < c else heapq.heappop(free)
         t_first = at + (first - sent)
