@@ -18,7 +18,13 @@ simulated:
   scheduler replay (`autospec.sim.predict`), a closed loop of C workers, its times warped
   by a server speed that varies over time (`SpeedWarp`: a lognormal factor of relative
   spread `noise` per second) and by one speed factor per launch (`launch_noise`: the
-  between-launch spread); the product's `summarize` forms each level's figures and intervals,
+  between-launch spread). With `noise` on, each request also carries the simulator's
+  per-request effect, the same in every launch (`autospec.sim.request_accept_length`: a
+  fixed function of the request's prompt and its position in the launch, NGRAM's climb
+  included): its decode time scales by the model's accept length over the request's, and
+  the closed loop of C workers is re-run on those durations. Records name their request
+  (`position`, `request_id`), so two launches pair as a server's do. The product's
+  `summarize` forms each level's figures and intervals,
   and the precision loop's rule (`autospec.bench.stop_rule`, with the race's hook) is
   consulted before each send past the floor, at most every `check_every_s` of simulated
   time, as `run_level_precise_with` does.
@@ -45,13 +51,13 @@ from autospec.bench.adaptive import precision_info
 from autospec.launcher import LaunchError, LaunchRequest, StartupFacts, TeardownReport, parse_startup
 from autospec.launcher.launch import OnSpawn
 from autospec.metrics import LevelSummary, summarize
-from autospec.request_records import LevelResult, RequestRecord
-from autospec.sim import accept_length, init_outcome, resolve_args
+from autospec.request_records import LevelResult, RequestRecord, request_id
+from autospec.sim import accept_length, init_outcome, request_accept_length, resolve_args
 from autospec.sim.predict import _replay as replay_requests  # the noiseless per-request replay
 from autospec.sim.profile import Profile
 from autospec.study.chain import ChainHooks, TrialChain
 
-__all__ = ["SimClock", "SimulatedBench", "SimulatedLauncher", "SimulatedServer", "SpeedWarp", "simulated_chain"]
+__all__ = ["closed_loop", "SimClock", "SimulatedBench", "SimulatedLauncher", "SimulatedServer", "SpeedWarp", "simulated_chain"]
 
 
 class SimClock:
@@ -91,6 +97,7 @@ class SimulatedServer:
     log_path: Path | None
     speed: float = 1.0
     url: str = "sim://in-process"
+    requests: int = 0  # generation requests sent so far in this launch (the simulator's position)
     _report: TeardownReport | None = None
 
     @property
@@ -190,6 +197,7 @@ class SimulatedBench:
         if plan.warmup_requests:
             warm = self._replay(flags, c, plan.warmup_requests, plan.warmup_output_len or output_len)
             self.clock.advance(max(d for _, _, d in warm) / server.speed)
+            server.requests += plan.warmup_requests
         ceiling = goal.max_requests if goal is not None else (plan.num_requests or 0)
         records = self._records(server, flags, c, ceiling, output_len)
         max_error_rate = goal.max_error_rate if goal is not None else self.oracle.space.bench.max_error_rate
@@ -249,6 +257,17 @@ class SimulatedBench:
         kind, prompt_tokens = self.oracle.prompt_workload(self.oracle.space.bench.num_requests(c))
         per_step = accept_length(self.oracle.profile, cfg, kind, wl.temperature)
         verify = verify_steps(per_step, output_len) if cfg.speculative else None
+        if self.noise and cfg.speculative:
+            first_request = server.requests + 1
+            scales = [
+                per_step
+                / request_accept_length(
+                    self.oracle.profile, cfg, kind, wl.temperature, prompt=f"{kind}:{i}", position=first_request + i
+                )
+                for i in range(len(replay))
+            ]
+            replay = closed_loop(replay, scales, c)
+        server.requests += len(replay)
         warp = SpeedWarp(self.rng, self.noise, server.speed)
         start = self.clock.now
         for index, (sent, first, finished) in enumerate(replay):
@@ -265,6 +284,8 @@ class SimulatedBench:
                 completion_tokens=output_len,
                 spec_verify_ct=verify,
                 prompt_index=index,
+                position=index,
+                request_id=request_id(index, index),
             )
 
     def _replay(self, flags: Mapping[str, Any], c: int, n: int, output_len: int) -> list[tuple[float, float, float]]:
@@ -280,6 +301,24 @@ class SimulatedBench:
                 profile, cfg, init.max_running_requests, per_step, c, n, prompt_tokens, output_len
             )
         return self._replays[key]
+
+
+def closed_loop(
+    replay: Sequence[tuple[float, float, float]], scales: Sequence[float], c: int
+) -> list[tuple[float, float, float]]:
+    """(sent, first token, done) of `replay`'s requests (in send order) when each one's
+    decode time (done - first token) is scaled by its `scales` entry: a closed loop of `c`
+    workers, each sending its next request when its last one is done; time to first
+    token kept. Scales of 1 give the replay's own schedule back."""
+    free = [0.0] * max(c, 1)
+    out: list[tuple[float, float, float]] = []
+    for (sent, first, done), scale in zip(replay, scales):
+        at = max(heapq.heappop(free), sent) if len(out) < c else heapq.heappop(free)
+        t_first = at + (first - sent)
+        t_done = t_first + (done - first) * scale
+        heapq.heappush(free, t_done)
+        out.append((at, t_first, t_done))
+    return out
 
 
 def simulated_chain(

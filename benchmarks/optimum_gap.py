@@ -78,6 +78,32 @@ def space_file(case_space: str, mode: str, folder: Path) -> str:
     return str(out)
 
 
+def noiseless_truth(space: Any, profile: Any, output_len: int | None = None) -> tuple[Callable[..., float], str]:
+    """(truth(flags, objective): a configuration's noiseless `predict()` figure for that
+    objective (aggregates in steady state: a 40-wave level; 0 where it fails), the prompts'
+    kind), valued on the prompts the study sends, classified as the simulator's API does."""
+    wl = space.workload
+    kind, prompt_tokens = PredictedOracle(profile, space).prompt_workload(space.bench.num_requests(1))
+    kw = {"input_len": prompt_tokens, "output_len": output_len or wl.output_len, "temperature": wl.temperature}
+
+    def truth(flags: Mapping[str, Any], objective: Any) -> float:
+        waves = STEADY_WAVES if objective.metric == "agg_output_tok_s" else 2
+        p = predict(
+            profile,
+            {**space.server.flags, **flags},
+            objective.concurrency,
+            kind,
+            num_requests=max(space.bench.num_requests(objective.concurrency), waves * objective.concurrency),
+            **kw,
+        )
+        value = {"output_tok_s": p.per_request_tok_s, "agg_output_tok_s": p.aggregate_tok_s, "decode_tok_s": p.decode_tok_s}[
+            objective.metric
+        ]
+        return value if p.ok else 0.0
+
+    return truth, kind
+
+
 def _pick_of(data: Any) -> dict[int, str]:
     """Objective index -> the pick chosen on it (latency: lowest concurrency, throughput: highest)."""
     lat, thr = data.latency_objective, data.throughput_objective
@@ -164,35 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         for name in args.profiles:
             space, profile = load_case(CASES[name])
-            wl = space.workload
-            # valued on the prompts the study sends, classified as the simulator's API classifies them
-            kind, prompt_tokens = PredictedOracle(profile, space).prompt_workload(space.bench.num_requests(1))
-            kw = {"input_len": prompt_tokens, "output_len": args.output_len or wl.output_len, "temperature": wl.temperature}
+            truth, kind = noiseless_truth(space, profile, args.output_len)
             extra = ["--output-len", str(args.output_len)] if args.output_len else []
-
-            def truth(
-                flags: Mapping[str, Any],
-                objective: Any,
-                space: Any = space,
-                profile: Any = profile,
-                kw: Any = kw,
-                kind: str = kind,
-            ) -> float:
-                waves = STEADY_WAVES if objective.metric == "agg_output_tok_s" else 2
-                p = predict(
-                    profile,
-                    {**space.server.flags, **flags},
-                    objective.concurrency,
-                    kind,
-                    num_requests=max(space.bench.num_requests(objective.concurrency), waves * objective.concurrency),
-                    **kw,
-                )
-                value = {
-                    "output_tok_s": p.per_request_tok_s,
-                    "agg_output_tok_s": p.aggregate_tok_s,
-                    "decode_tok_s": p.decode_tok_s,
-                }[objective.metric]
-                return value if p.ok else 0.0
 
             best = [max(grid(space), key=functools.partial(_swap, truth, o)) for o in space.objectives]
             optimum = [truth(c, o) for c, o in zip(best, space.objectives)]

@@ -17,7 +17,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 from _simulated import InProcessSimPreflight, PredictedOracle, sim_command  # noqa: E402
-from _simulated_chain import SpeedWarp, simulated_chain  # noqa: E402
+from _simulated_chain import SimClock, SimulatedBench, SpeedWarp, closed_loop, simulated_chain  # noqa: E402
 
 from autospec.cli.common import load_space  # noqa: E402
 from autospec.feasibility.gate import FeasibilityGate  # noqa: E402
@@ -93,3 +93,38 @@ def test_speed_warp_is_monotone_and_identity_without_noise() -> None:
     warped = [warp(t) for t in times]
     assert all(b > a for a, b in itertools.pairwise(warped))
     assert warped != times
+
+
+def test_closed_loop_keeps_the_replays_schedule_at_scale_one_and_stretches_decode_otherwise() -> None:
+    replay = [(0.0, 0.1, 1.0), (1.0, 1.1, 2.0), (2.0, 2.1, 3.0)]  # C=1: each sent when the last is done
+    assert closed_loop(replay, [1.0, 1.0, 1.0], 1) == replay
+    slower = closed_loop(replay, [2.0, 1.0, 1.0], 1)
+    assert slower[0] == (0.0, 0.1, pytest.approx(1.9))  # decode 0.9 s doubled, time to first token kept
+    assert slower[1][0] == pytest.approx(1.9) and slower[2][2] == pytest.approx(3.9)  # the loop waits for it
+
+
+def test_noisy_launches_repeat_each_requests_effect_and_name_their_requests() -> None:
+    """With noise on, a request's speed carries the simulator's per-request effect (a function
+    of its prompt and position), so two launches of one configuration agree request by
+    request far more closely than the requests of one launch agree with each other."""
+    import statistics
+    from types import SimpleNamespace
+
+    from efficiency import CASES, load_case
+
+    from autospec.metrics.series import request_speeds
+
+    space, profile = load_case(CASES["qwen25-coder-7b-ngram-1x-l4"])  # NGRAM: the prompt's part and the climb
+    flags = {**space.server.flags, "speculative_num_draft_tokens": 7, "mem_fraction_static": 0.9}
+    bench = SimulatedBench(PredictedOracle(profile, space), SimClock(), random.Random(1), noise=0.002)
+    launches = []
+    for _ in range(2):
+        server = SimpleNamespace(speed=1.0, requests=0)
+        records = list(bench._records(server, flags, 1, 12, space.workload.output_len))
+        assert [r.position for r in records] == list(range(12)) and server.requests == 12
+        launches.append(request_speeds(records))
+    first, second = launches
+    assert set(first) == set(second) and len(first) == 12  # the same request ids: they pair
+    spread = statistics.pstdev(first.values()) / statistics.fmean(first.values())
+    between = max(abs(first[k] / second[k] - 1) for k in first)
+    assert spread > 0.03 and between < spread / 5

@@ -102,6 +102,23 @@ def test_optimum_gap_simulated_prints_the_ratio_table(tmp_path: Path) -> None:
     assert all(re.fullmatch(RATIO, r[3]) for r in rows)
 
 
+def test_pick_decisions_reads_each_picks_paired_ratio_and_tallies_it(tmp_path: Path) -> None:
+    out = run_script(tmp_path, "pick_decisions.py", "--profiles", SEED, "--seeds", "1", "--trials", "4")
+    lines = re.findall(
+        rf"{SEED} seed 1 (latency|throughput): trial \d+ / runner-up \d+: reported x({RATIO}) "
+        rf"\(95% ({RATIO})-({RATIO}), (?:un)?paired\) (?:separated|tied); noiseless x{RATIO} \((?:NOT )?covered\)",
+        out,
+    )
+    assert lines and all(float(lo) <= float(r) <= float(hi) for _, r, lo, hi in lines), out
+    rows = table_rows(out, "| profile | studies | decisions |")
+    assert [r[0] for r in rows] == [SEED, "overall"]
+    assert all(r[1] == "1" and r[2] == str(len(lines)) for r in rows)
+    assert all(re.fullmatch(r"\d+/\d+ \(\d+%\)", r[4]) for r in rows)
+    (tmp_path / "run.log").write_text(out)
+    tallied = run_script(tmp_path, "pick_decisions.py", "--tally", "run.log")
+    assert table_rows(tallied, "| profile | studies | decisions |") == rows  # the same table from the printed lines
+
+
 def test_efficiency_runs_strategies_and_self_test(tmp_path: Path) -> None:
     assert "self-test: ok" in run_script(tmp_path, "efficiency.py", "--self-test")
     out = run_script(
