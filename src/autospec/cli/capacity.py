@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autospec.cli.common import add_sim_timing_arguments, add_study_command, duration_arg
+from autospec.cli.common import add_sim_timing_arguments, add_study_command, add_timeout_option
 from autospec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -81,11 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     levels.add_argument("--start", type=int, default=1, help="first concurrency measured (default 1)")
     levels.add_argument("--max-concurrency", type=int, default=256, help="highest concurrency measured (default 256)")
     levels.add_argument("--waves", type=int, default=4, help="measured requests per level: WAVES x C, at least 16 (default 4)")
-    levels.add_argument(
-        "--timeout",
-        type=duration_arg("--timeout"),
-        metavar="DURATION",
-        help="end the run after this wall time, e.g. 30m: the level in flight is cancelled, finished ones are kept",
+    add_timeout_option(
+        levels, "end the run after this wall time, e.g. 30m: the level in flight is cancelled, finished ones are kept"
     )
     server = p.add_argument_group("server")
     server.add_argument("--space", help="take the workload from this search-space file (default: the study's own)")

@@ -201,6 +201,11 @@ def _value(text: str) -> Any:
         return text
 
 
+def add_timeout_option(group: argparse._ActionsContainer, help: str) -> None:
+    """The ``--timeout DURATION`` option: a finite wall time > 0 (`duration_arg`)."""
+    group.add_argument("--timeout", type=duration_arg("--timeout"), metavar="DURATION", help=help)
+
+
 def add_flag_option(group: argparse._ActionsContainer, help: str) -> None:
     """The repeatable ``--flag NAME=VALUE`` option (read with `parse_flag_overrides`)."""
     group.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE", help=help)

@@ -13,6 +13,7 @@ from autospec.cli.common import (
     add_flag_option,
     add_sim_timing_arguments,
     add_study_command,
+    add_timeout_option,
     duration_arg,
     flag_override_origins,
     load_space,
@@ -55,12 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _add_budget_arguments(g: argparse._ArgumentGroup) -> None:
     """How many launches, for how long, and the sampler that chooses them."""
     g.add_argument("--trials", type=int, default=20, help="launched trials the study should hold (default 20)")
-    g.add_argument(
-        "--timeout",
-        type=duration_arg("--timeout"),
-        metavar="DURATION",
-        help="stop starting new trials after this wall time, e.g. 8h or 90m (default: no limit)",
-    )
+    add_timeout_option(g, "stop starting new trials after this wall time, e.g. 8h or 90m (default: no limit)")
     g.add_argument(
         "--sampler",
         choices=("model", "tpe", "gp", "nsga2", "random"),

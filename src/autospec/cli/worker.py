@@ -14,7 +14,7 @@ from pathlib import Path
 
 import optuna
 
-from autospec.cli.common import duration_arg, studies_dir_arg
+from autospec.cli.common import add_timeout_option, studies_dir_arg
 from autospec.cli.optimize import add_slot_arguments
 from autospec.errors import UsageError
 
@@ -46,12 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     budget = p.add_argument_group("budget")
     budget.add_argument("--trials", type=int, help="launched trials the study should hold (default: the study's own)")
-    budget.add_argument(
-        "--timeout",
-        type=duration_arg("--timeout"),
-        metavar="DURATION",
-        help="stop starting new trials after this wall time, e.g. 8h (default: no limit)",
-    )
+    add_timeout_option(budget, "stop starting new trials after this wall time, e.g. 8h (default: no limit)")
     server = p.add_argument_group("server")
     server.add_argument("--server-command", help="how to start the server on this host (default: the study's)")
     server.add_argument("--ready-timeout", type=float, help="seconds a server may take to become ready")
