@@ -97,17 +97,7 @@ def _blocks(
     if notes:
         blocks += [("h2", "Notes"), ("list", notes)]
     blocks += [("h2", "What to deploy"), ("list", verdict_lines(data, picks)), ("h2", "Recommendations")]
-    if not picks:
-        blocks.append(("p", "Nothing is on the Pareto front yet: run autospec optimize."))
-    shown: dict[int, str] = {}
-    for name, pick in picks.items():
-        blocks.append(("p", f"**{name}**: {pick.why}"))
-        if pick.trial.number in shown:
-            blocks.append(("p", f"Same configuration as the {shown[pick.trial.number]} pick."))
-            continue
-        shown[pick.trial.number] = name
-        d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port, summary=pick_summary(data, pick.trial))
-        blocks.append(("pre", render_cmd(d)))
+    blocks += _pick_blocks(data, picks, host, port)
     blocks += _gains_blocks(data, picks)
     explained = model_lines(data, picks)
     if explained:
@@ -129,27 +119,39 @@ def _blocks(
             ),
             ("pre", ladder_text),
         ]
-    export = f"autospec export {study_args}".rstrip()
-    blocks += [
-        ("h2", "Commands"),
-        (
-            "pre",
-            "\n".join(
-                [
-                    f"autospec pareto {study_args}".rstrip(),
-                    *(f"{export} --pick {name} --format cmd --host {host} --port {port}" for name in picks),
-                    f"{export} --pick knee --format yaml -o sglang.yaml" if picks else "",
-                    f"{export} --pick knee --format systemd -o sglang.service" if picks else "",
-                    f"{export} --format adaptive -o adaptive.json" if ladder_text is not None else "",
-                    f"autospec dashboard {study_args}".rstrip(),
-                ]
-            )
-            .replace("\n\n", "\n")
-            .strip()
-            + "\n",
-        ),
-    ]
+    blocks += _command_blocks(picks, study_args, host, port, ladder_text is not None)
     return blocks
+
+
+def _pick_blocks(data: StudyData, picks: dict[str, Pick], host: str, port: int) -> list[Block]:
+    """Each pick's reason and launch command (once per configuration)."""
+    if not picks:
+        return [("p", "Nothing is on the Pareto front yet: run autospec optimize.")]
+    blocks: list[Block] = []
+    shown: dict[int, str] = {}
+    for name, pick in picks.items():
+        blocks.append(("p", f"**{name}**: {pick.why}"))
+        if pick.trial.number in shown:
+            blocks.append(("p", f"Same configuration as the {shown[pick.trial.number]} pick."))
+            continue
+        shown[pick.trial.number] = name
+        d = deployment_for(data, pick.trial, label=f"{name} pick", host=host, port=port, summary=pick_summary(data, pick.trial))
+        blocks.append(("pre", render_cmd(d)))
+    return blocks
+
+
+def _command_blocks(picks: dict[str, Pick], study_args: str, host: str, port: int, ladder: bool) -> list[Block]:
+    """The commands that show, export and inspect this study's answer."""
+    export = f"autospec export {study_args}".rstrip()
+    lines = [
+        f"autospec pareto {study_args}".rstrip(),
+        *(f"{export} --pick {name} --format cmd --host {host} --port {port}" for name in picks),
+        f"{export} --pick knee --format yaml -o sglang.yaml" if picks else "",
+        f"{export} --pick knee --format systemd -o sglang.service" if picks else "",
+        f"{export} --format adaptive -o adaptive.json" if ladder else "",
+        f"autospec dashboard {study_args}".rstrip(),
+    ]
+    return [("h2", "Commands"), ("pre", "\n".join(line for line in lines if line) + "\n")]
 
 
 def _markdown(title: str, blocks: Sequence[Block]) -> str:
