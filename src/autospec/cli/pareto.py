@@ -155,5 +155,6 @@ def text_lines(found: Answer, table: ParetoTable, verbose: bool = False) -> list
     _section(out, "notes:", study_warnings(data, found.baseline), "  - ")
     if not verbose and model_lines(data, picks):
         out += ["", "the model's predictions and the configurations it left unlaunched: autospec pareto --verbose"]
-    out += ["", f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N --format cmd|yaml|systemd|adaptive"]
+    picks_and_formats = "--pick latency|throughput|knee|N --format cmd|yaml|systemd|adaptive"
+    out += ["", f"deploy one: autospec export --study {data.name} {picks_and_formats}"]
     return wrap_lines(out, WIDTH)
