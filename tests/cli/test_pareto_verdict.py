@@ -40,6 +40,8 @@ def test_the_first_lines_say_what_to_deploy_for_each_load_and_the_gains_over_the
     assert lines[1] == f"  {verdict[0]}"  # the answer's own verdict: no speculation for every load
     assert "deploy trial 0 (no_speculation) for every load" in lines[1]
     head = " ".join(line.strip() for line in lines[: lines.index("")])
+    knee = head.index("knee")
+    assert head[knee:].startswith("knee (the configuration that keeps the highest share of the best value")  # defined
     for said in (
         "for latency: trial 0 (no_speculation), 209.1 +-23.9 tok/s at C=1",
         "for throughput: trial 0 (no_speculation), 5560.9 +-660.3 tok/s at C=32",

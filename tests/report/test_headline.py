@@ -44,7 +44,7 @@ def test_tied_picks_name_the_one_to_deploy_for_every_load():
     assert lines[0] == found.verdict[0]
     assert lines[1] == (
         "for latency: trial 1 (steps=1), 280.0 +-30.0 tok/s at C=1; tied within the intervals with trial(s) 2 "
-        "(the throughput and knee pick)"
+        "(the pick for throughput and for a mixed load)"
     )
     assert lines[3] == f"for a mixed load: trial 2 (steps=2), {KNEE}: 93% at C=1, 100% at C=32"
 

@@ -36,13 +36,15 @@ def _figure(data: StudyData, pick: Pick, i: int) -> str:
 
 
 def _tie(picks: dict[str, Pick], pick: Pick) -> str:
-    """'; tied within the intervals with trial(s) 9 (the knee pick)', or ''."""
+    """'; tied within the intervals with trial(s) 9 (the pick for a mixed load)', or ''
+    (the other picks named by their load: the knee is defined on its own line, after)."""
     if not pick.tied_with:
         return ""
+    labels = dict(_LOADS)
     named = []
     for number in pick.tied_with:
-        others = [name for name, p in picks.items() if p.trial.number == number and name != pick.name]
-        named.append(f"{number} (the {' and '.join(others)} pick)" if others else str(number))
+        others = [labels[name] for name, p in picks.items() if p.trial.number == number and name != pick.name]
+        named.append(f"{number} (the pick {' and '.join(others)})" if others else str(number))
     return f"; tied within the intervals with trial(s) {', '.join(named)}"
 
 
