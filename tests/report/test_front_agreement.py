@@ -42,7 +42,7 @@ def _table_numbers(text: str) -> set[int]:
 def _text_front(args: list[str], capsys, baseline: int | None, front: set[int]) -> set[int]:
     assert main(["pareto", *args]) == 0
     text = capsys.readouterr().out
-    table = text.split("\n\n")[1]  # header line, blank, the table
+    table = text[text.index("\ntrial ") :].split("\n\n")[0]  # after the verdict and the counts: the table
     rows = _table_numbers(table)
     return rows - ({baseline} if baseline is not None and baseline not in front else set())
 

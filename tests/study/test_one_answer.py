@@ -22,14 +22,18 @@ PICK_LINE = re.compile(r"^\s*(latency|throughput|knee)\s+trial (\d+) ")
 
 
 def _section(text: str, title: str) -> list[str]:
-    """The indented lines under `title` (up to the next line that is not indented)."""
+    """The indented lines under `title` (up to the next line that is not indented), each
+    line folded by pareto (`wrapping.wrap_lines`: continued deeper) joined back into one."""
     lines = text.splitlines()
     start = lines.index(title) + 1
-    out = []
+    out: list[str] = []
     for line in lines[start:]:
         if not line.startswith("  "):
             break
-        out.append(line.strip())
+        if out and line.startswith("      ") and not line.startswith("       "):
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line.strip())
     return out
 
 
@@ -47,13 +51,14 @@ def test_closing_lines_pareto_json_export_and_dashboard_note_name_the_same_picks
 
     assert main(["pareto", *where]) == 0
     text = capsys.readouterr().out
-    verdict = _section(text, "verdict:")
-    assert closing[: len(verdict)] == verdict  # the same verdict lines, then the picks
+    assert text.startswith("verdict:\n")  # pareto opens with its verdict
+    first = _section(text, "verdict:")
     assert _picks(_section(text, "recommendations:")) == closing_picks
 
     assert main(["pareto", *where, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["verdict"] == verdict
+    verdict = out["verdict"]
+    assert verdict and first[: len(verdict)] == verdict == closing[: len(verdict)]  # the same verdict lines, then the picks
     assert {name: pick["number"] for name, pick in out["recommendations"].items()} == closing_picks
     front = {row["number"] for row in out["front"]}
     for name, pick in out["recommendations"].items():

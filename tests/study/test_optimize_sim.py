@@ -155,6 +155,9 @@ def test_the_model_says_what_it_expected_and_why_the_rest_was_not_launched(tmp_p
     capsys.readouterr()
     assert run("pareto", "--study", "m", "--studies-dir", studies) == 0
     out = capsys.readouterr().out
+    assert "the model (--sampler model)" not in out and "autospec pareto --verbose" in out  # internals on request
+    assert run("pareto", "--study", "m", "--studies-dir", studies, "--verbose") == 0
+    out = capsys.readouterr().out
     assert "the model (--sampler model)" in out and "never launched:" in out
     assert run("pareto", "--study", "m", "--studies-dir", studies, "--json") == 0
     data = json.loads(capsys.readouterr().out)

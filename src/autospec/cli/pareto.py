@@ -18,10 +18,10 @@ from autospec.errors import UsageError
 if TYPE_CHECKING:
     import optuna
 
-    from autospec.report import StudyData, TrialView
+    from autospec.report import Answer, ParetoTable, StudyData, TrialView
     from autospec.study.storage import StorageHandle
 
-__all__ = ["register", "run", "open_existing", "open_existing_handle", "add_baseline_arg", "baseline_of"]
+__all__ = ["register", "run", "text_lines", "open_existing", "open_existing_handle", "add_baseline_arg", "baseline_of"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_baseline_arg(p)
     p.add_argument("--json", action="store_true", help="print the front, table and recommendations as JSON")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print the model's predictions beside the measurements and why it left configurations unlaunched",
+    )
     p.set_defaults(handler=run)
 
 
@@ -76,20 +81,26 @@ def baseline_of(data: StudyData, number: int | None) -> TrialView | None:
     return t
 
 
-def _section(title: str, lines: list[str], bullet: str) -> None:
-    """`title` and `lines` after a blank line; nothing when there are no lines."""
+def _section(out: list[str], title: str, lines: list[str], bullet: str) -> None:
+    """`title` and `lines` after a blank line, onto `out`; nothing when there are no lines."""
     if lines:
-        print()
-        print(title)
-        for line in lines:
-            print(f"{bullet}{line}")
+        out += ["", title, *(f"{bullet}{line}" for line in lines)]
+
+
+def _counts(data: StudyData) -> str:
+    n = data.counts
+    return (
+        f"study {data.name}: {n.measured} measured, {len(data.front)} on the front, {n.reference} references, "
+        f"{n.relaunch} relaunches, {n.infeasible} infeasible, {n.duplicate} duplicate, "
+        f"{n.failed + n.interrupted} failed or interrupted"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from autospec.report import answer, build_table, format_text, front_json, picks_json, snapshot, study_warnings, table_json
-    from autospec.report.model_notes import model_json, model_lines
-    from autospec.report.placement import machine_lines, machines_json, placement_json, placement_lines
-    from autospec.report.references import GAINS_LEGEND, gains_json, gains_lines
+    from autospec.report import answer, build_table, front_json, picks_json, snapshot, study_warnings, table_json
+    from autospec.report.model_notes import model_json
+    from autospec.report.placement import machines_json, placement_json
+    from autospec.report.references import gains_json
 
     study = open_existing(args)
     data = snapshot(study)
@@ -113,31 +124,37 @@ def run(args: argparse.Namespace) -> int:
         out.update(gains_json(data, picks))
         print(json.dumps(out, indent=2, default=str))
         return 0
-    n = data.counts
-    print(
-        f"study {data.name}: {n.measured} measured, {len(data.front)} on the front, {n.infeasible} infeasible, "
-        f"{n.duplicate} duplicate, {n.relaunch} relaunches, {n.reference} references, "
-        f"{n.failed + n.interrupted} failed or interrupted"
-    )
-    if not table.rows:
-        print("no feasible measured trial yet; run autospec optimize")
-        return 0
-    print()
-    print(format_text(table))
-    print()
-    print("verdict:")
-    for line in found.verdict:
-        print(f"  {line}")
-    print()
-    print("recommendations:")
-    for name, pick in picks.items():
-        print(f"  {name:<10} {pick.why}")
-    gains = gains_lines(data, picks)
-    _section(f"references measured in this study (configurations of the front like any other); {GAINS_LEGEND}:", gains, "  ")
-    _section("the model (--sampler model), before each launch and after the last:", model_lines(data, picks), "  ")
-    _section("where the launches ran (hardware class, hosts, slots):", placement_lines(data), "  ")
-    _section("machines compared through a control relaunch:", machine_lines(data), "  ")
-    _section("notes:", study_warnings(data, baseline), "  - ")
-    print()
-    print(f"deploy one: autospec export --study {data.name} --pick latency|throughput|knee|N --format cmd|yaml|systemd|adaptive")
+    print("\n".join(text_lines(found, table, verbose=args.verbose)))
     return 0
+
+
+def text_lines(found: Answer, table: ParetoTable, verbose: bool = False) -> list[str]:
+    """pareto's text: the verdict first (`headline_lines`), then the study's counts, the
+    table, the picks' reasons, the references, placement and notes, every line at most
+    `WIDTH` characters; the model's predictions and unlaunched candidates with `verbose`."""
+    from autospec.report import format_text, study_warnings
+    from autospec.report.headline import headline_lines
+    from autospec.report.model_notes import model_lines
+    from autospec.report.placement import machine_lines, placement_lines
+    from autospec.report.references import GAINS_LEGEND, gains_lines
+    from autospec.report.wrapping import WIDTH, wrap_lines
+
+    data, picks = found.data, found.picks
+    out = ["verdict:", *(f"  {line}" for line in headline_lines(found)), "", _counts(data)]
+    if not table.rows:
+        out.append("no feasible measured trial yet; run autospec optimize")
+        return wrap_lines(out)
+    out += ["", *format_text(table, WIDTH).splitlines(), "", "recommendations:"]
+    out += [f"  {name:<10} {pick.why}" for name, pick in picks.items()]
+    title = f"references measured in this study (configurations of the front like any other); {GAINS_LEGEND}:"
+    _section(out, title, gains_lines(data, picks), "  ")
+    if verbose:
+        _section(out, "the model (--sampler model), before each launch and after the last:", model_lines(data, picks), "  ")
+    _section(out, "where the launches ran (hardware class, hosts, slots):", placement_lines(data), "  ")
+    _section(out, "machines compared through a control relaunch:", machine_lines(data), "  ")
+    _section(out, "notes:", study_warnings(data, found.baseline), "  - ")
+    if not verbose and model_lines(data, picks):
+        out += ["", "the model's predictions and the configurations it left unlaunched: autospec pareto --verbose"]
+    picks_and_formats = "--pick latency|throughput|knee|N --format cmd|yaml|systemd|adaptive"
+    out += ["", f"deploy one: autospec export --study {data.name} {picks_and_formats}"]
+    return wrap_lines(out, WIDTH)

@@ -11,7 +11,8 @@ every load; when they differ, one line says which to deploy for light load (the 
 concurrency's objective) and which for heavy load (the highest), and whether
 ``--speculative-adaptive`` (the `adaptive` reference point, as measured) gets both: its
 ratio to each pick on that pick's objective has an interval that reaches 1 (within noise)
-or lies above it.
+or lies above it. When the two picks tie (one is within the intervals of the other where
+that other leads), the verdict says so and names the one to deploy for every load.
 """
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ def _adaptive_line(data: StudyData, picks: Mapping[str, Pick]) -> str:
     return f"--speculative-adaptive (trial {adaptive.number}), as measured, {how}: {', '.join(parts)}"
 
 
+def _tied_pick(lat: Pick, thr: Pick) -> Pick | None:
+    """The pick to deploy for every load when the two picks tie where one of them leads:
+    the throughput pick when it ties with the latency pick at the latency objective (it
+    loses nothing there, within the intervals, and leads at the other), else the latency
+    pick when it ties with the throughput pick at the throughput objective; else None."""
+    if thr.trial.number in lat.tied_with:
+        return thr
+    if lat.trial.number in thr.tied_with:
+        return lat
+    return None
+
+
 def verdict_lines(data: StudyData, picks: Mapping[str, Pick]) -> list[str]:
     """What to deploy, in plain words (module docstring); one line when nothing is measured."""
     if "latency" not in picks or "throughput" not in picks:
@@ -91,6 +104,14 @@ def verdict_lines(data: StudyData, picks: Mapping[str, Pick]) -> list[str]:
             line += f"; trial(s) {', '.join(map(str, tied))} tie with it within the intervals: deploy trial {lat.trial.number}"
         return [line]
     li, ti = lat.objective or 0, thr.objective or 0
+    one = _tied_pick(lat, thr)
+    if one is not None:
+        other, tie_at, lead_at = (lat, li, ti) if one is thr else (thr, ti, li)
+        return [
+            f"the picks are tied: deploy trial {one.trial.number} ({describe(one.trial)}) for every load; it is "
+            f"the {one.name} pick at {_where(data, lead_at)}, and at {_where(data, tie_at)} within the intervals "
+            f"of the {other.name} pick, trial {other.trial.number}"
+        ]
     return [
         f"for light load ({_where(data, li)}) deploy trial {lat.trial.number} ({describe(lat.trial)}); "
         f"for heavy load ({_where(data, ti)}) deploy trial {thr.trial.number} ({describe(thr.trial)})",

@@ -16,6 +16,7 @@ from typing import Any
 
 from autospec.report.checks import WARNING_KINDS, TrialWarning, trial_warnings
 from autospec.report.data import Measure, StudyData, TrialView
+from autospec.report.wrapping import wrap_lines
 from autospec.sglang_facts import ALGORITHM, DRAFT_TOKENS, MEM_FRACTION, STEPS, TOPK
 
 __all__ = [
@@ -245,21 +246,49 @@ def _all_rows(table: ParetoTable) -> list[TableRow]:
     return rows
 
 
-def format_text(table: ParetoTable) -> str:
-    """Plain-text table (columns aligned; numbers right-aligned) followed by the legend."""
-    with_ratios = table.baseline is not None
-    headers = _headers(table, with_ratios)
-    body = [_cells(table, r, with_ratios) for r in _all_rows(table)]
+def _short_marks(marks: list[str]) -> str:
+    """'latency, knee pick; mean of 3 launches': the pick marks said once."""
+    picks = [m.removesuffix(" pick") for m in marks if m.endswith(" pick")]
+    rest = [m for m in marks if not m.endswith(" pick")]
+    return "; ".join(([f"{', '.join(picks)} pick"] if picks else []) + rest)
+
+
+def _aligned(headers: list[str], body: list[list[str]], right: list[bool]) -> list[str]:
     widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h) for i, h in enumerate(headers)]
-    right = [i not in (1, len(headers) - 2, len(headers) - 1) for i in range(len(headers))]
 
     def line(cells: list[str]) -> str:
         return "  ".join(c.rjust(w) if right[i] else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    out = [line(headers), "  ".join("-" * w for w in widths)]
-    out += [line(cells) for cells in body]
+    return [line(headers), "  ".join("-" * w for w in widths), *(line(cells) for cells in body)]
+
+
+def format_text(table: ParetoTable, width: int | None = None) -> str:
+    """Plain-text table (columns aligned; numbers right-aligned) followed by the legend.
+
+    With `width`: the pick marks said once, and where a row would be wider than `width`,
+    each configuration and its notes go on a line of their own under the figures; the
+    legend is folded to `width` (`wrapping.wrap_lines`)."""
+    with_ratios = table.baseline is not None
+    headers = _headers(table, with_ratios)
+    rows = _all_rows(table)
+    body = [_cells(table, r, with_ratios) for r in rows]
+    if width is not None:
+        for cells, row in zip(body, rows):
+            cells[-1] = _short_marks(row.marks)
+    right = [i not in (1, len(headers) - 2, len(headers) - 1) for i in range(len(headers))]
+    out = _aligned(headers, body, right)
+    if width is not None and max(len(line) for line in out) > width:
+        narrow = [[c for i, c in enumerate(cells) if i not in (1, len(cells) - 1)] for cells in body]
+        keep = [i for i in range(len(headers)) if i not in (1, len(headers) - 1)]
+        out = _aligned([headers[i] for i in keep], narrow, [right[i] for i in keep])
+        lines = out[:2]
+        for figures, cells in zip(out[2:], body):
+            lines.append(figures)
+            lines.append("      " + "; ".join(c for c in (cells[1], cells[-1]) if c))
+        out = wrap_lines(lines, width)
     out.append("")
-    out += [f"  {entry}" for entry in table.legend]
+    legend = [f"  {entry}" for entry in table.legend]
+    out += legend if width is None else wrap_lines(legend, width)
     return "\n".join(out)
 
 
