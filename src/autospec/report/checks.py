@@ -125,7 +125,7 @@ def study_warnings(data: StudyData, baseline: TrialView | None) -> list[str]:
     if baseline is None:
         notes.append(
             "no baseline trial: measure your current configuration with autospec optimize --baseline, "
-            "or name one with --baseline N, to get ratios"
+            "or name one with --baseline-trial N, to get ratios"
         )
     failed = [t for t in data.of_kind("failed") if t.outcome != WITHDRAWN]
     if failed:
