@@ -113,7 +113,7 @@ def test_the_only_study_is_the_default_and_several_are_listed(tmp_path, capsys):
     assert f"no study in {studies.absolute()}; run autospec optimize first" in one_line_error(code, err)
     make_study(studies, "alpha", 1)
     code, out, err = run(["pareto", "--studies-dir", str(studies)], capsys)
-    assert code == 0 and out.startswith("verdict:") and "\nstudy alpha: 1 measured" in out, err
+    assert code == 0 and out.startswith("verdict:") and "\nstudy alpha: 1 trials: 1 launched, 1 measured" in out, err
     make_study(studies, "beta", 1)
     code, _, err = run(["pareto", "--studies-dir", str(studies)], capsys)
     assert f"{studies.absolute()} holds 2 studies (alpha, beta); pick one with --study NAME" in one_line_error(code, err)

@@ -134,7 +134,7 @@ def test_markdown_and_json_forms(data):
 def test_pareto_cli_prints_table_recommendations_and_json(made, capsys):
     assert main(["pareto", *made.args]) == 0
     out = capsys.readouterr().out
-    assert "4 on the front" in out and "recommendations:" in out
+    assert "(4 on the Pareto front)" in out and "recommendations:" in out
     assert "latency    trial 2" in out and "throughput trial 4" in out and "knee       trial 1" in out
     assert main(["pareto", *made.args, "--baseline-trial", "5"]) == 0
     assert "ratio to the baseline, trial 5" in capsys.readouterr().out

@@ -87,15 +87,6 @@ def _section(out: list[str], title: str, lines: list[str], bullet: str) -> None:
         out += ["", title, *(f"{bullet}{line}" for line in lines)]
 
 
-def _counts(data: StudyData) -> str:
-    n = data.counts
-    return (
-        f"study {data.name}: {n.measured} measured, {len(data.front)} on the front, {n.reference} references, "
-        f"{n.relaunch} relaunches, {n.infeasible} infeasible, {n.duplicate} duplicate, "
-        f"{n.failed + n.interrupted} failed or interrupted"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     from autospec.report import answer, build_table, front_json, picks_json, snapshot, study_warnings, table_json
     from autospec.report.model_notes import model_json
@@ -132,7 +123,7 @@ def text_lines(found: Answer, table: ParetoTable, verbose: bool = False) -> list
     """pareto's text: the verdict first (`headline_lines`), then the study's counts, the
     table, the picks' reasons, the references, placement and notes, every line at most
     `WIDTH` characters; the model's predictions and unlaunched candidates with `verbose`."""
-    from autospec.report import format_text, study_warnings
+    from autospec.report import counts_line, format_text, study_warnings
     from autospec.report.headline import headline_lines
     from autospec.report.model_notes import model_lines
     from autospec.report.placement import machine_lines, placement_lines
@@ -140,7 +131,7 @@ def text_lines(found: Answer, table: ParetoTable, verbose: bool = False) -> list
     from autospec.report.wrapping import WIDTH, wrap_lines
 
     data, picks = found.data, found.picks
-    out = ["verdict:", *(f"  {line}" for line in headline_lines(found)), "", _counts(data)]
+    out = ["verdict:", *(f"  {line}" for line in headline_lines(found)), "", f"study {data.name}: {counts_line(data)}"]
     if not table.rows:
         out.append("no feasible measured trial yet; run autospec optimize")
         return wrap_lines(out)

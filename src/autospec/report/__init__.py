@@ -11,12 +11,13 @@ them).
 from autospec.report.adaptive import Ladder, LadderSlot, adaptive_flags, build_ladder, ladder_json
 from autospec.report.answer import Answer, answer, pick_lines, picks_json, verdict_lines
 from autospec.report.checks import WARNING_KINDS, TrialWarning, study_warnings, trial_warnings
-from autospec.report.data import Measure, Objective, StudyData, TrialView, front_json, snapshot
+from autospec.report.data import Measure, Objective, StudyData, TrialView, counts_line, front_json, snapshot
 from autospec.report.deploy import Deployment, deployment_for, render_cmd, render_systemd, render_yaml
 from autospec.report.recommend import PICKS, Pick, recommend
 from autospec.report.table import ParetoTable, build_table, format_markdown, format_text, table_json
 
 __all__ = [
+    "counts_line",
     "Answer",
     "answer",
     "pick_lines",

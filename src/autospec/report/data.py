@@ -41,6 +41,7 @@ from autospec.records.launches import ObjectiveRef, level_interval, level_series
 from autospec.records.machines import MachineFactor, machine_factors, machine_of, through_factor
 
 __all__ = [
+    "counts_line",
     "Objective",
     "Measure",
     "TrialView",
@@ -480,3 +481,14 @@ def front_json(data: StudyData) -> dict[str, Any]:
         "front": [{"number": t.number, "params": t.flags, "values": t.values, "reference": t.reference} for t in data.front],
         "counts": data.counts.as_dict(),
     }
+
+
+def counts_line(data: StudyData) -> str:
+    """What the study holds, in one line (the report's and `autospec pareto`'s)."""
+    n = data.counts
+    return (
+        f"{len(data.trials)} trials: {n.launched} launched, {n.measured} measured "
+        f"configurations ({len(data.front)} on the Pareto front), {n.infeasible} infeasible, "
+        f"{n.duplicate} duplicates, {n.relaunch} relaunches, {n.reference} references, "
+        f"{n.failed + n.interrupted} failed or interrupted"
+    )

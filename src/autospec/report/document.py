@@ -23,7 +23,7 @@ from autospec.errors import UsageError
 from autospec.report.adaptive import adaptive_flags, build_ladder, dumps
 from autospec.report.answer import verdict_lines
 from autospec.report.checks import study_warnings
-from autospec.report.data import StudyData, TrialView
+from autospec.report.data import StudyData, TrialView, counts_line
 from autospec.report.deploy import argv_of, deployment_for, render_cmd
 from autospec.report.model_notes import model_lines
 from autospec.report.plots import concurrency_figure, pareto_figure, render
@@ -56,16 +56,6 @@ def pick_summary(data: StudyData, t: TrialView) -> list[str]:
     return ["measured: " + ", ".join(parts)] if parts else []
 
 
-def _counts_line(data: StudyData) -> str:
-    n = data.counts
-    return (
-        f"{len(data.trials)} trials: {n.launched} launched, {n.measured} measured "
-        f"configurations ({len(data.front)} on the Pareto front), {n.infeasible} infeasible, "
-        f"{n.duplicate} duplicates, {n.relaunch} relaunches, {n.reference} references, "
-        f"{n.failed + n.interrupted} failed or interrupted."
-    )
-
-
 def _gains_blocks(data: StudyData, picks: dict[str, Pick]) -> list[Block]:
     """The picks' gains over the reference points measured in the study (none: no blocks)."""
     gains = gains_lines(data, picks)
@@ -90,7 +80,7 @@ def _blocks(
     svgs: dict[str, str],
 ) -> list[Block]:
     objectives = ", ".join(f"{o.label} ({o.direction})" for o in data.objectives)
-    blocks: list[Block] = [("p", _counts_line(data)), ("p", f"Objectives: {objectives}.")]
+    blocks: list[Block] = [("p", counts_line(data) + "."), ("p", f"Objectives: {objectives}.")]
     if baseline is not None:
         blocks.append(("p", f"Baseline: trial {baseline.number} ({describe(baseline)}); ratios in the table are to it."))
     notes = study_warnings(data, baseline)
