@@ -113,6 +113,12 @@ def start_sim(port: int, time_scale: float) -> subprocess.Popen:
         "--sim-time-scale",
         f"{time_scale:g}",
     ]
+    return spawn_ready(argv, port)
+
+
+def spawn_ready(argv: list[str], port: int) -> subprocess.Popen:
+    """Start the simulator `argv` in its own session and wait until it answers
+    /health_generate on `port` (one line and exit when it dies or takes over 60 s)."""
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -34,6 +32,7 @@ import time
 from dataclasses import dataclass
 
 import httpx
+from sim_speed import spawn_ready, stop_sim
 
 TARGETS = {"per request": 0.15, "between launches": 0.015, "between machines": 0.05}
 PROMPT = " ".join(f"w{i % 50}" for i in range(32))  # machine-made: the simulator's "synthetic" kind
@@ -66,29 +65,7 @@ def start(args: argparse.Namespace, machine: str, seed: int) -> tuple[subprocess
         "--sim-machine", machine, "--sim-load-seconds", "0", "--sim-warmup-seconds", "0",
         "--sim-time-scale", f"{args.time_scale:g}",
     ]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the simulator exited with {proc.returncode}; run it by hand to see why: {argv}")
-        try:
-            if httpx.get(url + "/health_generate", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    stop(proc)
-    raise SystemExit("the simulator did not become ready within 60 s")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    return spawn_ready(argv, port), f"http://127.0.0.1:{port}"
 
 
 def one_launch(args: argparse.Namespace, machine: str, seed: int) -> Launch:
@@ -108,7 +85,7 @@ def one_launch(args: argparse.Namespace, machine: str, seed: int) -> Launch:
                 speeds.append(tokens / (done - sent) * args.time_scale)
                 accepts.append(tokens / max(int(meta.get("spec_verify_ct") or tokens), 1))
     finally:
-        stop(proc)
+        stop_sim(proc)
     return Launch(machine, tuple(speeds), tuple(accepts))
 
 

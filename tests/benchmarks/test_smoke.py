@@ -190,6 +190,13 @@ def test_sim_speed_one_round(tmp_path: Path) -> None:
     assert re.search(r"cases within \d+% in every repeat: \d+ of \d+", out), out
 
 
+def test_sim_spreads_two_machines(tmp_path: Path) -> None:
+    out = run_script(tmp_path, "sim_spreads.py", "--machines", "2", "--launches", "2", "--requests", "4", "--output-len", "16")
+    assert "spread              measured  target  ratio" in out, out
+    for row in ("per request", "between launches", "between machines"):
+        assert re.search(rf"{row}\s+[\d.]+%\s+[\d.]+%\s+[\d.]+", out), out
+
+
 def test_interval_calibration_two_runs(tmp_path: Path) -> None:
     out = run_script(tmp_path, "interval_calibration.py", "--runs", "2", "--requests", "64")
     assert re.search(r"2 runs of 64 requests at C=32", out), out
