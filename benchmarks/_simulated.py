@@ -680,3 +680,20 @@ def run_study(
     build_run(request, observer, make_chain=chain).run()
     handle = open_storage(request.storage, name, studies_dir)
     return optuna.load_study(study_name=name, storage=handle.storage)
+
+
+def run_study_as_asked(args: Any, space: Any, profile: Profile | None, seed: int, studies_dir: Path, study_name: str) -> Any:
+    """`run_study` with a benchmark's common options (`args.sampler`, `.trials`, `.noise`,
+    `.launch_noise`, `.confirm`), so every script runs the in-process study the same way."""
+    return run_study(
+        space,
+        seed=seed,
+        sampler=args.sampler,
+        n_trials=args.trials,
+        profile=profile,
+        noise=args.noise,
+        launch_noise=args.launch_noise,
+        studies_dir=studies_dir,
+        study_name=study_name,
+        extra={"confirm": args.confirm},
+    )

@@ -123,23 +123,12 @@ def _run(
 ) -> tuple[Any, float]:
     """One study, as a user runs it (simulator servers) or with the in-process chain."""
     if args.chain == "simulated":
-        from _simulated import run_study as run_in_process
+        from _simulated import run_study_as_asked
 
         if args.output_len:
             space = space.with_overrides(output_len=args.output_len)
         t0 = time.monotonic()
-        study = run_in_process(
-            space,
-            seed=seed,
-            sampler=args.sampler,
-            n_trials=args.trials,
-            profile=profile,
-            noise=args.noise,
-            launch_noise=args.launch_noise,
-            studies_dir=folder / study_name,
-            study_name=study_name,
-            extra={"confirm": args.confirm},
-        )
+        study = run_study_as_asked(args, space, profile, seed, folder / study_name, study_name)
         return study, time.monotonic() - t0
     confirm = ["--confirm", str(args.confirm)] if args.confirm is not None else []
     return run_study(  # a folder each: studies that run at once must not share the simulated GPU

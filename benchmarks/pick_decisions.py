@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _simulated import run_study
+from _simulated import run_study_as_asked
 from efficiency import CASES, load_case
 from optimum_gap import noiseless_truth
 
@@ -197,18 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed: int, name: str = name, space: Any = space, profile: Any = profile, truth: Any = truth
             ) -> list[Decision]:
                 t0 = time.monotonic()
-                study = run_study(
-                    space,
-                    seed=seed,
-                    sampler=args.sampler,
-                    n_trials=args.trials,
-                    profile=profile,
-                    noise=args.noise,
-                    launch_noise=args.launch_noise,
-                    studies_dir=Path(tmp) / f"{name}-{seed}",
-                    study_name=f"decisions-{name}-{seed}",
-                    extra={"confirm": args.confirm},
-                )
+                study = run_study_as_asked(args, space, profile, seed, Path(tmp) / f"{name}-{seed}", f"decisions-{name}-{seed}")
                 found = decisions_of(study, name, seed, truth)
                 for d in found:
                     print(
