@@ -9,6 +9,9 @@ sees in a study: the records' start-up facts, per-level summaries and objective 
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import io
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -88,3 +91,21 @@ def check_grid_reads_as_measured(space: SearchSpace, records: Mapping[str, Trial
             assert obs.value("accept_length", c) == level["accept_length"]
         for objective, value in zip(space.objectives, record.values or ()):
             assert obs.value(objective.metric, objective.concurrency) == value
+
+
+def unpacked_storage(folder: Path, fixture: str) -> str:
+    """The gzipped SQLite study `fixture` (under tests/fixtures) unpacked into `folder`, as a
+    storage URL."""
+    path = folder / "study.db"
+    path.write_bytes(gzip.decompress((FIXTURES / fixture).read_bytes()))
+    return f"sqlite:///{path}"
+
+
+def pareto_json(study: str, storage: str) -> dict:
+    """What `autospec pareto --json` prints for `study`."""
+    from autospec.cli.main import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["pareto", "--study", study, "--storage", storage, "--json"]) == 0
+    return json.loads(out.getvalue())

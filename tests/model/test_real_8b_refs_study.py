@@ -11,33 +11,21 @@ weight target's partial acceptance cannot beat, is named as unbeaten."""
 
 from __future__ import annotations
 
-import contextlib
-import gzip
-import io
-import json
-
 import optuna
 import pytest
-from replay import FIXTURES
-
-from autospec.cli.main import main
+from replay import pareto_json, unpacked_storage
 
 STUDY = "real-8b-ngram"
 
 
 @pytest.fixture(scope="module")
 def storage(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("refs") / "study.db"
-    path.write_bytes(gzip.decompress((FIXTURES / "real_8b_ngram_refs_study.db.gz").read_bytes()))
-    return f"sqlite:///{path}"
+    return unpacked_storage(tmp_path_factory.mktemp("refs"), "real_8b_ngram_refs_study.db.gz")
 
 
 @pytest.fixture(scope="module")
 def pareto(storage) -> dict:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["pareto", "--study", STUDY, "--storage", storage, "--json"]) == 0
-    return json.loads(out.getvalue())
+    return pareto_json(STUDY, storage)
 
 
 def launched(storage: str) -> list[optuna.trial.FrozenTrial]:

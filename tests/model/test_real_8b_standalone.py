@@ -12,17 +12,11 @@ length of a chain it has not seen."""
 
 from __future__ import annotations
 
-import contextlib
-import gzip
-import io
-import json
-
 import numpy as np
 import optuna
 import pytest
-from replay import FIXTURES
+from replay import FIXTURES, pareto_json, unpacked_storage
 
-from autospec.cli.main import main
 from autospec.config import load_search_space
 from autospec.model import observation_from_record
 from autospec.model.performance import PerformanceModel
@@ -34,17 +28,12 @@ SPACE = load_search_space(str(FIXTURES.parents[1] / "src" / "autospec" / "search
 
 @pytest.fixture(scope="module")
 def storage(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("standalone") / "study.db"
-    path.write_bytes(gzip.decompress((FIXTURES / "real_8b_standalone_study.db.gz").read_bytes()))
-    return f"sqlite:///{path}"
+    return unpacked_storage(tmp_path_factory.mktemp("standalone"), "real_8b_standalone_study.db.gz")
 
 
 @pytest.fixture(scope="module")
 def pareto(storage) -> dict:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["pareto", "--study", STUDY, "--storage", storage, "--json"]) == 0
-    return json.loads(out.getvalue())
+    return pareto_json(STUDY, storage)
 
 
 def test_the_trained_draft_beats_no_speculation_at_c1_by_more_than_1_3x(pareto):
