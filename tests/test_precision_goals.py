@@ -44,6 +44,12 @@ def test_levels_with_objectives_or_constraints_get_goals_with_cumulative_caps() 
     assert c1.cap_s == pytest.approx(10.0) and c32.cap_s == pytest.approx(10.0 + 10.0 + 20.0)
 
 
+def test_the_study_stream_goes_to_the_goal_and_leaves_the_floor_as_it_is() -> None:
+    goals = chain().goals(launch_s=100.0, floors={1: 23})
+    assert goals[1].stream_requests == 23 and goals[1].min_requests == 4
+    assert goals[32].stream_requests == 0  # no earlier launch measured C=32
+
+
 def test_precision_off_means_fixed_levels() -> None:
     assert chain(precision=False).goals(launch_s=100.0) == {}
 

@@ -61,7 +61,9 @@ class RequestRecord:
     included); `chunk_tokens` is empty when the server sent no per-event counts
     (OpenAI APIs without `continuous_usage_stats`). `spec_verify_ct` is the server's count
     of verify steps for this request (native API only; accept length is
-    completion_tokens / spec_verify_ct).
+    completion_tokens / spec_verify_ct). `spec_accept_histogram[k]` counts its verify steps
+    that accepted k draft tokens (the bonus token not counted; native API only, empty where
+    the server sent none).
     """
 
     ok: bool
@@ -74,6 +76,7 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int = 0
     spec_verify_ct: int | None = None
+    spec_accept_histogram: tuple[int, ...] = ()
     warmup: bool = False
     ramp: bool = False  # a shortened first request of a phase-spread start (`LevelPlan.stagger`)
     status_code: int | None = None
@@ -114,6 +117,7 @@ class RequestRecord:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "spec_verify_ct": self.spec_verify_ct,
+            "spec_accept_histogram": list(self.spec_accept_histogram),
             "warmup": self.warmup,
             "ramp": self.ramp,
             "status_code": self.status_code,
@@ -129,6 +133,7 @@ class RequestRecord:
         values = dict(data)
         values["chunk_times"] = tuple(values.get("chunk_times", ()))
         values["chunk_tokens"] = tuple(values.get("chunk_tokens", ()))
+        values["spec_accept_histogram"] = tuple(values.get("spec_accept_histogram", ()))
         return cls(**values)
 
 

@@ -172,3 +172,19 @@ class _NoInfo:
 
     async def server_info(self) -> None:
         return None
+
+
+def test_a_levels_summary_sums_the_verify_steps_by_accepted_drafts_over_its_measured_requests() -> None:
+    def record(i: int, histogram: tuple[int, ...], *, ok: bool = True, warmup: bool = False) -> RequestRecord:
+        return RequestRecord(
+            ok=ok, error_kind=None if ok else "http_status", t_sent=float(i), t_first=i + 0.1, t_done=i + 1.0,
+            chunk_times=(i + 0.1, i + 1.0), chunk_tokens=(1, 9), completion_tokens=10 if ok else 0,
+            spec_verify_ct=4, spec_accept_histogram=histogram, warmup=warmup, request_id=f"{i}.0", position=i, prompt_index=0,
+        )  # fmt: skip
+
+    from autospec.bench.records import LevelResult
+
+    records = (record(0, (1, 0, 2)), record(1, (0, 1, 0, 1)), record(2, (9, 9)), record(3, (5,), ok=False))
+    records += (record(4, (7, 7), warmup=True),)
+    assert summarize(LevelResult(records, 5.0, 1)).accept_by_depth == (10, 10, 2, 1)
+    assert summarize(LevelResult(records[3:], 5.0, 1)).accept_by_depth == ()  # no successful measured request

@@ -68,6 +68,14 @@ def test_target_reached_stops_with_the_intervals_in_the_detail() -> None:
     assert "output_tok_s +-1.00% (precise, target +-2.00%)" in stop.detail
 
 
+def test_a_precise_level_goes_on_to_the_studys_stream_but_the_cap_still_stops_it() -> None:
+    precise = summary_of(output_tok_s=100.0, cis=PRECISE)
+    stream = dataclasses.replace(goal(), stream_requests=23)
+    assert stop_rule(precise, stream, elapsed_s=1.0, sent=10) is None  # earlier launches measured 23
+    assert stop_rule(precise, stream, elapsed_s=1.0, sent=23).reason == "target"  # type: ignore[union-attr]
+    assert stop_rule(precise, dataclasses.replace(stream, cap_s=1.5), elapsed_s=1.0, sent=10).reason == "cap"  # type: ignore[union-attr]
+
+
 def test_below_the_floor_it_always_continues() -> None:
     assert stop_rule(summary_of(output_tok_s=100.0, cis=PRECISE), goal(floor=20), elapsed_s=1.0, sent=10) is None
     assert stop_rule(summary_of(output_tok_s=100.0, cis=WIDE), goal(floor=20), elapsed_s=999.0, sent=19) is None

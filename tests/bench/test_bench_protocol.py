@@ -185,3 +185,22 @@ def test_failed_record_with_an_explicit_error_keeps_partial_times() -> None:
 def test_prompt_from_messages_joins_contents() -> None:
     p = Prompt.from_messages([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
     assert p.text == "a\n\nb" and len(p.messages) == 2
+
+
+@pytest.mark.parametrize("name", ["spec_correct_drafts_histogram", "spec_accept_histogram"])
+def test_the_verify_steps_by_accepted_drafts_are_kept_on_the_record(name: str) -> None:
+    # SGLang 0.5.16/0.5.23 send spec_correct_drafts_histogram; the simulator spec_accept_histogram
+    p = StreamProgress("generate")
+    meta = {"prompt_tokens": 5, "completion_tokens": 9, "spec_verify_ct": 4, name: [1, 0, 2, 1]}
+    p.feed(json.dumps({"text": "t", "meta_info": meta}), 1.0)
+    p.feed("[DONE]", 1.1)
+    record = p.to_record(0.0, 1.1, warmup=False, prompt_index=0)
+    assert record.spec_accept_histogram == (1, 0, 2, 1)
+    assert type(record).from_dict(json.loads(json.dumps(record.as_dict()))) == record
+
+
+def test_a_record_without_a_histogram_keeps_none() -> None:
+    p = StreamProgress("generate")
+    p.feed(_native(3, verify=2), 1.0)
+    p.feed("[DONE]", 1.1)
+    assert p.to_record(0.0, 1.1, warmup=False, prompt_index=0).spec_accept_histogram == ()

@@ -212,6 +212,16 @@ def test_real_landscape_replays_the_tiny_grid(tmp_path: Path) -> None:
     assert rows and all(re.fullmatch(RATIO, r[2]) for r in rows)
 
 
+def test_paired_launches_checks_both_levels_of_the_fixture(tmp_path: Path) -> None:
+    out = run_script(tmp_path, "paired_launches.py")
+    assert re.search(r"^C=1 output_tok_s: spread s .* floor 1\.96 x sqrt\(2\) x s = \+-", out, re.MULTILINE), out
+    assert len(re.findall(r"^  first pair: x\d\.\d{4} \(95% ", out, re.MULTILINE)) == 2, out
+    assert "measuring share per launch: trial " in out
+    other = ("--fixture", "real_8b_standalone_study.db.gz", "--study", "real-8b-standalone")  # six configurations
+    bad = run_script(tmp_path, "paired_launches.py", *other, ok=False)
+    assert "it needs exactly two" in bad
+
+
 def test_seed_predictions_prints_the_seed_table(tmp_path: Path) -> None:
     out = run_script(tmp_path, "seed_predictions.py")
     rows = table_rows(out, "| fitted on steps |")

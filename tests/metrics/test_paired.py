@@ -102,3 +102,25 @@ def test_the_inverse_is_b_over_a() -> None:
     assert c is not None
     inv = c.inverse()
     assert inv.ratio == pytest.approx(1 / 1.1) and inv.lo == pytest.approx(1 / c.hi)
+
+
+def test_relaunches_measure_the_noise_so_one_launch_each_is_bounded_by_the_floor() -> None:
+    # a prompt effect of 15% (and a climb) in every launch, B treating each prompt 4% differently
+    # from A (also in every launch), 1% per-request noise and a 2% shift per launch (the prior's)
+    effect = stream(24, seed=11)
+    twist = [math.exp(random.Random(100 + i).gauss(0, 0.04)) for i in range(24)]
+    a = [launch(effect, 1.05, 0.02, s) for s in (1, 2, 3)]
+    b = [{k: v * twist[i] for i, (k, v) in enumerate(launch(effect, 1.0, 0.02, s).items())} for s in (4, 5, 6)]
+    spread = launch_spread([a, b])
+    assert spread is not None and spread.noise_sd is not None and spread.noise_df == 2 * 2 * 23
+    assert spread.noise_sd == pytest.approx(0.01, rel=0.25)  # launch() adds 1% per request
+    assert spread.launch_sd() < spread.sd  # the noise's share of a launch mean is taken out
+    first = paired_ratio(a[:1], b[:1], spread)
+    assert first is not None
+    floor = 1.96 * math.sqrt(2) * spread.sd
+    assert math.log(first.hi / first.ratio) <= 1.3 * floor  # the per-prompt twist is not noise here
+    without = paired_ratio(a[:1], b[:1], None)  # before relaunches: sd(d) holds the twist too
+    assert without is not None and without.hi / without.lo > first.hi / first.lo
+    for i in (1, 2):  # the later launches land inside the first interval
+        later = paired_ratio([a[i]], [b[i]], spread)
+        assert later is not None and first.lo < later.ratio < first.hi

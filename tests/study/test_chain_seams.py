@@ -6,10 +6,14 @@ bench's generator is closed)."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from autospec.bench import LevelPlan, PrecisionGoal
 from autospec.config import parse_search_space
@@ -170,3 +174,44 @@ def test_a_failed_level_ends_the_measuring_and_closes_the_bench(tmp_path: Path) 
     assert bench.measured == [1] and bench.closed
     assert starter.servers[0].stops == 1
     assert record.seconds["bench"] == LEVEL_S
+
+
+def test_the_studys_stream_reaches_the_levels_goals(tmp_path: Path) -> None:
+    chain, bench, _ = make_chain(tmp_path, {1: level(1, 2.0), 4: level(4, 4.0)})
+    chain.run(0, {"speculative_num_steps": 3}, floors={1: 23})
+    assert bench.goals[1].stream_requests == 23 and bench.goals[4].stream_requests == 0
+
+
+@dataclass
+class InterruptedBench:
+    """Two stop signals: the first arrives inside a request's task mid-level, the second while
+    `asyncio.run` cancels the tasks left (as the study's signal policy raises them)."""
+
+    async def levels(
+        self, server: Any, plans: Sequence[LevelPlan], goals: Mapping[int, PrecisionGoal], hooks: ChainHooks, origin: float
+    ) -> AsyncGenerator[LevelSummary, None]:
+        async def request() -> None:
+            raise KeyboardInterrupt
+
+        async def stream() -> None:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                raise KeyboardInterrupt from None
+
+        loop = asyncio.get_running_loop()
+        streaming = loop.create_task(stream())
+        await asyncio.sleep(0)
+        assert not streaming.done()
+        await loop.create_task(request())
+        yield level(1, 2.0)
+
+
+def test_a_stop_signal_mid_level_tears_down_and_leaves_no_task_traceback(tmp_path: Path, caplog) -> None:
+    chain, _, starter = make_chain(tmp_path, {})
+    chain.bench = InterruptedBench()
+    with pytest.raises(KeyboardInterrupt):
+        chain.run(0, {"speculative_num_steps": 3})
+    gc.collect()  # a task holding an unretrieved exception reports it when collected
+    assert starter.servers[0].stops == 1
+    assert "never retrieved" not in caplog.text  # asyncio logs it

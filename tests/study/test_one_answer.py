@@ -4,6 +4,7 @@ and figure, on one small simulated study with its reference points."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -45,7 +46,10 @@ def test_closing_lines_pareto_json_export_and_dashboard_note_name_the_same_picks
     studies = str(tmp_path / "studies")
     where = ["--study", "one", "--studies-dir", studies]
     assert main(["optimize", "--space", str(fast_space), *where, "--seed", "2", "--trials", "7", "--references", *SIM_ARGS]) == 0
-    closing = _section(capsys.readouterr().out, "verdict:")
+    printed = capsys.readouterr().out
+    closing = _section(printed, "verdict:")
+    folded = itertools.takewhile(lambda line: line.startswith("  "), printed.split("verdict:\n", 1)[1].splitlines())
+    assert all(len(line) <= 120 for line in folded)  # folded as pareto folds
     closing_picks = _picks(closing)
     assert set(closing_picks) == {"latency", "throughput", "knee"}
 

@@ -44,6 +44,7 @@ class ScriptedChain:
         hooks: Any = None,
         relaunch: bool = False,
         env: Mapping[str, str] | None = None,
+        floors: Mapping[int, int] | None = None,
     ) -> TrialRecord:
         hooks.phase("launch")
         self.ran.append((number, dict(candidate)))

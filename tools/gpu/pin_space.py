@@ -3,7 +3,8 @@
     python3 tools/gpu/pin_space.py IN.toml OUT.toml NAME=VALUE [NAME=VALUE ...]
 
 Each named ``[params.NAME]`` table becomes a categorical of the one VALUE (parsed as TOML:
-4, 0.5, "EAGLE"); everything else, comments included, is copied as it is. A study of the
+4, 0.5, "EAGLE"), or of each value of a TOML array ("[5, 6]": a space of a few
+configurations); everything else, comments included, is copied as it is. A study of the
 result with ``--remeasure`` launches that configuration again and again, measured exactly as
 a study of the full space measures it (docs/validation/2026-12-03-h200-8b-launches-of-one-configuration.md: launches of one
 configuration, their spread beside each launch's own interval)."""
@@ -23,9 +24,10 @@ def pin(text: str, values: dict[str, str]) -> str:
     for name, value in values.items():
         if name not in declared:
             raise SystemExit(f"pin_space: no [params.{name}] in the space; pin one of {', '.join(declared)}")
-        tomllib.loads(f"v = {value}")  # a TOML value, or a clear error
+        parsed = tomllib.loads(f"v = {value}")["v"]  # a TOML value, or a clear error
+        choices = value.strip()[1:-1] if isinstance(parsed, list) else value
         table = re.compile(rf"^\[params\.{re.escape(name)}\]\n(?:(?!\[).*\n?)*", re.MULTILINE)
-        text = table.sub(f'[params.{name}]\ntype = "categorical"\nchoices = [{value}]\n\n', text, count=1)
+        text = table.sub(f'[params.{name}]\ntype = "categorical"\nchoices = [{choices}]\n\n', text, count=1)
     return text
 
 

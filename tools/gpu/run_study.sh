@@ -53,21 +53,8 @@ storage="sqlite:///$STUDY_DIR/$STUDY.db"
 exec > >(tee -a "$out/console.log") 2>&1
 say() { echo "[run_study +$((SECONDS - t0))s] $*"; }
 
-# --- the archive: unpack once per machine, the models, env.sh exactly as serve.sh writes it
-[[ -d /tmp/sgsite/site ]] || { mkdir -p /tmp/sgsite && tar xJf "$dir/site.tar.xz" -C /tmp/sgsite; } || exit 3
-[[ -f /tmp/sgmodels/m/config.json ]] || python3 "$dir/make_models.py" /tmp/sgmodels >/dev/null || exit 3
-if [[ $TARGET == 8b-standalone ]]; then  # the trained pair (tiny_llama.py beside build_pair.py)
-  pair=$here/build_pair.py; [[ -f $pair ]] || pair=$dir/build_pair.py
-  CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 "$pair" /tmp/sgmodels || exit 3
-  cp /tmp/sgmodels/pair.json "$out/" 2>/dev/null
-fi
-[[ -f /tmp/sgmodels/$model/config.json ]] || { say "make_models.py of $dir wrote no /tmp/sgmodels/$model; rebuild the archive with tools/gpu/build_archive.sh"; exit 3; }
-sed -n '/<<ENV$/,/^ENV$/{/<<ENV$/d;/^ENV$/d;p}' "$dir/serve.sh" | sed "s#\$dir#$dir#g" >"$dir/env.sh"
-grep -q SGLANG_BASE_ARGS "$dir/env.sh" || { say "no env.sh block found in $dir/serve.sh"; exit 3; }
-source "$dir/env.sh"
-# serve.sh's base flags name the tiny target; the check below compares the selected one's
-SGLANG_BASE_ARGS=${SGLANG_BASE_ARGS/--model-path \/tmp\/sgmodels\/m /--model-path /tmp/sgmodels/$model }
-[[ -n ${AUTOSPEC_SRC:-} ]] && export PYTHONPATH=$AUTOSPEC_SRC:$PYTHONPATH
+# --- the archive, the models and env.sh (archive_env.sh)
+source "$here/archive_env.sh"
 say "unpacked; target $TARGET (/tmp/sgmodels/$model); $(cat "$dir/BUILT_FROM" 2>/dev/null)"
 python3 - "$SPACE" <<'PY' || exit 3
 import sys, os, importlib.metadata as md

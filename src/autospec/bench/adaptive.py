@@ -105,7 +105,11 @@ MAX_BLIND_SHARE = 0.05
 @dataclass(frozen=True)
 class PrecisionGoal:
     """When a level may stop: its figures, the floor and ceiling in requests sent,
-    and the time cap (seconds on the caller's clock, see `run_level_precise_with`)."""
+    and the time cap (seconds on the caller's clock, see `run_level_precise_with`).
+    `stream_requests`: how far the study's earlier launches measured this level's request
+    stream (`autospec.records.stream`); the level does not stop for its target before it
+    sent that many, so that it pairs with them over all their positions (the cap, the
+    ceiling, a failure or the caller's hook still stop it)."""
 
     figures: tuple[Figure, ...]
     min_requests: int
@@ -113,6 +117,7 @@ class PrecisionGoal:
     cap_s: float
     check_every_s: float = DEFAULT_CHECK_EVERY_S
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    stream_requests: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_requests <= self.max_requests:
@@ -210,7 +215,7 @@ def stop_rule(
         if why:
             return Stop("external", str(why))
     states = [figure_state(summary, f)[0] for f in goal.figures]
-    if all(state in ("precise", "settled", "unmeasurable") for state in states):
+    if sent >= goal.stream_requests and all(state in ("precise", "settled", "unmeasurable") for state in states):
         return Stop("target", _describe(summary, goal))
     if sent >= goal.max_requests:
         return Stop("ceiling", f"{sent} requests sent (ceiling {goal.max_requests}): {_describe(summary, goal)}")

@@ -152,6 +152,7 @@ class StreamProgress:
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
     spec_verify_ct: int | None = None
+    spec_accept_histogram: tuple[int, ...] = ()
     finished: bool = False
     t_finished: float | None = None
     status_code: int | None = None
@@ -187,6 +188,11 @@ class StreamProgress:
             self.prompt_tokens = meta["prompt_tokens"]
         if isinstance(meta.get("spec_verify_ct"), int):
             self.spec_verify_ct = meta["spec_verify_ct"]
+        # verify steps by accepted draft tokens: SGLang 0.5.16 and 0.5.23 name it
+        # spec_correct_drafts_histogram (tokenizer_manager.py), the simulator spec_accept_histogram
+        histogram = meta.get("spec_correct_drafts_histogram", meta.get("spec_accept_histogram"))
+        if isinstance(histogram, list) and all(isinstance(n, int) for n in histogram):
+            self.spec_accept_histogram = tuple(histogram)
         finish = meta.get("finish_reason")
         if isinstance(finish, dict) and finish.get("type") == "abort":
             raise StreamError("stream_error", f"request aborted: {finish.get('message', 'no message')}")
@@ -262,6 +268,7 @@ class StreamProgress:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=0 if error is not None else int(self.completion_tokens or 0),
             spec_verify_ct=self.spec_verify_ct,
+            spec_accept_histogram=self.spec_accept_histogram,
             warmup=warmup,
             status_code=self.status_code,
             prompt_index=prompt_index,

@@ -393,13 +393,14 @@ def _print_answer(result: OptimizeResult, args: argparse.Namespace) -> None:
     from autospec.cli.common import open_existing_study
     from autospec.cli.dashboard import publish
     from autospec.report import pick_lines
+    from autospec.report.wrapping import wrap_lines
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats of RDB storages
     _, study = open_existing_study(result.study_name, args.storage, Path(args.studies_dir))
     found = publish(study)
     print("verdict:")
-    for line in [*found.verdict, *pick_lines(found.data, found.picks)]:
-        print(f"  {line}")
+    for line in wrap_lines(f"  {line}" for line in [*found.verdict, *pick_lines(found.data, found.picks)]):
+        print(line)
 
 
 def _print_result(result: OptimizeResult, args: argparse.Namespace) -> None:

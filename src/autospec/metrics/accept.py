@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from autospec.request_records import RequestRecord
 
 __all__ = [
+    "accept_by_depth",
     "AcceptEstimate",
     "accept_from_log",
     "accept_from_server_info",
@@ -55,6 +56,21 @@ class AcceptEstimate:
 
     value: float
     source: str  # "server_info" | "log"
+
+
+def accept_by_depth(records: Iterable[RequestRecord]) -> tuple[int, ...]:
+    """Verify steps by the number of draft tokens they accepted (index k: k drafts accepted,
+    the bonus token not counted), summed over the successful `records` that carry the
+    server's histogram (`RequestRecord.spec_accept_histogram`); empty where none does."""
+    total: list[int] = []
+    for r in records:
+        if not r.ok:
+            continue
+        for k, n in enumerate(r.spec_accept_histogram):
+            if k == len(total):
+                total.append(0)
+            total[k] += n
+    return tuple(total)
 
 
 def server_info_accept(info: Mapping[str, Any] | None) -> float | None:

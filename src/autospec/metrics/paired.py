@@ -13,15 +13,27 @@ keyed by request (C = 1) or wave (C > 1) id (`autospec.metrics.series`):
     d_i = that of A minus that of B, over the ids both hold (the *matched* ids; an id only
     one side holds, a lost or failed request or one past the other's count, is dropped and
     counted); ratio = exp(mean d_i)
-    var = sd(d)^2 / n  +  s^2 (1 / nA + 1 / nB)
+    var = e^2 sum_i (1 / nA_i + 1 / nB_i) / n^2  +  tau^2 (1 / nA + 1 / nB)
 
-where n is the number of matched ids, nA and nB the launches, and s the between-launch
-spread: the standard deviation of a launch's mean log figure over the requests its
-configuration's launches share, pooled over every configuration of the study launched more
-than once (`launch_spread`), shrunk towards `PRIOR_SD` worth `PRIOR_DF` degrees of freedom
-(before relaunches measured it, the prior decides). The 95% interval is exp(mean d +- t q),
-q = sqrt(var), with t from Student's distribution at the Welch-Satterthwaite degrees of
-freedom of the two parts. The spread is the floor: no pairing shrinks it.
+where n is the number of matched ids, nA_i and nB_i the launches holding id i, nA and nB
+the launches. Two parts, both measured from the study's relaunches (`launch_spread`, pooled
+over every configuration launched more than once):
+
+- e, the per-request (per-wave) noise that does not repeat between launches: the residual
+  of a configuration's launches x ids table of log figures once each launch's mean and each
+  id's mean are taken out. What a prompt or a position does repeats in every launch and is
+  not noise for a ratio over this stream, however much it differs between requests, nor is
+  how differently two configurations treat one prompt. Before relaunches measured e (fewer
+  than `MIN_NOISE_DF` degrees of freedom), sd(d)^2 / n stands in for the first part, which
+  holds both and is the larger.
+- tau, the launch's own shift (the spread of a launch's mean log figure over shared ids, s,
+  less what e puts into such a mean: tau^2 = s^2 - e^2 / ids), shrunk towards `PRIOR_SD`
+  worth `PRIOR_DF` degrees of freedom (before relaunches measured it, the prior decides).
+
+The 95% interval is exp(mean d +- t q), q = sqrt(var), with t from Student's distribution at
+the Welch-Satterthwaite degrees of freedom of the two parts. The spread s is the floor: over
+the ids it was measured on, var is s^2 (1 / nA + 1 / nB); no pairing shrinks that, it only
+stops adding the per-request spread to it.
 
 Where a side has no per-position figures (studies measured before them), `unpaired_ratio`
 compares the two pooled figures as before (their 95% half-widths, which hold the
@@ -42,6 +54,7 @@ from scipy import stats as _stats
 
 __all__ = [
     "MIN_MATCHED",
+    "MIN_NOISE_DF",
     "PRIOR_DF",
     "PRIOR_SD",
     "Comparison",
@@ -65,21 +78,35 @@ PRIOR_DF = 4  # the prior's weight in degrees of freedom
 #: the differences is barely known (a quick start's C=32 level on the simulator measures 2
 #: waves; paired over them, t(1) = 12.7 made the interval 0.37-3.2 where the unpaired one said +-7%)
 MIN_MATCHED = 4
+#: fewer degrees of freedom than this behind the per-request noise e: sd(d)^2 / n instead
+MIN_NOISE_DF = 8
 
 
 @dataclass(frozen=True)
 class LogSpread:
-    """The pooled between-launch sd of a launch's log figure (`df` = sum of L - 1 over the
-    `configurations` launched more than once)."""
+    """What relaunches measured, pooled over the `configurations` launched more than once:
+    `sd`, the sd of a launch's mean log figure over the ids its configuration's launches
+    share (`df` = sum of L - 1), those means over `ids` shared ids (harmonic mean), and
+    `noise_sd`, the per-id noise that does not repeat between launches (`noise_df` = sum of
+    (L - 1)(ids - 1); None where no configuration's launches shared MIN_MATCHED ids)."""
 
     sd: float
     df: int
     configurations: int
+    noise_sd: float | None = None
+    noise_df: int = 0
+    ids: float = 0.0
+
+    def launch_sd(self) -> float:
+        """tau: a launch's own shift, `sd` less what the noise puts into a mean over `ids`."""
+        if self.noise_sd is None or self.ids <= 0:
+            return self.sd
+        return math.sqrt(max(0.0, self.sd**2 - self.noise_sd**2 / self.ids))
 
     def shrunk(self) -> tuple[float, int]:
-        """(sd, degrees of freedom) the intervals use: the measured sd shrunk towards PRIOR_SD."""
+        """(tau, degrees of freedom) the intervals use: `launch_sd` shrunk towards PRIOR_SD."""
         df = self.df + PRIOR_DF
-        return math.sqrt((PRIOR_DF * PRIOR_SD**2 + self.df * self.sd**2) / df), df
+        return math.sqrt((PRIOR_DF * PRIOR_SD**2 + self.df * self.launch_sd() ** 2) / df), df
 
 
 def _prior_or(spread: LogSpread | None) -> tuple[float, int]:
@@ -90,25 +117,42 @@ def _logs(series: Series) -> dict[str, float]:
     return {k: math.log(v) for k, v in series.items() if isinstance(v, (int, float)) and v > 0 and math.isfinite(v)}
 
 
+def _residual_ss(launches: Sequence[Mapping[str, float]], ids: Sequence[str]) -> float:
+    """The launches x ids table's sum of squares left once launch and id means are out."""
+    table = [[logs[k] for k in ids] for logs in launches]
+    rows = [statistics.fmean(row) for row in table]
+    cols = [statistics.fmean(col) for col in zip(*table, strict=True)]
+    grand = statistics.fmean(rows)
+    return sum((x - r - c + grand) ** 2 for row, r in zip(table, rows, strict=True) for x, c in zip(row, cols, strict=True))
+
+
 def launch_spread(groups: Sequence[Sequence[Series]]) -> LogSpread | None:
-    """Pool the between-launch sd over `groups` (per configuration, its launches' series):
+    """Pool what relaunches show over `groups` (per configuration, its launches' series):
     each launch's mean log figure over the ids every launch of its configuration holds
-    (over all its own ids where they share fewer than MIN_MATCHED); None when no
-    configuration has two launches with figures."""
+    (over all its own ids where they share fewer than MIN_MATCHED), and the noise in the
+    table of those shared ids; None when no configuration has two launches with figures."""
     weighted, df, used = 0.0, 0, 0
+    noise_ss, noise_df, shared_df, inverse_ids = 0.0, 0, 0, 0.0
     for group in groups:
         launches = [logs for logs in (_logs(s) for s in group) if logs]
         if len(launches) < 2:
             continue
-        common = set.intersection(*(set(logs) for logs in launches))
-        means = [
-            statistics.fmean(logs[k] for k in common) if len(common) >= MIN_MATCHED else statistics.fmean(logs.values())
-            for logs in launches
-        ]
+        common = sorted(set.intersection(*(set(logs) for logs in launches)))
+        shared = len(common) >= MIN_MATCHED
+        means = [statistics.fmean(logs[k] for k in common) if shared else statistics.fmean(logs.values()) for logs in launches]
         weighted += (len(means) - 1) * statistics.variance(means)
         df += len(means) - 1
         used += 1
-    return None if df == 0 else LogSpread(math.sqrt(weighted / df), df, used)
+        if shared:
+            noise_ss += _residual_ss(launches, common)
+            noise_df += (len(launches) - 1) * (len(common) - 1)
+            shared_df += len(launches) - 1
+            inverse_ids += (len(launches) - 1) / len(common)
+    if df == 0:
+        return None
+    if noise_df == 0:
+        return LogSpread(math.sqrt(weighted / df), df, used)
+    return LogSpread(math.sqrt(weighted / df), df, used, math.sqrt(noise_ss / noise_df), noise_df, shared_df / inverse_ids)
 
 
 @dataclass(frozen=True)
@@ -167,13 +211,13 @@ class Comparison:
         }
 
 
-def _per_id(launches: Sequence[Series]) -> dict[str, float]:
-    """Per id, the mean log figure over the launches holding it."""
+def _per_id(launches: Sequence[Series]) -> tuple[dict[str, float], dict[str, int]]:
+    """Per id, the mean log figure over the launches holding it, and how many hold it."""
     sums: dict[str, list[float]] = {}
     for series in launches:
         for k, v in _logs(series).items():
             sums.setdefault(k, []).append(v)
-    return {k: statistics.fmean(v) for k, v in sums.items()}
+    return {k: statistics.fmean(v) for k, v in sums.items()}, {k: len(v) for k, v in sums.items()}
 
 
 def paired_ratio(
@@ -184,17 +228,21 @@ def paired_ratio(
     la, lb = [s for s in a if s], [s for s in b if s]
     if not la or not lb:
         return None
-    ma, mb = _per_id(la), _per_id(lb)
+    (ma, na), (mb, nb) = _per_id(la), _per_id(lb)
     matched = sorted(set(ma) & set(mb))
     if len(matched) < MIN_MATCHED:
         return None
     d = [ma[k] - mb[k] for k in matched]
     n = len(d)
-    within = statistics.variance(d) / n
+    if spread is not None and spread.noise_sd is not None and spread.noise_df >= MIN_NOISE_DF:
+        within = spread.noise_sd**2 * sum(1 / na[k] + 1 / nb[k] for k in matched) / n**2
+        df_within = spread.noise_df
+    else:
+        within, df_within = statistics.variance(d) / n, n - 1
     sd, df_between = _prior_or(spread)
     between = sd**2 * (1 / len(la) + 1 / len(lb))
     total = within + between
-    parts = within**2 / (n - 1) + between**2 / df_between
+    parts = within**2 / df_within + between**2 / df_between
     df = total**2 / parts if parts > 0 else math.inf
     t = float(_stats.t.ppf(0.975, df)) if math.isfinite(df) else _Z95
     centre = statistics.fmean(d)
@@ -244,5 +292,5 @@ def compare(a: Side, b: Side, spread: LogSpread | None) -> Comparison | None:
     if found is None or not any(a.series) or not any(b.series):
         return found
     # both have per-position figures, but too few match: say how many, in their unit
-    matched = len(set(_per_id([s for s in a.series if s])) & set(_per_id([s for s in b.series if s])))
+    matched = len(set(_per_id([s for s in a.series if s])[0]) & set(_per_id([s for s in b.series if s])[0]))
     return replace(found, matched=matched, unit=a.unit)

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autospec.metrics import series, stats
+from autospec.metrics.accept import accept_by_depth
 from autospec.metrics.steady import BATCH_MEANS, MIN_SHARE, SHORT_WINDOW, SteadyWindow, steady_window
 
 if TYPE_CHECKING:  # bench sits above metrics; only its record types are read here
@@ -142,6 +143,9 @@ class LevelSummary:
     # whether it settled within its cap, and how many warm-up requests it sent; None: a fixed warm-up
     warmup_settled: bool | None = None
     warmup_sent: int | None = None
+    # verify steps by draft tokens accepted, summed over the measured requests
+    # (`autospec.metrics.accept.accept_by_depth`); empty where the server sent no histogram
+    accept_by_depth: tuple[int, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -438,6 +442,7 @@ def summarize(
         warmup_sent=warm.get("sent"),
         request_speeds=series.request_speeds(measured) if c == 1 else {},
         wave_speeds=series.wave_speeds(measured, c) if c > 1 else {},
+        accept_by_depth=accept_by_depth(measured),
     )
 
 

@@ -143,6 +143,15 @@ class HttpBench:
                 yield summary
 
 
+def _quiet_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The benchmark loop's exception handler: a stop signal (KeyboardInterrupt, raised in a
+    task by the study's signal policy) propagates out of `asyncio.run` and ends the trial as
+    interrupted; the task that held it is not reported again when collected ("Task exception
+    was never retrieved", 75 lines on SGLang 0.5.16 / H100 when SIGTERM came mid-level)."""
+    if not isinstance(context.get("exception"), KeyboardInterrupt):
+        loop.default_exception_handler(context)
+
+
 def _interval_entry(summary: LevelSummary, metric: str) -> dict[str, Any]:
     """`TrialRecord.intervals`' entry for one figure of a level."""
     interval = summary.cis.get(metric)
@@ -197,10 +206,13 @@ class TrialChain:
         hooks: ChainHooks | None = None,
         relaunch: bool = False,
         env: Mapping[str, str] | None = None,
+        floors: Mapping[int, int] | None = None,
     ) -> TrialRecord:
         """Run one trial. `relaunch`: launch it even though the same server was measured
         before (a confirmation relaunch, `autospec optimize --confirm K`); `env`: added to
-        the chain's environment for this trial's server."""
+        the chain's environment for this trial's server; `floors`: per level, the request
+        count the study's stream runs to there (`autospec.records.stream`): the level does
+        not stop for its target before it, so that the launch pairs with the earlier ones."""
         hooks = hooks or ChainHooks()
         t0 = self.clock()
         # None unsets a fixed flag (a reference point leaves it to SGLang: `proposing.references`)
@@ -246,7 +258,7 @@ class TrialChain:
             record.seconds["launch"] = self.clock() - t_launch
             record.server_args = list(server.argv)
             record.startup = server.startup.as_dict()
-            self._bench(number, server, record, hooks)
+            self._bench(number, server, record, hooks, floors or {})
             hooks.measured(record)
         finally:
             if server is not None:
@@ -295,14 +307,15 @@ class TrialChain:
                 "this configuration's memory limit"
             )
 
-    def goals(self, launch_s: float) -> dict[int, PrecisionGoal]:
+    def goals(self, launch_s: float, floors: Mapping[int, int] | None = None) -> dict[int, PrecisionGoal]:
         """The precision loop's goal per level that feeds an objective or a constraint
         (none with `[bench] precision = false`). Figures: each objective's metric with
         its target (`target_rel_ci`, else [bench]'s), each constraint's with its bounds.
         Time cap: the trial may spend `share x launch_s` measuring (`share_of_launch` of
         the level's objectives, else [bench] `max_share_of_launch`), split evenly over
         the levels; a level's cap is cumulative (what earlier levels left unused passes
-        on), counted from the start of the trial's benchmark."""
+        on), counted from the start of the trial's benchmark. `floors`: the study's stream
+        per level (`PrecisionGoal.stream_requests`)."""
         b = self.space.bench
         if not b.precision:
             return {}
@@ -328,12 +341,13 @@ class TrialChain:
                     max_requests=b.max_requests_at(level),
                     cap_s=cap,
                     max_error_rate=b.max_error_rate,
+                    stream_requests=(floors or {}).get(level, 0),
                 )
         return goals
 
-    def _bench(self, number: int, server: Any, record: TrialRecord, hooks: ChainHooks) -> None:
+    def _bench(self, number: int, server: Any, record: TrialRecord, hooks: ChainHooks, floors: Mapping[int, int]) -> None:
         t_bench = self.clock()
-        goals = self.goals(float(record.seconds.get("launch") or 0.0))
+        goals = self.goals(float(record.seconds.get("launch") or 0.0), floors)
         summaries = asyncio.run(self._measure(server, record, hooks, goals, t_bench))
         record.seconds["bench"] = self.clock() - t_bench
         events = server.runtime_events()
@@ -369,6 +383,7 @@ class TrialChain:
     ) -> dict[int, LevelSummary]:
         """Every level through the chain's `LevelBench`. Stops after a level that failed
         or killed the server."""
+        asyncio.get_running_loop().set_exception_handler(_quiet_interrupts)
         summaries: dict[int, LevelSummary] = {}
         levels = self.level_bench().levels(server, self.plans(), goals, hooks, t_bench)
         async with contextlib.aclosing(levels):

@@ -53,6 +53,7 @@ from autospec.records import (
     TrialRecord,
     TrialStore,
 )
+from autospec.records.stream import stream_floors
 from autospec.space import suggest
 from autospec.study.chain import ChainHooks, TrialChain
 from autospec.study.claims import StudyLock, claim_trial, claimed_by_others
@@ -316,6 +317,7 @@ class StudyRun:
             self._hooks(current),
             relaunch=current.confirm_of is not None or current.reference is not None,
             env=env,
+            floors=self._stream_floors(),
         )
         if record.launched:
             if current.idle_before_launch is not None:
@@ -326,6 +328,14 @@ class StudyRun:
         self._finish(current, record)
         if straggler:
             self.events.write(straggler)
+
+    def _stream_floors(self) -> dict[int, int]:
+        """Per level, how far the study's earlier launches measured its request stream
+        (`autospec.records.stream`); none while the storage is away."""
+        try:
+            return stream_floors(self.store.read())
+        except StorageUnavailable:
+            return {}
 
     def _hooks(self, current: InFlight) -> ChainHooks:
         hooks = ChainHooks(

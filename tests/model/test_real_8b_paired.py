@@ -1,0 +1,54 @@
+"""Launches of two configurations alternating on one request stream, real SGLang 0.5.16 on one
+H100 (tests/fixtures/real_8b_paired_steps56.db.gz; docs/validation/2026-12-06-h100-paired-launches.md):
+the trained 8B-shaped pair (`real-8b-standalone` pinned to top-k 1, steps 6 or 5), launched
+A B A B B (tools/gpu/paired_study.sh) at temperature 0.
+
+What the code must compute from these records without a GPU: every launch measured the same
+positions of the stream (the study's stream floor), so the pick's comparison pairs over all of
+them with none dropped; relaunches measure the per-request noise that does not repeat, and with
+it the paired interval of one launch each is narrower than the two launches' own intervals
+combined and close to the floor the between-launch spread sets; the later pair lands inside."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from tests.model.replay import pareto_json, unpacked_storage
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import paired_launches
+
+FIXTURE = "real_8b_paired_steps56.db.gz"
+
+
+@pytest.fixture(scope="module")
+def storage(tmp_path_factory) -> str:
+    return unpacked_storage(tmp_path_factory.mktemp("paired"), FIXTURE)
+
+
+def test_the_latency_pick_is_compared_over_every_position_of_the_stream(storage: str) -> None:
+    latency = pareto_json("steps-5-6", storage)["recommendations"]["latency"]
+    versus = latency["versus_runner_up"]
+    assert latency["params"]["speculative_num_steps"] == 6 and latency["runner_up"]["number"] == 1
+    assert versus["paired"] and versus["dropped"] == 0 and versus["matched"] == 17
+    assert versus["launches"] == [2, 3] and versus["separated"] and 1.05 < versus["ratio"] < 1.16
+
+
+def test_one_launch_each_pairs_close_to_the_floor_at_c1(storage: str) -> None:
+    a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "steps-5-6"))
+    check = paired_launches.check_level(a, b, 1, "output_tok_s")
+    assert check is not None and check.spread.noise_df >= 8  # relaunches measured the per-request noise
+    first, unpaired = check.first, check.unpaired
+    assert unpaired is not None and first.hi / first.lo < unpaired.hi / unpaired.lo
+    assert check.known_over_floor < 1.6  # s from 3 degrees of freedom sits below e's own share of a launch mean
+    assert check.later and all(inside for _, inside in check.later)
+
+
+def test_c32_waves_carry_noise_that_does_not_repeat(storage: str) -> None:
+    a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "steps-5-6"))
+    check = paired_launches.check_level(a, b, 32, "agg_output_tok_s")
+    assert check is not None and check.first.unit == "waves" and check.first.matched == 34
+    # after the first wave the closed loop scrambles which requests share a wave
+    assert check.spread.noise_sd is not None and check.spread.noise_sd > 2 * check.spread.sd

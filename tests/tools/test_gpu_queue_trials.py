@@ -1,0 +1,43 @@
+"""tools/gpu/queue_trials.py: launches of a few configurations queued in alternation."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import optuna
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("queue_trials", ROOT / "tools" / "gpu" / "queue_trials.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+queue_trials = _load_script()
+A, B = {"speculative_num_steps": 6}, {"speculative_num_steps": 5}
+
+
+def test_the_least_launched_goes_next_and_ties_go_against_the_last():
+    assert queue_trials.plan([A], [A, B], 6) == [B, A, B, A, B]
+    assert queue_trials.plan([B], [A, B], 4) == [A, B, A]
+    assert queue_trials.plan([A, A, B], [A, B], 6) == [B, A, B]
+    assert queue_trials.plan([A, B], [A, B], 2) == []
+
+
+def test_queued_trials_count_and_optuna_takes_them_in_order(tmp_path, capsys):
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    study = optuna.create_study(study_name="s", storage=storage)
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=A, distributions={"speculative_num_steps": optuna.distributions.CategoricalDistribution([5, 6])}, value=1.0
+        )
+    )
+    queue_trials.main([storage, "s", "3", "speculative_num_steps=6", "speculative_num_steps=5"])
+    queue_trials.main([storage, "s", "3", "speculative_num_steps=6", "speculative_num_steps=5"])  # nothing more
+    assert capsys.readouterr().out.splitlines() == [f"queued {B}", f"queued {A}"]
+    order = [study.ask({"speculative_num_steps": optuna.distributions.CategoricalDistribution([5, 6])}).params for _ in range(2)]
+    assert order == [B, A]

@@ -1,0 +1,36 @@
+#!/bin/bash
+# Launches of a few configurations in alternation, in one study, on one request stream: issue
+# 37's paired check (docs/validation/2026-12-04-h200-paired-launches.md).
+#
+#   CONFIGS="speculative_num_steps=6 speculative_num_steps=5" TOTAL=6 SPACE=two.toml STUDY=pair \
+#     TARGET=8b-standalone bash paired_study.sh ARCHIVE_DIR STATE_DIR OUT_DIR
+#
+# Without an earlier state, run_study.sh first launches one trial (which creates the study);
+# then queue_trials.py queues the rest (the least launched configuration next) and run_study.sh
+# continues with --remeasure --no-references --confirm 0 until the study holds TOTAL launches
+# or DEADLINE (seconds, this script's whole run) is near. Arguments as run_study.sh's; its
+# environment (TARGET, SPACE, STUDY, AUTOSPEC_SRC) is passed on.
+set -u
+t0=$SECONDS
+DEADLINE=${DEADLINE:-570}; TOTAL=${TOTAL:-6}
+here=$(cd "$(dirname "$0")" && pwd)
+archive=$1; state=$2; out=$(mkdir -p "$3" && cd "$3" && pwd)
+export EXTRA_ARGS="--remeasure --no-references --confirm 0 --no-race --sampler random ${EXTRA_ARGS:-}"
+left() { echo $((DEADLINE - (SECONDS - t0))); }
+if [[ ! -f $state/study-state.tar.xz ]]; then
+  TRIALS=1 DEADLINE=$(left) STUDY_TIMEOUT=60 bash "$here/run_study.sh" "$archive" "$state" "$out" || exit $?
+  state=$out
+fi
+# the queue goes into the study's SQLite file inside the state, then the state is packed again
+work=$(mktemp -d)
+tar xJf "$state/study-state.tar.xz" -C "$work" || exit 3
+db=$(ls "$work"/*/"$STUDY".db) || exit 3
+# archive_env.sh writes env.sh, which a carried archive folder lacks until run_study.sh ran
+(dir=$(cd "$archive" && pwd); TARGET=${TARGET:-8b-standalone}
+ case $TARGET in tiny) model=m ;; 8b) model=m8b ;; *) model=t8b ;; esac
+ say() { echo "[paired_study] $*"; }; source "$here/archive_env.sh"
+ python3 "$here/queue_trials.py" "sqlite:///$db" "$STUDY" "$TOTAL" $CONFIGS) | tee -a "$out/console.log" || exit 3
+tar cJf "$out/study-state.tar.xz" -C "$work" "$(basename "$(dirname "$db")")" && rm -rf "$work"
+# a trial is started only while one launch (about 120 s on a warm H200) still fits
+(( $(left) > 240 )) || { echo "paired_study: $(left) s left, too few for a launch; the queue is in $out/study-state.tar.xz"; exit 0; }
+TRIALS=$TOTAL DEADLINE=$(left) STUDY_TIMEOUT=$(( $(left) - 180 )) bash "$here/run_study.sh" "$archive" "$out" "$out"
