@@ -39,15 +39,7 @@ class FiguresChain:
         self.space, self.gate = space, gate
         return self
 
-    def run(
-        self,
-        number: int,
-        candidate: Mapping[str, Any],
-        hooks: Any = None,
-        relaunch: bool = False,
-        env: Any = None,
-        floors: Any = None,
-    ):
+    def run(self, number: int, candidate: Mapping[str, Any], hooks: Any = None, relaunch: bool = False, **_: Any):
         hooks.phase("launch")
         self.hook(number)
         steps = candidate["speculative_num_steps"]

@@ -191,7 +191,7 @@ class _Chain:
         self.space, self.gate = space, gate
         return self
 
-    def run(self, number, candidate, hooks=None, relaunch=False, env=None, floors=None):
+    def run(self, number, candidate, hooks=None, relaunch=False, **_):
         from autospec.study.chain import ChainHooks
 
         hooks.phase("launch")

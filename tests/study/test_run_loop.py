@@ -43,8 +43,7 @@ class ScriptedChain:
         candidate: Mapping[str, Any],
         hooks: Any = None,
         relaunch: bool = False,
-        env: Mapping[str, str] | None = None,
-        floors: Mapping[int, int] | None = None,
+        **_: Any,
     ) -> TrialRecord:
         hooks.phase("launch")
         self.ran.append((number, dict(candidate)))

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
+from .gpu_scripts import load
+
 torch = pytest.importorskip("torch")
-GPU_TOOLS = Path(__file__).resolve().parents[2] / "tools" / "gpu"
 
 
-def _load():
-    sys.path.insert(0, str(GPU_TOOLS))
-    try:
-        spec = importlib.util.spec_from_file_location("check_exact", GPU_TOOLS / "check_exact.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(GPU_TOOLS))
-
-
-ce = _load()
+ce = load("check_exact")
 
 
 def _small(rows):

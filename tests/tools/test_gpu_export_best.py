@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 from pathlib import Path
 
 import optuna
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "export_best.py"
+from .gpu_scripts import load
 
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("export_best", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-export_best = _load_script()
+export_best = load("export_best")
 
 ARGV = [
     "/venv/bin/python3",

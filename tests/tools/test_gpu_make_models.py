@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from .gpu_scripts import load
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "make_models.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("make_models", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_models = _load_script()
+make_models = load("make_models")
 
 
 def _weights_gb(c: dict) -> float:

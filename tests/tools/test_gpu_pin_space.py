@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from autospec.config import load_search_space
 
+from .gpu_scripts import load
+
 ROOT = Path(__file__).resolve().parents[2]
 SPACE = ROOT / "src" / "autospec" / "search_spaces" / "real-8b-ngram.toml"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("pin_space", ROOT / "tools" / "gpu" / "pin_space.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pin_space = _load_script()
+pin_space = load("pin_space")
 
 
 def test_the_named_parameters_become_one_choice_each_and_the_rest_is_kept(tmp_path):

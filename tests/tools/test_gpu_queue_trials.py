@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import optuna
 
-ROOT = Path(__file__).resolve().parents[2]
+from .gpu_scripts import load
 
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("queue_trials", ROOT / "tools" / "gpu" / "queue_trials.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-queue_trials = _load_script()
+queue_trials = load("queue_trials")
 A, B = {"speculative_num_steps": 6}, {"speculative_num_steps": 5}
 
 

@@ -6,26 +6,14 @@ in float64 so that any non-zero contribution of a padded weight would show."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+
+from .gpu_scripts import load
 
 torch = pytest.importorskip("torch")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "tiny_llama.py"
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("tiny_llama", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["tiny_llama"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tl = _load()
+tl = load("tiny_llama")
 SMALL = tl.Shape(vocab=97, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=96, head_dim=32, eps=1e-5)
 BIG = dict(hidden=256, layers=4, heads=8, kv_heads=2, intermediate=384)
 
