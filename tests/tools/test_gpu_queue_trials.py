@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+import pytest
 
 from .gpu_scripts import load
 
@@ -30,3 +31,12 @@ def test_queued_trials_count_and_optuna_takes_them_in_order(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == [f"queued {B}", f"queued {A}"]
     order = [study.ask({"speculative_num_steps": optuna.distributions.CategoricalDistribution([5, 6])}).params for _ in range(2)]
     assert order == [B, A]
+
+
+def test_a_bad_config_or_total_exits_in_one_line_before_the_study_is_touched(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'none.db'}"
+    with pytest.raises(SystemExit, match=r"'speculative_num_steps' is not NAME=VALUE"):
+        queue_trials.main([storage, "s", "6", "speculative_num_steps"])
+    with pytest.raises(SystemExit, match=r"TOTAL 'six' is not a count"):
+        queue_trials.main([storage, "s", "six", "speculative_num_steps=5"])
+    assert not (tmp_path / "none.db").exists()

@@ -21,8 +21,11 @@ Config = dict[str, object]
 
 
 def parse(spec: str) -> Config:
-    """``a=1,b=2`` -> {"a": 1, "b": 2} (values as TOML reads them)."""
-    return {name: tomllib.loads(f"v = {value}")["v"] for name, value in (p.split("=", 1) for p in spec.split(","))}
+    """``a=1,b=2`` -> {"a": 1, "b": 2} (values as TOML reads them); a bad one exits in one line."""
+    try:
+        return {name: tomllib.loads(f"v = {value}")["v"] for name, value in (p.split("=", 1) for p in spec.split(","))}
+    except (ValueError, tomllib.TOMLDecodeError):
+        raise SystemExit(f"queue_trials: {spec!r} is not NAME=VALUE[,NAME=VALUE...]; e.g. speculative_num_steps=5") from None
 
 
 def plan(history: list[Config], configs: list[Config], total: int) -> list[Config]:
@@ -42,7 +45,10 @@ def plan(history: list[Config], configs: list[Config], total: int) -> list[Confi
 def main(argv: list[str]) -> None:
     if len(argv) < 4:
         raise SystemExit(__doc__)
+    if not argv[2].isdigit():
+        raise SystemExit(f"queue_trials: TOTAL {argv[2]!r} is not a count of launches; e.g. 6")
     storage, name, total, specs = argv[0], argv[1], int(argv[2]), argv[3:]
+    configs = [parse(s) for s in specs]  # every CONFIG checked before the study is touched
     study = optuna.load_study(study_name=name, storage=storage)
     kept = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.WAITING)
     # a queued trial's parameters lie in Optuna 5.0's system attribute "fixed_params"
@@ -51,7 +57,7 @@ def main(argv: list[str]) -> None:
         for t in study.trials
         if t.state in kept and not t.user_attrs.get("reference")
     ]
-    for config in plan(history, [parse(s) for s in specs], total):
+    for config in plan(history, configs, total):
         study.enqueue_trial(dict(config))
         print("queued", config)
 
