@@ -73,16 +73,16 @@ def launches_by_config(trials: list[StoredTrial]) -> list[list[StoredTrial]]:
     return list(groups.values())
 
 
-def _series(trial: StoredTrial, concurrency: int, metric: str) -> tuple[dict[str, float], str]:
+def _series(trial: StoredTrial, concurrency: int, metric: str) -> dict[str, float]:
     found = level_series(trial.record.bench.get(concurrency) if trial.record else None, metric)
-    return found if found else ({}, "requests")
+    return found[0] if found else {}
 
 
 def check_level(a: list[StoredTrial], b: list[StoredTrial], concurrency: int, metric: str) -> LevelCheck | None:
     """The level's check (module docstring); None where a side lacks per-position figures."""
-    sa = [_series(t, concurrency, metric)[0] for t in a]
-    sb = [_series(t, concurrency, metric)[0] for t in b]
-    unit = _series(a[0], concurrency, metric)[1]
+    sa = [_series(t, concurrency, metric) for t in a]
+    sb = [_series(t, concurrency, metric) for t in b]
+    unit = "waves" if concurrency > 1 else "requests"  # what `level_series` keys them by
     spread = launch_spread([sa, sb])
     first = paired_ratio(sa[:1], sb[:1], spread, unit=unit)
     if spread is None or first is None:

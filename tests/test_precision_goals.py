@@ -45,7 +45,7 @@ def test_levels_with_objectives_or_constraints_get_goals_with_cumulative_caps() 
 
 
 def test_the_study_stream_goes_to_the_goal_and_leaves_the_floor_as_it_is() -> None:
-    goals = chain().goals(launch_s=100.0, floors={1: 23})
+    goals = chain().goals(launch_s=100.0, stream={1: 23})
     assert goals[1].stream_requests == 23 and goals[1].min_requests == 4
     assert goals[32].stream_requests == 0  # no earlier launch measured C=32
 

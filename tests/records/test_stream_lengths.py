@@ -7,7 +7,7 @@ import optuna
 
 from autospec.records.schema import Markers, TrialRecord
 from autospec.records.stored import StoredTrial, TrialClass
-from autospec.records.stream import stream_floors
+from autospec.records.stream import stream_lengths
 
 
 def launch(number: int, counts: dict[int, int], *, series: bool = True, launched: bool = True) -> StoredTrial:
@@ -23,10 +23,10 @@ def launch(number: int, counts: dict[int, int], *, series: bool = True, launched
 
 def test_each_level_gets_the_upper_median_of_the_earlier_counts() -> None:
     trials = [launch(0, {1: 23, 32: 128}), launch(1, {1: 7, 32: 96}), launch(2, {1: 60})]
-    assert stream_floors(trials) == {1: 23, 32: 128}  # one long launch does not set it
+    assert stream_lengths(trials) == {1: 23, 32: 128}  # one long launch does not set it
 
 
 def test_launches_without_per_position_figures_or_a_launch_do_not_count() -> None:
     trials = [launch(0, {1: 50}, series=False), launch(1, {1: 70}, launched=False), launch(2, {1: 9})]
-    assert stream_floors(trials) == {1: 9}
-    assert stream_floors([]) == {}
+    assert stream_lengths(trials) == {1: 9}
+    assert stream_lengths([]) == {}

@@ -178,7 +178,7 @@ def test_a_failed_level_ends_the_measuring_and_closes_the_bench(tmp_path: Path) 
 
 def test_the_studys_stream_reaches_the_levels_goals(tmp_path: Path) -> None:
     chain, bench, _ = make_chain(tmp_path, {1: level(1, 2.0), 4: level(4, 4.0)})
-    chain.run(0, {"speculative_num_steps": 3}, floors={1: 23})
+    chain.run(0, {"speculative_num_steps": 3}, stream={1: 23})
     assert bench.goals[1].stream_requests == 23 and bench.goals[4].stream_requests == 0
 
 

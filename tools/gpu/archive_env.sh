@@ -1,8 +1,9 @@
 # Sourced by run_study.sh and capacity_compare.sh: the archive unpacked once per machine, the
 # models (make_models.py; for TARGET=8b-standalone the trained pair, build_pair.py, cached on a
 # warm machine by its pair.json), and env.sh exactly as the archive's serve.sh writes it.
-# Expects: dir (the archive), here (this folder), TARGET, model (the folder under /tmp/sgmodels),
-# out (where pair.json is copied) and a function say.
+# Expects: dir (the archive), here (this folder), TARGET, out (where pair.json is copied) and a
+# function say; sets model (the target's folder under /tmp/sgmodels) where it is unset.
+case $TARGET in tiny) : "${model:=m}" ;; 8b) : "${model:=m8b}" ;; *) : "${model:=t8b}" ;; esac
 [[ -d /tmp/sgsite/site ]] || { mkdir -p /tmp/sgsite && tar xJf "$dir/site.tar.xz" -C /tmp/sgsite; } || exit 3
 [[ -f /tmp/sgmodels/m/config.json ]] || python3 "$dir/make_models.py" /tmp/sgmodels >/dev/null || exit 3
 if [[ $TARGET == 8b-standalone ]]; then  # the trained pair (tiny_llama.py beside build_pair.py)

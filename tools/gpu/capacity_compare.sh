@@ -12,7 +12,6 @@
 set -u
 t0=$SECONDS
 DEADLINE=${DEADLINE:-570}; TARGET=${TARGET:-8b-standalone}
-case $TARGET in tiny) model=m ;; 8b) model=m8b ;; *) model=t8b ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(cd "$1" && pwd); out=$(mkdir -p "$2" && cd "$2" && pwd)
 exec > >(tee -a "$out/console.log") 2>&1

@@ -27,7 +27,6 @@ tar xJf "$state/study-state.tar.xz" -C "$work" || exit 3
 db=$(ls "$work"/*/"$STUDY".db) || exit 3
 # archive_env.sh writes env.sh, which a carried archive folder lacks until run_study.sh ran
 (dir=$(cd "$archive" && pwd); TARGET=${TARGET:-8b-standalone}
- case $TARGET in tiny) model=m ;; 8b) model=m8b ;; *) model=t8b ;; esac
  say() { echo "[paired_study] $*"; }; source "$here/archive_env.sh"
  python3 "$here/queue_trials.py" "sqlite:///$db" "$STUDY" "$TOTAL" $CONFIGS) | tee -a "$out/console.log" || exit 3
 tar cJf "$out/study-state.tar.xz" -C "$work" "$(basename "$(dirname "$db")")" && rm -rf "$work"

@@ -12,23 +12,15 @@
 set -u
 dir=$(cd "$1" && pwd); out=$(mkdir -p "$2" && cd "$2" && pwd)
 REPEAT=${REPEAT:-3}
-source "$dir/env.sh"
-SGLANG_BASE_ARGS=${SGLANG_BASE_ARGS/--model-path \/tmp\/sgmodels\/m /--model-path /tmp/sgmodels/t8b }
 spec="--speculative-algorithm STANDALONE --speculative-draft-model-path /tmp/sgmodels/ds --speculative-num-steps 5 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6"
 variants=("standalone|$spec" "standalone-deterministic|$spec --enable-deterministic-inference")
 echo "[]" >"$out/seed-probe.json"
 for v in "${variants[@]}"; do
   name=${v%%|*}; flags=${v#*|}
-  log=$out/server-$name.log
-  setsid python3 -m sglang.launch_server $SGLANG_BASE_ARGS --load-format auto --mem-fraction-static 0.5 \
-    --host 127.0.0.1 --port 30000 $flags >"$log" 2>&1 &
-  pid=$!; ready=0
-  for ((i = 0; i < 300; i++)); do
-    kill -0 $pid 2>/dev/null || break
-    [[ $(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health_generate) == 200 ]] && { ready=1; break; }
-    sleep 1
-  done
-  echo "[seed_probe] $name: ready=$ready after ${i}s"
+  # serve.sh: the archive's base flags (pytorch sampling), then these (the later flag wins)
+  ready=0
+  bash "$dir/serve.sh" 30000 --model-path /tmp/sgmodels/t8b --load-format auto --mem-fraction-static 0.5 $flags && ready=1
+  echo "[seed_probe] $name: ready=$ready"
   python3 - "$out/seed-probe.json" "$name" "$ready" "$REPEAT" "$flags" <<'PY'
 import json, sys, concurrent.futures as cf
 import httpx
@@ -57,7 +49,8 @@ if ready:
     print(f"[seed_probe] {name}: leading tokens shared with the first answer: {entry['shared_with_first']} of {entry['lengths']}")
 found = json.load(open(path)); found.append(entry); json.dump(found, open(path, "w"), indent=1)
 PY
-  [[ $ready == 1 ]] || tail -5 "$log"
-  kill -- -$pid 2>/dev/null; pkill -f sglang.launch_server
+  cp /tmp/sglang-30000.log "$out/server-$name.log"
+  [[ $ready == 1 ]] || tail -5 "$out/server-$name.log"
+  pkill -f sglang.launch_server
   for ((i = 0; i < 30; i++)); do pgrep -f sglang.launch_server >/dev/null || break; sleep 1; done
 done

@@ -150,9 +150,8 @@ def launch_spread(groups: Sequence[Sequence[Series]]) -> LogSpread | None:
             inverse_ids += (len(launches) - 1) / len(common)
     if df == 0:
         return None
-    if noise_df == 0:
-        return LogSpread(math.sqrt(weighted / df), df, used)
-    return LogSpread(math.sqrt(weighted / df), df, used, math.sqrt(noise_ss / noise_df), noise_df, shared_df / inverse_ids)
+    noise = math.sqrt(noise_ss / noise_df) if noise_df else None
+    return LogSpread(math.sqrt(weighted / df), df, used, noise, noise_df, shared_df / inverse_ids if noise_df else 0.0)
 
 
 @dataclass(frozen=True)

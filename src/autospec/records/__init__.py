@@ -8,7 +8,7 @@ stored trials are read back and classified. The only code that knows attribute k
              objective_groups (the same server at one concurrency), holds_level
     front    pareto_front (the one Pareto front), pooled_values
     confirming  what the picks rest on (contests) and which relaunch settles them
-    stream   how far the study's launches measured each level's request stream (stream_floors)
+    stream   how far the study's launches measured each level's request stream (stream_lengths)
     store    TrialStore (the one writer: records, constraints, the dashboard's mirror,
              worker/server identities, queued trials)
     retry    StorageRetry (riding out a storage that is briefly away)

@@ -8,7 +8,7 @@ measure different counts, and only the shorter one's positions pair: on SGLang 0
 matched requests while 16 were left out. Where the rate climbs over a launch (NGRAM's cache),
 the positions past the shorter launch must not enter a comparison either.
 
-`stream_floors` gives each level the request count the study's earlier launches measured
+`stream_lengths` gives each level the request count the study's earlier launches measured
 there (the upper median over launches that measured per-position figures): a new launch
 does not stop for its precision target before it (`autospec.bench.adaptive.PrecisionGoal.stream_requests`;
 its time cap and ceiling still stop it), so it pairs with most earlier ones over all their
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 
 from autospec.records.stored import StoredTrial
 
-__all__ = ["stream_floors"]
+__all__ = ["stream_lengths"]
 
 
 def _measured(level: Mapping[str, object]) -> int | None:
@@ -35,7 +35,7 @@ def _measured(level: Mapping[str, object]) -> int | None:
     return n if isinstance(n, int) and n > 0 else None
 
 
-def stream_floors(trials: Iterable[StoredTrial]) -> dict[int, int]:
+def stream_lengths(trials: Iterable[StoredTrial]) -> dict[int, int]:
     """Level (concurrency) -> the upper median of the measured request counts of the
     launches in `trials` that measured it with per-position figures; levels none measured
     are absent."""

@@ -206,11 +206,11 @@ class TrialChain:
         hooks: ChainHooks | None = None,
         relaunch: bool = False,
         env: Mapping[str, str] | None = None,
-        floors: Mapping[int, int] | None = None,
+        stream: Mapping[int, int] | None = None,
     ) -> TrialRecord:
         """Run one trial. `relaunch`: launch it even though the same server was measured
         before (a confirmation relaunch, `autospec optimize --confirm K`); `env`: added to
-        the chain's environment for this trial's server; `floors`: per level, the request
+        the chain's environment for this trial's server; `stream`: per level, the request
         count the study's stream runs to there (`autospec.records.stream`): the level does
         not stop for its target before it, so that the launch pairs with the earlier ones."""
         hooks = hooks or ChainHooks()
@@ -258,7 +258,7 @@ class TrialChain:
             record.seconds["launch"] = self.clock() - t_launch
             record.server_args = list(server.argv)
             record.startup = server.startup.as_dict()
-            self._bench(number, server, record, hooks, floors or {})
+            self._bench(number, server, record, hooks, stream or {})
             hooks.measured(record)
         finally:
             if server is not None:
@@ -307,14 +307,14 @@ class TrialChain:
                 "this configuration's memory limit"
             )
 
-    def goals(self, launch_s: float, floors: Mapping[int, int] | None = None) -> dict[int, PrecisionGoal]:
+    def goals(self, launch_s: float, stream: Mapping[int, int] | None = None) -> dict[int, PrecisionGoal]:
         """The precision loop's goal per level that feeds an objective or a constraint
         (none with `[bench] precision = false`). Figures: each objective's metric with
         its target (`target_rel_ci`, else [bench]'s), each constraint's with its bounds.
         Time cap: the trial may spend `share x launch_s` measuring (`share_of_launch` of
         the level's objectives, else [bench] `max_share_of_launch`), split evenly over
         the levels; a level's cap is cumulative (what earlier levels left unused passes
-        on), counted from the start of the trial's benchmark. `floors`: the study's stream
+        on), counted from the start of the trial's benchmark. `stream`: the study's stream
         per level (`PrecisionGoal.stream_requests`)."""
         b = self.space.bench
         if not b.precision:
@@ -341,13 +341,13 @@ class TrialChain:
                     max_requests=b.max_requests_at(level),
                     cap_s=cap,
                     max_error_rate=b.max_error_rate,
-                    stream_requests=(floors or {}).get(level, 0),
+                    stream_requests=(stream or {}).get(level, 0),
                 )
         return goals
 
-    def _bench(self, number: int, server: Any, record: TrialRecord, hooks: ChainHooks, floors: Mapping[int, int]) -> None:
+    def _bench(self, number: int, server: Any, record: TrialRecord, hooks: ChainHooks, stream: Mapping[int, int]) -> None:
         t_bench = self.clock()
-        goals = self.goals(float(record.seconds.get("launch") or 0.0), floors)
+        goals = self.goals(float(record.seconds.get("launch") or 0.0), stream)
         summaries = asyncio.run(self._measure(server, record, hooks, goals, t_bench))
         record.seconds["bench"] = self.clock() - t_bench
         events = server.runtime_events()

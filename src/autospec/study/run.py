@@ -53,7 +53,7 @@ from autospec.records import (
     TrialRecord,
     TrialStore,
 )
-from autospec.records.stream import stream_floors
+from autospec.records.stream import stream_lengths
 from autospec.space import suggest
 from autospec.study.chain import ChainHooks, TrialChain
 from autospec.study.claims import StudyLock, claim_trial, claimed_by_others
@@ -268,7 +268,7 @@ class StudyRun:
         asked = self._ask(trials)
         if isinstance(asked, Asked):
             return asked
-        self._launch(asked)
+        self._launch(asked, trials)
         return Asked.LAUNCHED
 
     def _ask(self, trials: Sequence[StoredTrial]) -> InFlight | Asked:
@@ -299,8 +299,9 @@ class StudyRun:
             self.current = current
         return current
 
-    def _launch(self, current: InFlight) -> None:
-        """Run the claimed trial through the chain and record what it gave."""
+    def _launch(self, current: InFlight, trials: Sequence[StoredTrial] = ()) -> None:
+        """Run the claimed trial through the chain and record what it gave; its levels go
+        on to the study's stream (`records.stream`) as `trials`, read before the ask, show it."""
         trial = current.trial
         self.obs.trial_started(trial.number, self.launched + 1, self.req.n_trials, current.candidate)
         current.beat = Heartbeat(
@@ -317,7 +318,7 @@ class StudyRun:
             self._hooks(current),
             relaunch=current.confirm_of is not None or current.reference is not None,
             env=env,
-            floors=self._stream_floors(),
+            stream=stream_lengths(trials),
         )
         if record.launched:
             if current.idle_before_launch is not None:
@@ -328,14 +329,6 @@ class StudyRun:
         self._finish(current, record)
         if straggler:
             self.events.write(straggler)
-
-    def _stream_floors(self) -> dict[int, int]:
-        """Per level, how far the study's earlier launches measured its request stream
-        (`autospec.records.stream`); none while the storage is away."""
-        try:
-            return stream_floors(self.store.read())
-        except StorageUnavailable:
-            return {}
 
     def _hooks(self, current: InFlight) -> ChainHooks:
         hooks = ChainHooks(
