@@ -119,6 +119,12 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     first = _read(tmp_path, "ctl")
     assert {machine_of(t) for t in first if t.launched} == {"host-a/sim:alpha"}
     assert not any(t.markers.control for t in first)
+    pick = max((t for t in first if t.has_measurement), key=lambda t: t.record.values[0])
+    # An interrupted run left a retry queued (as on the H100 on 2026-12-06): the control still goes first.
+    other = next(t for t in first if t.has_measurement and t.number != pick.number)
+    storage = f"sqlite:///{tmp_path / 'studies' / 'ctl'}.db"
+    queued = optuna.load_study(study_name="ctl", storage=storage)
+    queued.enqueue_trial(dict(other.params), user_attrs=Markers(retry_of=other.number).to_attrs())
 
     monkeypatch.setenv("AUTOSPEC_HOST", "host-b")
     monkeypatch.setenv("AUTOSPEC_SIM_MACHINE", "beta")
@@ -128,8 +134,9 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     control = new[0]  # the first launch on the new machine is the control
     assert control.markers.control == "machine" and control.has_measurement
     assert machine_of(control) == "host-b/sim:beta"
-    pick = max((t for t in first if t.has_measurement), key=lambda t: t.record.values[0])
     assert control.markers.confirm_of == pick.number and control.candidate == pick.candidate
+    retry = new[1]  # then the queue as it was
+    assert retry.markers == Markers(retry_of=other.number) and retry.params == other.params
     assert sum(1 for t in trials if t.counts_as_launch) == 5  # counted in --trials
 
     # Nothing changed since: no second control.

@@ -115,3 +115,17 @@ def test_the_views_carry_the_moment_and_the_runs_count_and_events_reach_every_po
     assert [(v.moment, v.launched) for v in a.views + b.views] == [(Moment.LAUNCHED, 7)] * 2
     assert a.events == b.events == ["started 0", "closed"]
     assert queue.policy(Toy) is a
+
+
+def test_a_plan_marked_first_goes_ahead_of_the_queue_with_its_markers_and_the_rest_keep_theirs():
+    retry = Toy({Moment.START}, [Plan((({"x": 1}, Markers(retry_of=0)), ({"x": 2}, None)))])
+    control = Toy({Moment.START}, [Plan((({"x": 5}, Markers(confirm_of=0, control="machine")),), first=True)])
+    queue, store, _ = make_queue(retry, control)
+
+    assert queue.queue(Moment.START, [], 0)
+
+    assert waiting_params(store) == [{"x": 5}, {"x": 1}, {"x": 2}]
+    markers = [t.markers for t in read_trials(store.study)]
+    assert markers == [Markers(confirm_of=0, control="machine"), Markers(retry_of=0), Markers()]
+    asked = store.study.ask()  # Optuna asks the lowest-numbered waiting trial first
+    assert asked.suggest_int("x", 0, 9) == 5 and Markers.from_attrs(asked.user_attrs).control == "machine"

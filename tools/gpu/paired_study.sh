@@ -32,4 +32,5 @@ db=$(ls "$work"/*/"$STUDY".db) || exit 3
 tar cJf "$out/study-state.tar.xz" -C "$work" "$(basename "$(dirname "$db")")" && rm -rf "$work"
 # a trial is started only while one launch (about 120 s on a warm H200) still fits
 (( $(left) > 240 )) || { echo "paired_study: $(left) s left, too few for a launch; the queue is in $out/study-state.tar.xz"; exit 0; }
-TRIALS=$TOTAL DEADLINE=$(left) STUDY_TIMEOUT=$(( $(left) - 180 )) bash "$here/run_study.sh" "$archive" "$out" "$out"
+rest=$(left)  # once: DEADLINE=$(left) before STUDY_TIMEOUT would change what left() reads
+TRIALS=$TOTAL DEADLINE=$rest STUDY_TIMEOUT=$((rest - 180)) bash "$here/run_study.sh" "$archive" "$out" "$out"

@@ -31,13 +31,14 @@ asked, nor to read a live trial's storage id; the private ``study._storage`` and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 import optuna
 
 from autospec.records.retry import StorageRetry
 from autospec.records.schema import Markers, TrialRecord
-from autospec.records.stored import SERVER_KEY, WORKER_KEY, StoredTrial, read_trial, read_trials
+from autospec.records.stored import FIXED_PARAMS_KEY, SERVER_KEY, WORKER_KEY, StoredTrial, read_trial, read_trials
 
 __all__ = ["TrialStore", "FEASIBLE_KEY", "DASHBOARD_CONSTRAINTS_KEY", "worst_values"]
 
@@ -148,7 +149,7 @@ class TrialStore:
         """`trial` was taken from the queue (enqueued parameters), not sampled by the study's
         own sampler (Optuna 5.0-5.1 keeps enqueued parameters in the system attribute
         ``fixed_params``, an empty dict where a space has no free parameter left)."""
-        return self.retry("read the trial", lambda: "fixed_params" in self.storage.get_trial(trial._trial_id).system_attrs)
+        return self.retry("read the trial", lambda: FIXED_PARAMS_KEY in self.storage.get_trial(trial._trial_id).system_attrs)
 
     def record_worker(self, trial: optuna.Trial, worker: Mapping[str, Any]) -> None:
         self.retry(
@@ -191,10 +192,32 @@ class TrialStore:
 
         return self.retry("fail a trial of a stopped tuner", write)
 
-    def enqueue(self, params: Mapping[str, Any], markers: Markers | None = None) -> None:
-        """Queue `params` as the next trial, with `markers` saying why."""
+    def enqueue(self, params: Mapping[str, Any], markers: Markers | None = None, first: bool = False) -> None:
+        """Queue `params` with `markers` saying why: after the trials already queued, or with
+        `first` ahead of them (they move back one place each)."""
         attrs = markers.to_attrs() if markers is not None else None
         self.retry("queue a trial", lambda: self.study.enqueue_trial(dict(params), user_attrs=attrs or None))
+        if first:
+            self.retry("queue a trial first", self._last_queued_first)
+
+    def _last_queued_first(self) -> None:
+        """Rotate the queue's contents so that the last queued trial's comes first.
+
+        Optuna 5.0 asks the WAITING trial with the lowest number first (`Study.ask` ->
+        `_pop_waiting_trial_id`) and keeps a queued trial's parameters in its system attribute
+        ``fixed_params``: the contents (those and the markers) move, the trials stay. Callers
+        hold the study's lock while no other worker is asking (`ControlPolicy`)."""
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if len(waiting) < 2:
+            return
+        slots = [f.name for f in fields(Markers)]
+        contents = [(t.system_attrs.get(FIXED_PARAMS_KEY, {}), Markers.from_attrs(t.user_attrs)) for t in waiting]
+        for trial, (params, markers) in zip(waiting, contents[-1:] + contents[:-1], strict=True):
+            self.storage.set_trial_system_attr(trial._trial_id, FIXED_PARAMS_KEY, params)
+            attrs = markers.to_attrs()
+            for slot in slots:  # a marker the trial had and its new content lacks is cleared
+                if slot in attrs or slot in trial.user_attrs:
+                    self.storage.set_trial_user_attr(trial._trial_id, slot, attrs.get(slot))
 
     def imported_keys(self) -> set[str]:
         """The keys of the trials imported into the study so far (`Markers.imported`)."""

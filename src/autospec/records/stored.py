@@ -33,11 +33,11 @@ import optuna
 
 from autospec.records.schema import DUPLICATE, INTERRUPTED, MEASURED_OUTCOMES, Markers, TrialRecord
 
-__all__ = ["TrialClass", "StoredTrial", "classify", "read_trial", "read_trials", "WORKER_KEY", "SERVER_KEY"]
+__all__ = ["TrialClass", "StoredTrial", "classify", "read_trial", "read_trials", "WORKER_KEY", "SERVER_KEY", "FIXED_PARAMS_KEY"]
 
 WORKER_KEY = "autospec:worker"  # system attr: {host, pid, start_s, boot_id, launch_id} of the tuner running the trial
 SERVER_KEY = "autospec:server"  # system attr: {host, pid, pgid, port, start_s, boot_id, cmdline, log_path} of its server
-_FIXED_PARAMS_KEY = "fixed_params"  # Optuna 5.0's system attr of enqueued parameters
+FIXED_PARAMS_KEY = "fixed_params"  # Optuna 5.0's system attr of enqueued parameters
 
 _State = optuna.trial.TrialState
 
@@ -158,7 +158,7 @@ def read_trial(t: optuna.trial.FrozenTrial) -> StoredTrial:
     markers = Markers.from_attrs(attrs)
     worker = t.system_attrs.get(WORKER_KEY)
     server = t.system_attrs.get(SERVER_KEY)
-    fixed = t.system_attrs.get(_FIXED_PARAMS_KEY)
+    fixed = t.system_attrs.get(FIXED_PARAMS_KEY)
     return StoredTrial(
         number=t.number,
         trial_id=t._trial_id,  # Optuna 5.0 exposes the storage id only privately

@@ -5,8 +5,9 @@ Figures from two machines differ by the machines (a few percent between two H200
 model), and one machine drifts over hours. So a run that finds the study's last launch on
 another machine key (`autospec.records.machines`: host plus GPU UUIDs, or the simulated
 machine's name), or finished more than ``[study] control_after_hours`` ago (default 6),
-first queues one relaunch of a configuration already measured (not while another
-worker's launch is running: workers of one study at once are not a continuation): the current latency pick,
+first queues one relaunch of a configuration already measured, ahead of any trial queued
+before (a retry of an interrupted launch too), and not while another worker's launch is
+running (workers of one study at once are not a continuation): the current latency pick,
 or a measured reference point when there is no pick yet. It carries the marker
 ``control`` ("machine" or "pause") and counts towards ``--trials`` as a confirmation
 does, without taking one of the confirmations. Its launches against those of the old
@@ -93,4 +94,4 @@ class ControlPolicy(LaunchPolicy):
             markers = Markers(confirm_of=target.number, control=why)
         reason = f"another machine ({self.machine})" if why == "machine" else f"a pause of over {self.after_hours:g} h"
         line = f"control relaunch of trial {target.number} first: the study continues after {reason}"
-        return Plan(((target.retry_params, markers),), line=line)
+        return Plan(((target.retry_params, markers),), line=line, first=True)

@@ -64,11 +64,14 @@ class Plan:
     """A policy's answer: the `trials` to queue (Optuna params, markers), in order, a `line`
     for the user and the events log ("" for none), and a `study_flag` to set once they are
     queued (a once-per-study launch: the flag tells a resumed run or another worker it is
-    done). A plan may queue nothing and only say why, or only set its flag."""
+    done). A plan may queue nothing and only say why, or only set its flag. `first`: its
+    trials go ahead of those already queued (a control must measure the new machine before
+    anything else does)."""
 
     trials: tuple[tuple[Mapping[str, Any], Markers | None], ...] = ()
     line: str = ""
     study_flag: str | None = None
+    first: bool = False
 
 
 class LaunchPolicy:

@@ -75,8 +75,8 @@ class LaunchQueue:
         return queued
 
     def _apply(self, index: int, plan: Plan) -> None:
-        for params, markers in plan.trials:
-            self.store.enqueue(params, markers)
+        for params, markers in reversed(plan.trials) if plan.first else plan.trials:
+            self.store.enqueue(params, markers, first=plan.first)
         if plan.study_flag is not None:
             self.store.set_study_flag(plan.study_flag)
         # The same line again (a relaunch queued again after another worker took it) is not news.
