@@ -1,20 +1,21 @@
 """Issue 37's GPU check: launches of two configurations alternating on one request stream.
 
 Reads a study that launched configuration A and configuration B in alternation
-(``tools/gpu/paired_study.sh``; fixture ``tests/fixtures/real_8b_paired_steps56.db.gz``) and,
-per objective level, prints:
+(``tools/gpu/paired_study.sh``; fixture ``tests/fixtures/real_8b_paired_two_machines.db.gz``:
+two H100s) and, per objective level, prints:
 
 - the between-launch spread s (sd of a launch's mean log figure over the shared positions,
-  pooled over both configurations) and the per-position noise e, as the study pools them
-  (`autospec.metrics.paired.launch_spread`), and the floor 1.96 x sqrt(2) x s;
-- the paired ratio of A's first launch over B's first launch, with its 95% interval as the
-  study reports it once relaunches measured s and e (the prior on s included), and that
-  interval's half-width (log scale) over the floor, also with s taken as known (z, no prior);
-- each later pair of launches (A's i-th over B's i-th): its paired ratio, and whether it lies
-  inside the first interval;
-- each launch's measuring share: seconds benchmarking over the launch's seconds in all.
+  pooled over both configurations, launches pooling only within one machine as the study's
+  do) and the per-position noise e (`autospec.metrics.paired.launch_spread`), and the floor
+  1.96 x sqrt(2) x s;
+- per machine, A's i-th launch over B's i-th: the paired ratio with its 95% interval as the
+  study reports it (the prior on s included), each launch's measuring share (seconds
+  benchmarking over the launch's seconds in all), whether it lies inside the first pair's
+  interval, and its log half-width over the floor, as reported and with s and e known;
+- per configuration and later machine, its launches there over those on the first machine
+  (the machine factor, paired).
 
-    .venv/bin/python benchmarks/paired_launches.py [--fixture real_8b_paired_steps56.db.gz]
+    .venv/bin/python benchmarks/paired_launches.py [--fixture real_8b_paired_two_machines.db.gz]
     .venv/bin/python benchmarks/paired_launches.py --storage sqlite:///x.db --study NAME
 """
 
@@ -40,27 +41,49 @@ LEVELS = ((1, "output_tok_s"), (32, "agg_output_tok_s"))
 
 
 @dataclass(frozen=True)
+class Pair:
+    """A's and B's i-th launches on one machine (trial numbers `a`, `b`) and their paired ratio;
+    `known_half`: its log half-width with s and e taken as known (z, no prior)."""
+
+    machine: str
+    a: int
+    b: int
+    comparison: Comparison
+    known_half: float
+
+
+@dataclass(frozen=True)
 class LevelCheck:
-    """What one level shows (module docstring); `later` holds (ratio, inside the first interval)."""
+    """What one level shows (module docstring). `pairs`: per machine in the order first
+    used, A's and B's launches paired in order; `factors`: per configuration and later
+    machine, its launches there over those on the first machine (paired)."""
 
     concurrency: int
     spread: LogSpread
-    first: Comparison
-    known_half: float  # log half-width with s taken as known (z, no prior)
-    later: tuple[tuple[float, bool], ...]
+    pairs: tuple[Pair, ...]
     unpaired: Comparison | None  # the two first launches' own figures and intervals, as if measured alone
+    factors: tuple[tuple[str, str, Comparison], ...]  # (configuration, machine, A or B there over the first machine)
+
+    @property
+    def first(self) -> Comparison:
+        return self.pairs[0].comparison
+
+    @property
+    def later(self) -> tuple[tuple[float, bool], ...]:
+        """Each later pair's ratio, and whether it lies inside the first pair's interval."""
+        return tuple((p.comparison.ratio, self.first.lo <= p.comparison.ratio <= self.first.hi) for p in self.pairs[1:])
 
     @property
     def floor(self) -> float:
         return _Z95 * math.sqrt(2) * self.spread.sd
 
-    @property
-    def over_floor(self) -> float:
-        return math.log(self.first.hi / self.first.ratio) / self.floor if self.floor > 0 else math.inf
+    def over_floor(self, pair: Pair) -> float:
+        """The pair's log half-width as reported over the floor."""
+        c = pair.comparison
+        return math.log(c.hi / c.ratio) / self.floor if self.floor > 0 else math.inf
 
-    @property
-    def known_over_floor(self) -> float:
-        return self.known_half / self.floor if self.floor > 0 else math.inf
+    def known_over_floor(self, pair: Pair) -> float:
+        return pair.known_half / self.floor if self.floor > 0 else math.inf
 
 
 def launches_by_config(trials: list[StoredTrial]) -> list[list[StoredTrial]]:
@@ -73,29 +96,50 @@ def launches_by_config(trials: list[StoredTrial]) -> list[list[StoredTrial]]:
     return list(groups.values())
 
 
+def machines_of(trials: list[StoredTrial]) -> list[str]:
+    """The machine keys in the order the launches first used them ("" where unrecorded)."""
+    return list(dict.fromkeys(t.machine or "" for t in sorted(trials, key=lambda t: t.number)))
+
+
 def _series(trial: StoredTrial, concurrency: int, metric: str) -> dict[str, float]:
     found = level_series(trial.record.bench.get(concurrency) if trial.record else None, metric)
     return found[0] if found else {}
 
 
 def check_level(a: list[StoredTrial], b: list[StoredTrial], concurrency: int, metric: str) -> LevelCheck | None:
-    """The level's check (module docstring); None where a side lacks per-position figures."""
-    sa = [_series(t, concurrency, metric) for t in a]
-    sb = [_series(t, concurrency, metric) for t in b]
+    """The level's check (module docstring); None where a side lacks per-position figures.
+    Launches pool, and pair, only within one machine, as the study's own comparisons do."""
     unit = "waves" if concurrency > 1 else "requests"  # what `level_series` keys them by
-    spread = launch_spread([sa, sb])
-    first = paired_ratio(sa[:1], sb[:1], spread, unit=unit)
-    if spread is None or first is None:
+    machines = machines_of([*a, *b])
+
+    def on(side: list[StoredTrial], machine: str) -> list[StoredTrial]:
+        return [t for t in side if (t.machine or "") == machine]
+
+    series = {t.number: _series(t, concurrency, metric) for t in [*a, *b]}
+    spread = launch_spread([[series[t.number] for t in on(side, m)] for side in (a, b) for m in machines])
+    if spread is None:
         return None
-    # one launch each, s and e taken as known: 1.96 sqrt(2 e^2 / n + 2 tau^2) (`autospec.metrics.paired`)
     noise = spread.noise_sd if spread.noise_sd is not None else 0.0
-    known_half = _Z95 * math.sqrt(2 * noise**2 / first.matched + 2 * spread.launch_sd() ** 2)
-    later = []
-    for x, y in zip(sa[1:], sb[1:], strict=False):
-        pair = paired_ratio([x], [y], spread)
-        if pair is not None:
-            later.append((pair.ratio, first.lo <= pair.ratio <= first.hi))
-    return LevelCheck(concurrency, spread, first, known_half, tuple(later), _unpaired(a[0], b[0], concurrency, metric))
+    pairs = []
+    for m in machines:
+        for x, y in zip(on(a, m), on(b, m), strict=False):
+            c = paired_ratio([series[x.number]], [series[y.number]], spread, unit=unit)
+            if c is not None:
+                # one launch each, s and e taken as known: 1.96 sqrt(2 e^2 / n + 2 tau^2) (`autospec.metrics.paired`)
+                known = _Z95 * math.sqrt(2 * noise**2 / c.matched + 2 * spread.launch_sd() ** 2)
+                pairs.append(Pair(m, x.number, y.number, c, known))
+    if not pairs:
+        return None
+    factors = []
+    for name, side in (("A", a), ("B", b)):
+        home = [series[t.number] for t in on(side, machines[0])]
+        for m in machines[1:]:
+            there = [series[t.number] for t in on(side, m)]
+            factor = paired_ratio(there, home, spread, unit=unit) if there and home else None
+            if factor is not None:
+                factors.append((name, m, factor))
+    unpaired = _unpaired(a[0], b[0], concurrency, metric)
+    return LevelCheck(concurrency, spread, tuple(pairs), unpaired, tuple(factors))
 
 
 def _unpaired(a: StoredTrial, b: StoredTrial, concurrency: int, metric: str) -> Comparison | None:
@@ -134,33 +178,47 @@ def report(trials: list[StoredTrial]) -> list[str]:
     if len(groups) != 2:
         raise SystemExit(f"paired_launches: the study measured {len(groups)} configurations; it needs exactly two")
     a, b = groups
+    machines = machines_of([*a, *b])
+    shares = dict(measuring_shares([*a, *b]))
     lines = [
-        f"A = {dict(a[0].params)} (trials {[t.number for t in a]}); B = {dict(b[0].params)} (trials {[t.number for t in b]})"
+        f"A = {dict(a[0].params)} (trials {[t.number for t in a]}); B = {dict(b[0].params)} (trials {[t.number for t in b]})",
+        *(f"machine {i + 1}: {m or 'unrecorded'}" for i, m in enumerate(machines)),
     ]
     for concurrency, metric in LEVELS:
         c = check_level(a, b, concurrency, metric)
         if c is None:
             lines.append(f"C={concurrency}: no per-position figures on both sides")
             continue
-        f = c.first
         noise = f"{c.spread.noise_sd:.2%} ({c.spread.noise_df} df)" if c.spread.noise_sd is not None else "unmeasured"
-        lines += [
-            f"C={concurrency} {metric}: spread s {c.spread.sd:.2%} ({c.spread.df} df), per-position noise e {noise}, "
-            f"floor 1.96 x sqrt(2) x s = +-{c.floor:.2%}",
-            f"  first pair: x{f.ratio:.4f} (95% {f.lo:.4f}-{f.hi:.4f}, {f.matched} {f.unit} matched, {f.dropped} dropped): "
-            f"{c.over_floor:.2f} x the floor as reported (prior on s), {c.known_over_floor:.2f} x with s known",
-            "  the same two launches unpaired (each one's own interval): "
-            + (f"x{c.unpaired.ratio:.4f} (95% {c.unpaired.lo:.4f}-{c.unpaired.hi:.4f})" if c.unpaired else "none"),
-            "  later pairs: " + (", ".join(f"x{r:.4f} {'inside' if ok else 'OUTSIDE'}" for r, ok in c.later) or "none"),
-        ]
-    shares = measuring_shares([*a, *b])
-    lines.append("measuring share per launch: " + ", ".join(f"trial {n} {s:.0%}" for n, s in shares))
+        lines.append(
+            f"C={concurrency} {metric}: spread s {c.spread.sd:.2%} ({c.spread.df} df, within machines), per-position "
+            f"noise e {noise}, floor 1.96 x sqrt(2) x s = +-{c.floor:.2%}"
+        )
+        for i, p in enumerate(c.pairs):
+            f = p.comparison
+            inside = "" if i == 0 else (" inside the first" if c.first.lo <= f.ratio <= c.first.hi else " OUTSIDE the first")
+            lines.append(
+                f"  machine {machines.index(p.machine) + 1}, trials {p.a}/{p.b} (measuring {shares.get(p.a, 0):.0%}/"
+                f"{shares.get(p.b, 0):.0%}): x{f.ratio:.4f} (95% {f.lo:.4f}-{f.hi:.4f}, {f.matched} {f.unit} matched, "
+                f"{f.dropped} dropped){inside}; {c.over_floor(p):.2f} x the floor as reported, "
+                f"{c.known_over_floor(p):.2f} x with s and e known"
+            )
+        lines.append(
+            "  the first two launches unpaired (each one's own interval): "
+            + (f"x{c.unpaired.ratio:.4f} (95% {c.unpaired.lo:.4f}-{c.unpaired.hi:.4f})" if c.unpaired else "none")
+        )
+        for name, m, f in c.factors:
+            lines.append(
+                f"  machine {machines.index(m) + 1} over machine 1, {name}'s launches paired: x{f.ratio:.4f} "
+                f"(95% {f.lo:.4f}-{f.hi:.4f}, {f.launches[0]} and {f.launches[1]} launches)"
+            )
+    lines.append("measuring share per launch: " + ", ".join(f"trial {n} {s:.0%}" for n, s in sorted(shares.items())))
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fixture", default="real_8b_paired_steps56.db.gz", help="a gzipped study under tests/fixtures")
+    p.add_argument("--fixture", default="real_8b_paired_two_machines.db.gz", help="a gzipped study under tests/fixtures")
     p.add_argument("--storage", help="a study's storage URL instead of the fixture")
     p.add_argument("--study", default="steps-5-6")
     args = p.parse_args(argv)

@@ -215,7 +215,8 @@ def test_real_landscape_replays_the_tiny_grid(tmp_path: Path) -> None:
 def test_paired_launches_checks_both_levels_of_the_fixture(tmp_path: Path) -> None:
     out = run_script(tmp_path, "paired_launches.py")
     assert re.search(r"^C=1 output_tok_s: spread s .* floor 1\.96 x sqrt\(2\) x s = \+-", out, re.MULTILINE), out
-    assert len(re.findall(r"^  first pair: x\d\.\d{4} \(95% ", out, re.MULTILINE)) == 2, out
+    assert len(re.findall(r"^  machine 1, trials 0/1 \(measuring \d+%/\d+%\): x\d\.\d{4} \(95% ", out, re.MULTILINE)) == 2, out
+    assert len(re.findall(r"^  machine 2 over machine 1, [AB]'s launches paired: x\d\.\d{4}", out, re.MULTILINE)) == 4, out
     assert "measuring share per launch: trial " in out
     other = ("--fixture", "real_8b_standalone_study.db.gz", "--study", "real-8b-standalone")  # six configurations
     bad = run_script(tmp_path, "paired_launches.py", *other, ok=False)

@@ -7,7 +7,11 @@ What the code must compute from these records without a GPU: every launch measur
 positions of the stream (the study's stream floor), so the pick's comparison pairs over all of
 them with none dropped; relaunches measure the per-request noise that does not repeat, and with
 it the paired interval of one launch each is narrower than the two launches' own intervals
-combined and close to the floor the between-launch spread sets; the later pair lands inside."""
+combined and close to the floor the between-launch spread sets; the later pair lands inside.
+
+real_8b_paired_two_machines.db.gz is the same study continued on a second H100 (trials 7-9,
+docs/validation/2026-12-06-h100-control-and-grid.md): launches pool and pair only within a
+machine, and both configurations read the same machine factor."""
 
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ def test_one_launch_each_pairs_close_to_the_floor_at_c1(storage: str) -> None:
     assert check is not None and check.spread.noise_df >= 8  # relaunches measured the per-request noise
     first, unpaired = check.first, check.unpaired
     assert unpaired is not None and first.hi / first.lo < unpaired.hi / unpaired.lo
-    assert check.known_over_floor < 1.6  # s from 3 degrees of freedom sits below e's own share of a launch mean
+    assert check.known_over_floor(check.pairs[0]) < 1.6  # s from 3 degrees of freedom sits below e's own share of a launch mean
     assert check.later and all(inside for _, inside in check.later)
 
 
@@ -52,3 +56,32 @@ def test_c32_waves_carry_noise_that_does_not_repeat(storage: str) -> None:
     assert check is not None and check.first.unit == "waves" and check.first.matched == 34
     # after the first wave the closed loop scrambles which requests share a wave
     assert check.spread.noise_sd is not None and check.spread.noise_sd > 2 * check.spread.sd
+
+
+@pytest.fixture(scope="module")
+def two_machines(tmp_path_factory) -> tuple[list, list]:
+    storage = unpacked_storage(tmp_path_factory.mktemp("paired2"), "real_8b_paired_two_machines.db.gz")
+    a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "steps-5-6"))
+    return a, b
+
+
+def test_launches_pool_and_pair_only_within_one_machine(two_machines) -> None:
+    a, b = two_machines
+    machines = paired_launches.machines_of([*a, *b])
+    assert len(machines) == 2
+    check = paired_launches.check_level(a, b, 1, "output_tok_s")
+    assert check is not None
+    assert check.spread.df == 4  # A: 2 + 2 launches, B: 3 + 1, one degree lost per machine's group
+    assert [(p.machine, p.a, p.b) for p in check.pairs] == [(machines[0], 0, 1), (machines[0], 2, 3), (machines[1], 7, 8)]
+    assert all(inside for _, inside in check.later)  # C=1: every later pair, on either machine, inside the first
+
+
+def test_both_configurations_read_the_same_machine_factor(two_machines) -> None:
+    a, b = two_machines
+    for concurrency, metric in paired_launches.LEVELS:
+        check = paired_launches.check_level(a, b, concurrency, metric)
+        assert check is not None
+        (_, _, fa), (_, _, fb) = check.factors
+        assert fb.lo < fa.ratio < fb.hi and fa.lo < fb.ratio < fa.hi, (concurrency, fa, fb)
+    # the second H100 reads 16-18% faster at C=32 for both, beyond either interval
+    assert all(f.lo > 1.05 for _, _, f in check.factors)

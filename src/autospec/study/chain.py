@@ -315,7 +315,8 @@ class TrialChain:
         the level's objectives, else [bench] `max_share_of_launch`), split evenly over
         the levels; a level's cap is cumulative (what earlier levels left unused passes
         on), counted from the start of the trial's benchmark. `stream`: the study's stream
-        per level (`PrecisionGoal.stream_requests`)."""
+        per level (`PrecisionGoal.stream_requests`); a level short of it may measure up to
+        the whole launch's cap (`PrecisionGoal.stream_cap_s`)."""
         b = self.space.bench
         if not b.precision:
             return {}
@@ -331,9 +332,12 @@ class TrialChain:
             figures.setdefault(c.concurrency, []).append(Figure(c.metric, b.target_rel_ci, low=c.min, high=c.max))
             shares[c.concurrency] = max(shares.get(c.concurrency, 0.0), b.max_share_of_launch)
         goals: dict[int, PrecisionGoal] = {}
+        level_caps = [
+            shares.get(level, b.max_share_of_launch) * max(launch_s, 0.0) / len(b.concurrency) for level in b.concurrency
+        ]
         cap = 0.0
-        for level in b.concurrency:
-            cap += shares.get(level, b.max_share_of_launch) * max(launch_s, 0.0) / len(b.concurrency)
+        for level, level_cap in zip(b.concurrency, level_caps, strict=True):
+            cap += level_cap
             if level in figures:
                 goals[level] = PrecisionGoal(
                     figures=tuple(figures[level]),
@@ -342,6 +346,7 @@ class TrialChain:
                     cap_s=cap,
                     max_error_rate=b.max_error_rate,
                     stream_requests=(stream or {}).get(level, 0),
+                    stream_cap_s=sum(level_caps),
                 )
         return goals
 
