@@ -269,3 +269,10 @@ def test_stall_probe_reads_a_probe_folder(tmp_path: Path) -> None:
     out = run_script(tmp_path, "stall_probe.py", str(folder))
     assert re.search(r"6 whole seconds of the one-client C=32 run", out), out
     assert "correlation of client tokens/s with server decode steps/s" in out
+
+
+def test_accept_by_depth_prints_measured_and_predicted_acceptance(tmp_path: Path) -> None:
+    out = run_script(tmp_path, "accept_by_depth.py")
+    rows = table_rows(out, "| steps | top-k |")
+    assert len(rows) >= 10 and all(len(r[5].split()) == int(r[0]) for r in rows)  # one share per depth
+    assert re.search(r"^accept length, predicted over measured: median \|log\| \d\.\d{3}, worst \d\.\d{3}$", out, re.M), out

@@ -1,0 +1,58 @@
+"""The `real-8b-standalone` grid continued on an H100 with real SGLang 0.5.16
+(tests/fixtures/real_8b_standalone_grid_h100.db.gz; docs/validation/2026-12-06-h100-control-and-grid.md):
+12 of the space's 30 configurations and both references, drawn at random, each level's
+records holding SGLang's per-request `spec_correct_drafts_histogram`.
+
+What the code must compute from these records without a GPU: the accept histogram each level
+kept agrees with the accept length the level reports; the model, fitted on the mean accept
+lengths of the other launches, predicts every launch's accept length; and the acceptance by
+depth is graded as the issue asks (its spread between the best and the worst configuration)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from tests.model.replay import unpacked_storage
+
+from autospec.records import read_trials
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import accept_by_depth
+
+
+@pytest.fixture(scope="module")
+def trials(tmp_path_factory) -> list:
+    storage = unpacked_storage(tmp_path_factory.mktemp("grid"), "real_8b_standalone_grid_h100.db.gz")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return read_trials(optuna.load_study(study_name="real-8b-standalone-grid", storage=storage))
+
+
+def test_each_levels_histogram_gives_the_accept_length_it_reports(trials) -> None:
+    checked = 0
+    for t, _ in accept_by_depth.launches(trials):
+        for level in t.record.bench.values():
+            histogram = level["accept_by_depth"]
+            steps = sum(histogram)
+            mean = sum(k * n for k, n in enumerate(histogram)) / steps
+            # the level's figure counts the tokens a request emitted, which its last verify step may cut short
+            assert level["accept_length"] == pytest.approx(1 + mean, rel=0.01), (t.number, histogram)
+            checked += 1
+    assert checked >= 20
+
+
+def test_the_model_fitted_without_a_launch_predicts_its_accept_length(trials) -> None:
+    rows = accept_by_depth.rows(trials)
+    assert len(rows) >= 10 and {r.topk for r in rows} == {1, 2, 4}
+    for r in rows:
+        assert r.predicted == pytest.approx(r.measured, rel=0.05), r
+
+
+def test_acceptance_is_graded_across_the_grid_and_by_depth(trials) -> None:
+    rows = accept_by_depth.rows(trials)
+    lengths = [r.measured for r in rows]
+    assert max(lengths) - min(lengths) >= 1.0  # the issue's spread, here 1.96 to 5.57
+    for r in rows:
+        assert len(r.reached) == r.steps and all(x >= y for x, y in zip(r.reached, r.reached[1:], strict=False))
