@@ -30,8 +30,8 @@ import optuna
 from autospec.config import load_search_space
 from autospec.model import Observation, observation_from_record
 from autospec.model.acceptance import ACCEPTANCE, position_acceptance
-from autospec.model.priors import LAYOUT
 from autospec.model.performance import PerformanceModel
+from autospec.model.priors import LAYOUT
 from autospec.records import StoredTrial, read_trials
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,37 +61,47 @@ def reached_shares(histogram: list[int] | tuple[int, ...]) -> tuple[float, ...]:
     return tuple(sum(histogram[d:]) / total for d in range(1, len(histogram))) if total else ()
 
 
-def launches(trials: list[StoredTrial]) -> list[tuple[StoredTrial, Observation]]:
-    """The measured speculative search launches with an accept histogram at C=1, and their
-    observations (references left out: a reference that leaves the shape to SGLang records
-    no steps, top-k or draft tokens)."""
+@dataclass(frozen=True)
+class Launch:
+    """A measured speculative search launch: its observation, C=1 accept histogram and accept length."""
+
+    number: int
+    observation: Observation
+    histogram: tuple[int, ...]
+    accept: float
+
+
+def launches(trials: list[StoredTrial]) -> list[Launch]:
+    """The measured speculative search launches with an accept histogram at C=1 (references
+    left out: a reference that leaves the shape to SGLang records no steps, top-k or draft
+    tokens)."""
     flags = load_search_space(str(SPACE)).server.flags
     out = []
     for t in trials:
         if not t.has_measurement or t.record is None or t.markers.reference is not None:
             continue
-        level = t.record.bench.get(1) or {}
-        observation = observation_from_record(t.record, base_flags=flags)
-        if observation is not None and level.get("accept_by_depth") and observation.shape.speculative:
-            out.append((t, observation))
+        histogram = (t.record.bench.get(1) or {}).get("accept_by_depth")
+        o = observation_from_record(t.record, base_flags=flags)
+        accept = o.value("accept_length", 1) if o is not None else None
+        if o is not None and histogram and accept is not None and o.shape.speculative:
+            out.append(Launch(t.number, o, tuple(histogram), float(accept)))
     return out
 
 
 def rows(trials: list[StoredTrial]) -> list[Row]:
     found = launches(trials)
     out = []
-    for t, o in found:
-        model = PerformanceModel([other for u, other in found if u.number != t.number])
+    for launch in found:
+        model = PerformanceModel([other.observation for other in found if other.number != launch.number])
         thetas = model.draws(np.random.default_rng(0), DRAWS)
-        predicted = float(np.median(model.accept_draws(thetas, [o.shape])))
-        s = o.shape
+        s = launch.observation.shape
+        predicted = float(np.median(model.accept_draws(thetas, [s])))
         chain = None
         if s.width == 1:
             a = position_acceptance(thetas[:, LAYOUT.block(ACCEPTANCE.name)], s.depth)
             chain = tuple(float(x) for x in np.median(np.cumprod(a, axis=1), axis=0))
-        histogram = (t.record.bench.get(1) or {})["accept_by_depth"]
-        measured = float(o.value("accept_length", 1))
-        out.append(Row(t.number, s.depth, s.width, s.draft, measured, predicted, reached_shares(histogram), chain))
+        shares = reached_shares(launch.histogram)
+        out.append(Row(launch.number, s.depth, s.width, s.draft, launch.accept, predicted, shares, chain))
     return sorted(out, key=lambda r: (r.topk, r.steps, r.draft))
 
 
@@ -104,9 +114,7 @@ def table(found: list[Row]) -> list[str]:
     for r in found:
         measured = " ".join(f"{x:.2f}" for x in r.reached)
         predicted = " ".join(f"{x:.2f}" for x in r.predicted_reached) if r.predicted_reached else "-"
-        lines.append(
-            f"| {r.steps} | {r.topk} | {r.draft} | {r.measured:.2f} | {r.predicted:.2f} | {measured} | {predicted} |"
-        )
+        lines.append(f"| {r.steps} | {r.topk} | {r.draft} | {r.measured:.2f} | {r.predicted:.2f} | {measured} | {predicted} |")
     return lines
 
 

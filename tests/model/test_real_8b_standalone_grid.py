@@ -32,26 +32,30 @@ def trials(tmp_path_factory) -> list:
 
 def test_each_levels_histogram_gives_the_accept_length_it_reports(trials) -> None:
     checked = 0
-    for t, _ in accept_by_depth.launches(trials):
-        for level in t.record.bench.values():
+    by_number = {t.number: t for t in trials}
+    for launch in accept_by_depth.launches(trials):
+        for level in by_number[launch.number].record.bench.values():
             histogram = level["accept_by_depth"]
             steps = sum(histogram)
             mean = sum(k * n for k, n in enumerate(histogram)) / steps
             # the level's figure counts the tokens a request emitted, which its last verify step may cut short
-            assert level["accept_length"] == pytest.approx(1 + mean, rel=0.01), (t.number, histogram)
+            assert level["accept_length"] == pytest.approx(1 + mean, rel=0.01), (launch.number, histogram)
             checked += 1
     assert checked >= 20
 
 
-def test_the_model_fitted_without_a_launch_predicts_its_accept_length(trials) -> None:
-    rows = accept_by_depth.rows(trials)
+@pytest.fixture(scope="module")
+def rows(trials) -> list:
+    return accept_by_depth.rows(trials)  # one model fit per launch
+
+
+def test_the_model_fitted_without_a_launch_predicts_its_accept_length(rows) -> None:
     assert len(rows) >= 10 and {r.topk for r in rows} == {1, 2, 4}
     for r in rows:
         assert r.predicted == pytest.approx(r.measured, rel=0.05), r
 
 
-def test_acceptance_is_graded_across_the_grid_and_by_depth(trials) -> None:
-    rows = accept_by_depth.rows(trials)
+def test_acceptance_is_graded_across_the_grid_and_by_depth(rows) -> None:
     lengths = [r.measured for r in rows]
     assert max(lengths) - min(lengths) >= 1.0  # the spread, here 1.96 to 5.57
     for r in rows:
