@@ -59,10 +59,21 @@ def test_c32_waves_carry_noise_that_does_not_repeat(storage: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_machines(tmp_path_factory) -> tuple[list, list]:
-    storage = unpacked_storage(tmp_path_factory.mktemp("paired2"), "real_8b_paired_two_machines.db.gz")
-    a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "steps-5-6"))
+def two_machines_storage(tmp_path_factory) -> str:
+    return unpacked_storage(tmp_path_factory.mktemp("paired2"), "real_8b_paired_two_machines.db.gz")
+
+
+@pytest.fixture(scope="module")
+def two_machines(two_machines_storage) -> tuple[list, list]:
+    a, b = paired_launches.launches_by_config(paired_launches.study_trials(two_machines_storage, "steps-5-6"))
     return a, b
+
+
+def test_a_configuration_relaunched_on_the_second_machine_is_not_its_own_runner_up(two_machines_storage) -> None:
+    report = pareto_json("steps-5-6", two_machines_storage)
+    latency = report["recommendations"]["latency"]
+    assert latency["number"] == 0 and latency["runner_up"]["number"] == 1  # B, not A's launches on machine 2
+    assert report["counts"]["measured"] == 2
 
 
 def test_launches_pool_and_pair_only_within_one_machine(two_machines) -> None:

@@ -3,12 +3,14 @@ with the search trials that ran the same server, and named by the reference."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import optuna
 
 from autospec.records import TrialClass, objective_groups, pareto_front
 from autospec.records.launches import ObjectiveRef, pool_study
 from autospec.records.schema import Markers, TrialRecord
-from autospec.records.servers import launch_groups, server_key
+from autospec.records.servers import launch_groups, launches_elsewhere, server_key
 from autospec.records.stored import StoredTrial
 
 REFS = [ObjectiveRef(0, "output_tok_s", 1), ObjectiveRef(1, "agg_output_tok_s", 32)]
@@ -102,3 +104,24 @@ def test_levels_that_are_not_objectives_pool_over_the_same_server_too():
     levels = pool_levels(trials, ["agg_output_tok_s"])
     assert levels[0][("agg_output_tok_s", 1)].value == levels[1][("agg_output_tok_s", 1)].value == 225.0
     assert levels[1][("agg_output_tok_s", 32)].value == 1800.0  # queue-bound there: its own figure
+
+
+def on(machine: str, t: StoredTrial) -> StoredTrial:
+    return dataclasses.replace(t, worker={"host": "h", "machine": machine})
+
+
+def test_a_server_is_one_configuration_across_machines_and_a_confirmation_pools_where_it_ran():
+    # on the H100s of 2026-12-06: --remeasure relaunches of a configuration on a second machine became
+    # a second front entry, and pareto named the same configuration its own runner-up
+    trials = [
+        on("h/GPU-1", launch(0, 727.0, 8000.0, steps=6)),
+        on("h/GPU-1", launch(1, 658.0, 7100.0, steps=5)),
+        on("h/GPU-2", launch(2, 692.0, 9400.0, steps=6)),  # a relaunch after the move
+        on("h/GPU-2", launch(3, 600.0, 9000.0, steps=4)),  # a configuration measured only there
+        on("h/GPU-2", launch(4, 650.0, 7200.0, steps=5, confirm_of=1)),  # a confirmation
+    ]
+    groups = launch_groups(trials)
+    assert {n: [t.number for t in g] for n, g in groups.items()} == {0: [0], 1: [1, 4], 3: [3]}
+    assert launches_elsewhere(trials, groups) == {2: 0}
+    front = [t.number for t in pareto_front(trials, [True, True], [1, 32])]
+    assert 2 not in front

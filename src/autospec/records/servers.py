@@ -12,9 +12,12 @@ and `pareto --json` all read their configurations from here.
   the same server as a reference joins the reference's configuration, which is then
   named by the reference (a deployable server whose flags SGLang chooses), else by its
   first launch. A reference that broke an SLO is no configuration (it cannot be served).
-  Launches pool only within one machine (`StoredTrial.machine`), and a control relaunch
-  on another machine (`Markers.control == "machine"`) is in no group: it measures the
-  machine factor (`autospec.records.machines`).
+  Launches pool only within one machine (`StoredTrial.machine`), and a server has one
+  configuration: a control relaunch on another machine (`Markers.control == "machine"`)
+  and any later launch of a server measured first on another machine (a `--remeasure`
+  relaunch or a retry after the study moved) are in no group; the control measures the
+  machine factor (`autospec.records.machines`). A confirmation relaunch pools with the
+  trial it relaunches.
 - **The same server at one concurrency** (`objective_groups`): configurations that differ
   only in flags that size the KV pool (`POOL_SIZING_FLAGS`, such as
   `mem_fraction_static`) ran the same batches at C when each of their launches held all C
@@ -30,7 +33,7 @@ from collections.abc import Sequence
 from autospec.records.stored import StoredTrial, TrialClass
 from autospec.sglang_facts import POOL_SIZING_FLAGS, dedup_key
 
-__all__ = ["server_key", "is_configuration", "launch_groups", "objective_groups", "holds_level"]
+__all__ = ["server_key", "is_configuration", "launch_groups", "launches_elsewhere", "objective_groups", "holds_level"]
 
 
 def server_key(t: StoredTrial, ignore: frozenset[str] = frozenset()) -> str | None:
@@ -62,12 +65,16 @@ def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]
     groups: dict[int, list[StoredTrial]] = {}
     root_of: dict[int, int] = {}  # trial number -> the first launch of its configuration
     first_of: dict[str, int] = {}
+    machine_of: dict[str, str] = {}  # server -> the machine its configuration was measured on
     for t in sorted(trials, key=lambda t: t.number):
         if not is_configuration(t) or (t.values is None and not t.has_measurement):
             continue
         if t.markers.control == "machine":  # another machine: compared through it (records.machines), not pooled
             continue
         confirm_of = t.markers.confirm_of
+        server = server_key(t)
+        if confirm_of is None and server is not None and machine_of.setdefault(server, t.machine or "") != (t.machine or ""):
+            continue  # the server is a configuration on another machine already: one front entry per server
         key = _machine_key(t)
         if confirm_of is not None:
             root = root_of.get(confirm_of)
@@ -84,6 +91,21 @@ def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]
         groups[root].append(t)
         root_of[t.number] = root
     return {_name(group): group for group in groups.values()}
+
+
+def launches_elsewhere(trials: Sequence[StoredTrial], groups: dict[int, list[StoredTrial]]) -> dict[int, int]:
+    """Measured launches in no group of `launch_groups` whose server is a configuration
+    measured on another machine (controls included) -> that configuration's name."""
+    named = {key: group for group in groups.values() if (key := server_key(group[0])) is not None}
+    members = {t.number for group in groups.values() for t in group}
+    out = {}
+    for t in trials:
+        if not t.launched or not t.has_measurement or t.number in members:
+            continue
+        group = named.get(server_key(t) or "")
+        if group is not None and (t.machine or "") != (group[0].machine or ""):
+            out[t.number] = _name(group)
+    return out
 
 
 def _machine_key(t: StoredTrial, ignore: frozenset[str] = frozenset()) -> str | None:

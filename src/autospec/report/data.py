@@ -39,6 +39,7 @@ from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_fron
 from autospec.records import dominates as _dominates
 from autospec.records.launches import ObjectiveRef, level_interval, level_series, level_settled, pool_levels, pool_study
 from autospec.records.machines import MachineFactor, machine_factors, machine_of, through_factor
+from autospec.records.servers import launches_elsewhere
 
 __all__ = [
     "counts_line",
@@ -421,6 +422,8 @@ def snapshot(study: Any) -> StudyData:
         views[number] = _pooled(
             views[number], len(group), classes, objectives, pooled.configurations[number], pooled.pooled_with[number]
         )
+    for elsewhere, name in launches_elsewhere(trials, groups).items():  # a configuration on another machine
+        views[elsewhere] = replace(views[elsewhere], kind="relaunch", confirm_of=name)
     for number, figures in pool_levels(trials, LEVEL_METRICS).items():
         measures = {key: Measure(p.value, p.half) for key, p in figures.items() if math.isfinite(p.value)}
         views[number] = replace(views[number], level_pooled=measures)
