@@ -145,7 +145,8 @@ def test_sigterm_during_the_bisection_exits_with_one_line_and_keeps_every_finish
     with open(folder / "capacity.csv", newline="") as f:
         assert [int(r["concurrency"]) for r in csv.DictReader(f)] == sorted(levels)
     assert "Traceback" not in tuner.stdout + tuner.stderr
-    assert not processes_mentioning(_port_of(curve))  # the server was stopped
+    port = _port_of(curve)  # the server was stopped (another xdist worker's simulator may hold these digits elsewhere)
+    assert not [c for c in processes_mentioning(port).values() if f" --port {port} " in f"{c} "]
 
 
 @pytest.mark.slow
