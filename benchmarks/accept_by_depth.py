@@ -18,7 +18,6 @@ docs/validation/2026-12-06-h100-control-and-grid.md). Per speculative launch at 
 from __future__ import annotations
 
 import argparse
-import gzip
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+from paired_launches import fixture_storage  # the sibling script: one gzip fixture loader
 
 from autospec.config import load_search_space
 from autospec.model import Observation, observation_from_record
@@ -126,11 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
-        storage = args.storage
-        if storage is None:
-            path = Path(tmp) / "study.db"
-            path.write_bytes(gzip.decompress((ROOT / "tests" / "fixtures" / args.fixture).read_bytes()))
-            storage = f"sqlite:///{path}"
+        storage = args.storage or fixture_storage(args.fixture, Path(tmp))
         found = rows(read_trials(optuna.load_study(study_name=args.study, storage=storage)))
     if len(found) < 3:
         raise SystemExit(f"accept_by_depth: {len(found)} launches with accept histograms; the model needs at least 3")

@@ -75,7 +75,7 @@ def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]
         server = server_key(t)
         if confirm_of is None and server is not None and machine_of.setdefault(server, t.machine or "") != (t.machine or ""):
             continue  # the server is a configuration on another machine already: one front entry per server
-        key = _machine_key(t)
+        key = None if server is None else f"{server}@{t.machine or ''}"  # `_machine_key`, from the key read above
         if confirm_of is not None:
             root = root_of.get(confirm_of)
         else:
