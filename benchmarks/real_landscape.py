@@ -1,10 +1,12 @@
-"""The model on a real landscape: NGRAM on a random-weight model with real SGLang 0.5.16 on
-one H200, every configuration of a grid measured. Two grids (`--grid`):
+"""The model on a real landscape: every configuration of a grid measured with real SGLang 0.5.16
+on a GPU. Three grids (`--grid`):
 
 - `tiny` (default): `real-tiny-ngram-breadth` on the tiny target, CPU-bound at C=32
   (tests/fixtures/real_ngram_grid.json; docs/validation/2026-12-01-h200-model-on-real-sglang.md, "The model on real SGLang");
 - `8b`: `real-8b-ngram` on the 8B-shaped target, GPU-bound, temperature 1 and top_k 4
-  (tests/fixtures/real_8b_ngram_grid.json; docs/validation/2026-12-02-h200-8b-grid.md, "The 8B-shaped target").
+  (tests/fixtures/real_8b_ngram_grid.json; docs/validation/2026-12-02-h200-8b-grid.md, "The 8B-shaped target");
+- `standalone`: `real-8b-standalone`, the trained pair (STANDALONE, greedy) on two H100s, 25 of 30
+  configurations so far (tests/fixtures/real_8b_standalone_grid.json; docs/validation/2026-12-06-h100-grid-continued.md).
 
     # once, from the study the H200 run left (tools/gpu/run_study.sh's study-state.tar.xz):
     .venv/bin/python benchmarks/real_landscape.py --write-fixture path/to/study-state.tar.xz --study ngram-model
@@ -15,7 +17,7 @@ one H200, every configuration of a grid measured. Two grids (`--grid`):
 
 Prints the hypervolume ratio, against every configuration measured, of
 
-- the real study's own first launches (the model chose them on the H200),
+- the real study's own first launches (the model chose them on the GPU; none for a grid measured in random order),
 - a replay of `--sampler model` against the fixture (tests/model/replay.py: each launch
   is answered with the recorded trial of that configuration), and
 - random search among the configurations (the median and the 10th percentile over 20,000
@@ -28,12 +30,14 @@ normalised between the worst and the best configuration measured.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import statistics
 import sys
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,11 @@ from autospec.model import hypervolume_ratio  # noqa: E402
 GRIDS = {
     "tiny": ("real_ngram_grid.json", "src/autospec/search_spaces/real-tiny-ngram-breadth.toml", "ngram-model"),
     "8b": ("real_8b_ngram_grid.json", "src/autospec/search_spaces/real-8b-ngram.toml", "real-8b-ngram"),
+    "standalone": (
+        "real_8b_standalone_grid.json",
+        "src/autospec/search_spaces/real-8b-standalone.toml",
+        "real-8b-standalone-grid",
+    ),
 }
 
 
@@ -71,7 +80,7 @@ def write_fixture(source: Path, study: str, model_launches: int, fixture: str, s
         rows: list[dict[str, Any]] = []
         seen: set[str] = set()
         for t in read_trials(loaded):
-            if not t.has_measurement or t.record is None or key(t.record.candidate) in seen:
+            if not t.has_measurement or t.record is None or t.markers.reference is not None or key(t.record.candidate) in seen:
                 continue
             seen.add(key(t.record.candidate))
             attrs = t.record.to_attrs()
@@ -90,6 +99,20 @@ def write_fixture(source: Path, study: str, model_launches: int, fixture: str, s
     head = json.dumps({"space": space, "study": study, "source": str(source)})[:-1]
     out.write_text(head + ', "launches": [\n' + ",\n".join(json.dumps(r) for r in rows) + "\n]}\n")  # a launch per line
     return out
+
+
+#: the short names a candidate's flags are printed under
+SHORT = {
+    "speculative_num_steps": "steps",
+    "speculative_eagle_topk": "topk",
+    "speculative_num_draft_tokens": "draft",
+    "speculative_ngram_max_bfs_breadth": "breadth",
+}
+
+
+def label(candidate: Mapping[str, Any]) -> str:
+    """`steps  3, topk  1, draft  4` (the flags of `SHORT` the candidate sets)."""
+    return ", ".join(f"{short} {candidate[name]:>2}" for name, short in SHORT.items() if name in candidate)
 
 
 def random_ratios(values: list[list[float]], k: int, orders: int = 20_000) -> list[float]:
@@ -115,22 +138,21 @@ def main() -> int:
     for row in data["launches"]:
         c = row["attrs"]["candidate"]
         print(
-            f"  trial {row['number']:>2} ({row['sampler']}): draft {c['speculative_num_draft_tokens']:>2}, breadth "
-            f"{c['speculative_ngram_max_bfs_breadth']:>2}: {row['values'][0]:,.0f} tok/s at C=1, "
+            f"  trial {row['number']:>2} ({row['sampler']}): {label(c)}: {row['values'][0]:,.0f} tok/s at C=1, "
             f"{row['values'][1]:,.0f} tok/s at C=32"
         )
     real = [row["values"] for row in data["launches"] if row["sampler"] == "model"]
-    replayed = [records[key(c)].values for c in replay(space, records, len(records))]
+    # a grid still being measured: the replay stops where the model asks for a configuration not in it
+    asked = replay(space, records, len(records))
+    replayed = [records[key(c)].values for c in itertools.takewhile(lambda c: key(c) in records, asked)]
     print()
-    print("| launches | the H200 study (model) | replay (model) | random: median | random: 10th percentile |")
+    print("| launches | the real study (model) | replay (model) | random: median | random: 10th percentile |")
     print("|---|---|---|---|---|")
     for k in range(2, len(records) + 1):
         rand = random_ratios(every, k)
         real_k = f"{hypervolume_ratio(real[:k], every, maximize):.3f}" if k <= len(real) else "-"
-        print(
-            f"| {k} | {real_k} | {hypervolume_ratio(replayed[:k], every, maximize):.3f} | "
-            f"{statistics.median(rand):.3f} | {rand[len(rand) // 10]:.3f} |"
-        )
+        replay_k = f"{hypervolume_ratio(replayed[:k], every, maximize):.3f}" if k <= len(replayed) else "-"
+        print(f"| {k} | {real_k} | {replay_k} | {statistics.median(rand):.3f} | {rand[len(rand) // 10]:.3f} |")
     print()
     predictions(space, data)
     return 0
@@ -151,8 +173,8 @@ def predictions(space: SearchSpace, data: dict[str, Any], fitted: int = 4) -> No
     pred = model.predict([{**space.server.flags, **r.candidate} for r in rest])
     low, high = pred.interval(0.1, 0.9)
     print(f"fitted on the first {fitted} launches, predicting the other {len(rest)} (10-90% range):")
-    print("| draft | breadth | C=1 measured | C=1 predicted | error | C=32 measured | C=32 predicted | error |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| configuration | C=1 measured | C=1 predicted | error | C=32 measured | C=32 predicted | error |")
+    print("|---|---|---|---|---|---|---|")
     errors: list[list[float]] = [[], []]
     for j, r in enumerate(rest):
         cells = []
@@ -164,8 +186,7 @@ def predictions(space: SearchSpace, data: dict[str, Any], fitted: int = 4) -> No
                 f"{pred.point[j, i]:,.0f} ({low[j, i]:,.0f}-{high[j, i]:,.0f})",
                 f"{errors[i][-1]:+.0%}",
             ]
-        c = r.candidate
-        print(f"| {c['speculative_num_draft_tokens']} | {c['speculative_ngram_max_bfs_breadth']} | " + " | ".join(cells) + " |")
+        print(f"| {label(r.candidate)} | " + " | ".join(cells) + " |")
     for i, t in enumerate(targets):
         print(
             f"{t.name}: median absolute error {statistics.median(abs(e) for e in errors[i]):.1%}, "

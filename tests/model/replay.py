@@ -12,14 +12,16 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import itertools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import optuna
 
 from autospec.config import SearchSpace, load_search_space
+from autospec.model import hypervolume_ratio
 from autospec.records import TrialRecord, TrialStore
 from autospec.space import calibration_points, suggest, to_distribution_params
 from autospec.study.proposing.samplers import ModelSampler
@@ -73,15 +75,50 @@ def replay(
     return launched
 
 
-def check_grid_reads_as_measured(space: SearchSpace, records: Mapping[str, TrialRecord]) -> None:
+def launches_to_reach(
+    found: Sequence[Sequence[float]], every: Sequence[Sequence[float]], maximize: Sequence[bool], share: float = 0.95
+) -> int | None:
+    """How many of `found`'s first launches reach `share` of `every`'s hypervolume (None: never)."""
+    return next((k for k in range(1, len(found) + 1) if hypervolume_ratio(found[:k], every, maximize) >= share), None)
+
+
+def random_reach_rate(every: Sequence[Sequence[float]], maximize: Sequence[bool], k: int, share: float = 0.95) -> float:
+    """The share of all k-subsets of `every` (random search's k distinct launches, counted
+    exactly) whose hypervolume reaches `share` of `every`'s."""
+    subsets = list(itertools.combinations(range(len(every)), k))
+    reached = sum(hypervolume_ratio([every[i] for i in s], every, maximize) >= share for s in subsets)
+    return reached / len(subsets)
+
+
+def check_model_beats_random(
+    space: SearchSpace, records: Mapping[str, TrialRecord], within: int, share: float = 0.95
+) -> tuple[int, float]:
+    """Replay the model sampler against measured `records`: it reaches `share` of the grid's
+    hypervolume within `within` launches, every launch of the way is a measured configuration,
+    and a random subset of as many launches reaches it less often than not. Returns (launches,
+    random rate)."""
+    every = [r.values for r in records.values()]
+    maximize = [o.direction == "maximize" for o in space.objectives]
+    launched = replay(space, records, within)
+    measured = [records[key(c)].values for c in itertools.takewhile(lambda c: key(c) in records, launched)]
+    k = launches_to_reach(measured, every, maximize, share)
+    assert k is not None, f"{within} launches reach {hypervolume_ratio(measured, every, maximize):.3f}: {launched}"
+    assert len({key(c) for c in launched[:k]}) == k, launched
+    rate = random_reach_rate(every, maximize, k, share)
+    assert rate < 0.5, f"the model needs {k} launches; {rate:.0%} of random {k}-subsets of {len(every)} also reach {share}"
+    return k, rate
+
+
+def check_grid_reads_as_measured(space: SearchSpace, records: Mapping[str, TrialRecord], *, complete: bool = True) -> None:
     """What src makes of a measured grid fixture: the space's grid (`autospec.space.grid`)
-    is exactly the measured configurations, and the model reads each record
+    is exactly the measured configurations (holds them, where not `complete`), and the model reads each record
     (`observation_from_record`) with the start-up facts, accept lengths and objective
     values the record holds."""
     from autospec.model import observation_from_record
     from autospec.space import grid
 
-    assert {key(c) for c in grid(space)} == set(records)
+    grid_keys = {key(c) for c in grid(space)}
+    assert grid_keys == set(records) if complete else set(records) <= grid_keys
     for record in records.values():
         obs = observation_from_record(record, base_flags=space.server.flags)
         assert obs is not None and obs.started

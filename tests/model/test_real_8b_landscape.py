@@ -2,20 +2,19 @@
 `real-8b-ngram` (NGRAM draft tokens x the trie's breadth on the 8B-shaped random-weight
 target, temperature 1, top_k 4) measured with real SGLang 0.5.16 on an H200
 (tests/fixtures/real_8b_ngram_grid.json, written by `benchmarks/real_landscape.py --grid 8b`
-from the study of docs/validation/2026-12-02-h200-8b-grid.md, "The 8B-shaped target"). The model sampler,
-which takes the trie's breadth as NGRAM's tree width, reaches this front within 8 launches
+from the study of docs/validation/2026-12-02-h200-8b-grid.md, "The 8B-shaped target"). The model
+sampler, which takes the trie's breadth as NGRAM's tree width, reaches this front in 5 launches,
+where a random 5 of the 10 reach it in 22% of subsets
 (`benchmarks/real_landscape.py --grid 8b` prints the ratio per launch)."""
 
 from __future__ import annotations
 
-from replay import check_grid_reads_as_measured, key, load_grid, replay
+from replay import check_grid_reads_as_measured, check_model_beats_random, load_grid
 
-from autospec.model import hypervolume_ratio, observation_from_record
+from autospec.model import observation_from_record
 from autospec.model.performance import PerformanceModel
 
 SPACE, RECORDS = load_grid("real_8b_ngram_grid.json")
-EVERY = [r.values for r in RECORDS.values()]
-MAXIMIZE = [o.direction == "maximize" for o in SPACE.objectives]
 DRAFT, BREADTH = "speculative_num_draft_tokens", "speculative_ngram_max_bfs_breadth"
 
 
@@ -40,8 +39,6 @@ def test_the_fitted_acceptance_is_partial_and_orders_the_wide_trie_against_the_c
         assert (fitted[(draft, 10)] > fitted[(draft, 1)]) == (measured[(draft, 10)] > measured[(draft, 1)]), draft
 
 
-def test_eight_launches_of_the_model_reach_95_percent_of_the_real_front():
-    launched = replay(SPACE, RECORDS, 8)
-    assert len({key(c) for c in launched}) == 8
-    ratio = hypervolume_ratio([RECORDS[key(c)].values for c in launched], EVERY, MAXIMIZE)
-    assert ratio >= 0.95, f"hypervolume ratio {ratio:.3f} after 8 launches: {launched}"
+def test_the_model_reaches_95_percent_of_the_real_front_in_fewer_launches_than_random_search():
+    launches, rate = check_model_beats_random(SPACE, RECORDS, within=8)
+    assert launches <= 5, (launches, rate)

@@ -1,7 +1,7 @@
-"""The `real-8b-standalone` grid continued on an H100 with real SGLang 0.5.16
-(tests/fixtures/real_8b_standalone_grid_h100.db.gz; docs/validation/2026-12-06-h100-control-and-grid.md):
-12 of the space's 30 configurations and both references, drawn at random, each level's
-records holding SGLang's per-request `spec_correct_drafts_histogram`.
+"""The `real-8b-standalone` grid on two H100s with real SGLang 0.5.16
+(tests/fixtures/real_8b_standalone_grid_h100.db.gz; docs/validation/2026-12-06-h100-control-and-grid.md
+and docs/validation/2026-12-06-h100-grid-continued.md): 25 of the space's 30 configurations and
+both references, each level's records holding SGLang's per-request `spec_correct_drafts_histogram`.
 
 What the code must compute from these records without a GPU: the accept histogram each level
 kept agrees with the accept length the level reports; the model, fitted on the mean accept
@@ -10,6 +10,8 @@ depth is graded as the issue asks (its spread between the best and the worst con
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -36,10 +38,14 @@ def test_each_levels_histogram_gives_the_accept_length_it_reports(trials) -> Non
     for launch in accept_by_depth.launches(trials):
         for level in by_number[launch.number].record.bench.values():
             histogram = level["accept_by_depth"]
-            steps = sum(histogram)
-            mean = sum(k * n for k, n in enumerate(histogram)) / steps
-            # the level's figure counts the tokens a request emitted, which its last verify step may cut short
-            assert level["accept_length"] == pytest.approx(1 + mean, rel=0.01), (launch.number, histogram)
+            verifies = sum(histogram)
+            full = 1 + sum(k * n for k, n in enumerate(histogram)) / verifies  # tokens per verify step, uncut
+            # the level's figure counts the tokens each request emitted: its last verify step may be cut
+            # short by the output length, by at most the drafted tokens it accepted (len - 1), and its
+            # first token came from the prefill, not from a verify step
+            per_request = level["n_ok"] / verifies
+            low, high = full - per_request * (len(histogram) - 1), full + per_request
+            assert low - 1e-9 <= level["accept_length"] <= high + 1e-9, (launch.number, histogram)
             checked += 1
     assert checked >= 20
 
@@ -50,9 +56,16 @@ def rows(trials) -> list:
 
 
 def test_the_model_fitted_without_a_launch_predicts_its_accept_length(rows) -> None:
-    assert len(rows) >= 10 and {r.topk for r in rows} == {1, 2, 4}
+    """Within 5% where the other launches of its top-k reach its depth; 10% where the launch
+    is the deepest of its top-k, so that its prediction extrapolates (the model's acceptance
+    falls with depth by construction, and this draft's chains keep about 0.94 per position)."""
+    assert len(rows) >= 20 and {r.topk for r in rows} == {1, 2, 4}
+    errors = []
     for r in rows:
-        assert r.predicted == pytest.approx(r.measured, rel=0.05), r
+        extrapolated = not any(o.topk == r.topk and o.steps >= r.steps and o.number != r.number for o in rows)
+        errors.append(abs(math.log(r.predicted / r.measured)))
+        assert errors[-1] <= (0.10 if extrapolated else 0.05), r
+    assert statistics.median(errors) <= 0.02
 
 
 def test_acceptance_is_graded_across_the_grid_and_by_depth(rows) -> None:

@@ -157,9 +157,11 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     # (intervals +-8%: each request's accepted tokens are drawn anew in every launch).
     assert abs(math.log(f["ratio"] / truth)) < 0.1, (f, truth)
     assert main(["pareto", "--study", "ctl", "--studies-dir", studies]) == 0
-    text = capsys.readouterr().out
-    assert f"machine host-b/sim:beta reads x{f['ratio']:.3f} ({f['lo']:.3f}-{f['hi']:.3f}) of machine host-a/sim:alpha" in text
-    assert f"from the control trial {control.number}" in text
+    text = " ".join(capsys.readouterr().out.split())  # pareto wraps its lines
+    line = f"machine host-b/sim:beta over machine host-a/sim:alpha, from the control trial {control.number}:"
+    assert line in text
+    assert f"x{f['ratio']:.3f} ({f['lo']:.3f}-{f['hi']:.3f}) at output_tok_s@c1" in text
+    assert " at agg_output_tok_s@c" in text.split(line)[1]  # every objective's factor
     # A configuration measured only on the new machine is compared with the pick through the factor.
 
     data = snapshot(optuna.load_study(study_name="ctl", storage=f"sqlite:///{tmp_path / 'studies' / 'ctl'}.db"))

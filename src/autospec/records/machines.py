@@ -48,13 +48,6 @@ class MachineFactor:
     objective: int
     comparison: Comparison
 
-    def line(self) -> str:
-        c = self.comparison
-        return (
-            f"machine {self.new} reads x{c.ratio:.3f} ({c.lo:.3f}-{c.hi:.3f}) of machine {self.old}, "
-            f"from the control trial {self.control}"
-        )
-
     def as_dict(self) -> dict[str, Any]:
         where = {"new": self.new, "old": self.old, "control": self.control, "objective": self.objective}
         return {**where, **self.comparison.as_dict()}

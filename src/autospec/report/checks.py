@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autospec.metrics import SHORT_WINDOW
+from autospec.metrics.relaunch import PRIOR_CV
 from autospec.records import WITHDRAWN
 from autospec.records.launches import race_check
 from autospec.report.data import StudyData, TrialView
@@ -189,11 +190,13 @@ def launch_notes(data: StudyData) -> list[str]:
             "capture, memory layout, clocks): autospec optimize --confirm K relaunches front configurations "
             "to measure that and include it"
         ]
-    parts = [f"+-{s.cv:.1%} (1 sd) on {name}" for name, s in data.spread.items()]
+    # the intervals use the measured cv shrunk towards a prior (`Spread.shrunk`): few relaunches that
+    # happen to agree read 0.0%, which no interval assumes
+    parts = [f"+-{s.shrunk()[0]:.1%} (1 sd) on {name} (measured {s.cv:.1%} over {s.df} df)" for name, s in data.spread.items()]
     relaunched = max(s.configurations for s in data.spread.values())
     notes = [
-        f"between-launch spread, from relaunches of {relaunched} configuration(s): {', '.join(parts)}; "
-        "included in every interval shown"
+        f"between-launch spread, from relaunches of {relaunched} configuration(s) and a prior of +-{PRIOR_CV:.0%}: "
+        f"{', '.join(parts)}; included in every interval shown"
     ]
     dominated = [t for t in data.front if t.between_dominates]
     if dominated:

@@ -75,7 +75,18 @@ def machines_json(data: StudyData) -> list[dict[str, Any]]:
 
 
 def machine_lines(data: StudyData) -> list[str]:
-    """One line per machine factor on the latency objective: "machine B reads x1.046
-    (1.031-1.061) of machine A, from the control trial N"."""
-    i = _latency_objective(data)
-    return [] if i is None else [f.line() for f in data.machines.get(i, [])]
+    """One line per control trial that measured a machine factor, with every objective's
+    factor, the latency objective first: "machine B over machine A, from the control trial N:
+    x1.046 (1.031-1.061) at output_tok_s@c1, x1.175 (1.096-1.260) at agg_output_tok_s@c32". A
+    factor is per objective: a machine can be as fast at C=1 and faster at C=32."""
+    first = _latency_objective(data)
+    by_control: dict[tuple[str, str, int], list[str]] = {}
+    for i in sorted(data.machines, key=lambda i: (i != first, i)):
+        for f in data.machines[i]:
+            c = f.comparison
+            factor = f"x{c.ratio:.3f} ({c.lo:.3f}-{c.hi:.3f}) at {data.objectives[i].name}"
+            by_control.setdefault((f.new, f.old, f.control), []).append(factor)
+    return [
+        f"machine {new} over machine {old}, from the control trial {control}: {', '.join(factors)}"
+        for (new, old, control), factors in by_control.items()
+    ]
