@@ -37,9 +37,9 @@ def test_the_first_lines_say_what_to_deploy_for_each_load_and_the_gains_over_the
     lines = _pareto(storage).splitlines()
     verdict = json.loads(_pareto(storage, "--json"))["verdict"]
     assert lines[0] == "verdict:"
-    assert lines[1] == f"  {verdict[0]}"  # the answer's own verdict: no speculation for every load
-    assert "deploy trial 0 (no_speculation) for every load" in lines[1]
     head = " ".join(line.strip() for line in lines[: lines.index("")])
+    assert head.startswith(f"verdict: {verdict[0]}")  # the answer's own verdict: no speculation for every load
+    assert lines[1].startswith("  deploy trial 0 (no_speculation) for every load")
     knee = head.index("knee")
     assert head[knee:].startswith("knee (the configuration that keeps the highest share of the best value")  # defined
     for said in (

@@ -21,9 +21,11 @@ def test_throughput_pick_and_knee(data):
     picks = recommend(data, data.baseline_trial())
     # trial 4's 1800 +-144 at C=32 is the best estimate; trial 2's 1760 +-17.6 is within their
     # intervals, so the pick names the tie, but a tie of intervals does not let C=1 decide:
-    # only values within 1% do (the next test)
+    # only values within 1% do (the next test). The baseline (trial 0, off the front) is tied
+    # at C=32 too: ties are named among every measured configuration, as the runner-up is.
     assert picks["throughput"].trial.number == 4
-    assert "tied at C=32 with trial(s) 2 (differences within their 95% intervals or 1%)" in picks["throughput"].why
+    assert "tied at C=32 with trial(s) 0, 2 (differences within their 95% intervals or 1%)" in picks["throughput"].why
+    assert picks["throughput"].tied_with == (0, 2) and data.trials[0].kind != "front"
     assert "among those within 1%" not in picks["throughput"].why
     # knee: max over the front of the worst share of the best: trial 1 keeps 250/261 and 1650/1800.
     assert picks["knee"].trial.number == 1

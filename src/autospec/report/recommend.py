@@ -48,8 +48,8 @@ TIE_MARGIN = 0.01  # relative: values this close to the best are practically equ
 @dataclass(frozen=True)
 class Pick:
     """`trial` (a configuration of the front: a reference point too) picked as `name`;
-    `objective`: the objective it was chosen on (None: the knee); `tied_with`: the front
-    configurations tied with it there (named, not deciding: module docstring)."""
+    `objective`: the objective it was chosen on (None: the knee); `tied_with`: the measured
+    configurations tied with it there, off the front too (named, not deciding: module docstring)."""
 
     name: str  # "latency" | "throughput" | "knee"
     trial: TrialView
@@ -121,11 +121,20 @@ def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = N
     objective `then`. Also returns the trials tied with the chosen one within their
     intervals (the chosen one included): named, not deciding (module docstring)."""
     top = max(trials, key=lambda t: (_score(t, data, i), -t.number))
-    if then is None or then == i:
-        return top, [top]
-    equal = [t for t in trials if _tied(_value(t, data, i), _value(top, data, i), intervals=False)]
-    chosen = max(equal, key=lambda t: (_score(t, data, then), _score(t, data, i), -t.number))
-    return chosen, [t for t in trials if t is chosen or _tied_with(data, t, chosen, i)]
+    chosen = top
+    if then is not None and then != i:
+        equal = [t for t in trials if _tied(_value(t, data, i), _value(top, data, i), intervals=False)]
+        chosen = max(equal, key=lambda t: (_score(t, data, then), _score(t, data, i), -t.number))
+    return chosen, _tied_set(data, chosen, i)
+
+
+def _tied_set(data: StudyData, chosen: TrialView, i: int) -> list[TrialView]:
+    """`chosen` and every other measured configuration tied with it on objective `i`, off the
+    front too (the runner-up `support.runner_up` names may be one), those pooled with it left
+    out (the same figure)."""
+    same = chosen.pooled_with[i] if i < len(chosen.pooled_with) else ()
+    rivals = [t for t in data.measured if t.number != chosen.number and t.number not in same]
+    return [chosen, *(t for t in rivals if _tied_with(data, t, chosen, i))]
 
 
 def _tied_with(data: StudyData, t: TrialView, chosen: TrialView, i: int) -> bool:
