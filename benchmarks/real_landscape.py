@@ -14,6 +14,8 @@ on a GPU. Three grids (`--grid`):
         --study real-8b-ngram --model-launches 10
     # then, without a GPU:
     .venv/bin/python benchmarks/real_landscape.py [--grid 8b]
+    # a separate study of the grid's space (issue 38's default 12-launch study), valued by the grid:
+    .venv/bin/python benchmarks/real_landscape.py --grid standalone --real-study path/to/study-state.tar.xz NAME
 
 Prints the hypervolume ratio, against every configuration measured, of
 
@@ -30,6 +32,7 @@ normalised between the worst and the best configuration measured.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import random
@@ -37,7 +40,7 @@ import statistics
 import sys
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,25 +64,48 @@ GRIDS = {
 }
 
 
-def write_fixture(source: Path, study: str, model_launches: int, fixture: str, space: str) -> Path:
-    """The launched, measured trials of `study` (a SQLite file, or a study-state.tar.xz
-    holding one) as the fixture: the first launch of each configuration, in launch order,
-    with its whole trial record; the first `model_launches` were the model's choice, the
-    rest filled the grid."""
+@contextlib.contextmanager
+def opened_study(source: Path, study: str) -> Iterator[list[Any]]:
+    """The stored trials (`autospec.records.read_trials`) of `study` in `source`, a SQLite
+    file or a study-state.tar.xz holding one."""
     import optuna
 
     from autospec.records import read_trials
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         db = source
         if source.name.endswith(".tar.xz"):
             with tarfile.open(source) as tar:
                 tar.extractall(tmp, filter="data")
             db = next(Path(tmp).rglob(f"{study}.db"))
-        loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{db}")
-        rows: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for t in read_trials(loaded):
+        yield read_trials(optuna.load_study(study_name=study, storage=f"sqlite:///{db}"))
+
+
+def grid_values_of(source: Path, study: str, records: Mapping[str, Any]) -> list[list[float]]:
+    """The configurations another study of the grid's space launched (the default study
+    run on the GPU), in launch order, each valued by the grid's own launch of it, so that
+    machines and launches do not enter the comparison; configurations off the grid (no
+    speculation) are left out."""
+    out, seen = [], set()
+    with opened_study(source, study) as trials:
+        for t in trials:
+            k = key(t.record.candidate) if t.launched and t.record is not None else ""
+            if k in records and k not in seen:
+                seen.add(k)
+                out.append(records[k].values)
+    return out
+
+
+def write_fixture(source: Path, study: str, model_launches: int, fixture: str, space: str) -> Path:
+    """The launched, measured trials of `study` (a SQLite file, or a study-state.tar.xz
+    holding one) as the fixture: the first launch of each configuration, in launch order,
+    with its whole trial record; the first `model_launches` were the model's choice, the
+    rest filled the grid."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    with opened_study(source, study) as trials:
+        for t in trials:
             if not t.has_measurement or t.record is None or t.markers.reference is not None or key(t.record.candidate) in seen:
                 continue
             seen.add(key(t.record.candidate))
@@ -126,6 +152,13 @@ def main() -> int:
     ap.add_argument("--write-fixture", type=Path, help="a study's SQLite file or study-state.tar.xz")
     ap.add_argument("--study", help="the study's name (default: the grid's)")
     ap.add_argument("--model-launches", type=int, default=8, help="how many of the study's first launches the model chose")
+    ap.add_argument(
+        "--real-study",
+        nargs=2,
+        metavar=("SOURCE", "NAME"),
+        help="another study of the grid's space (SQLite file or study-state.tar.xz, and its name): its launches, "
+        "valued by the grid, are the real study's column",
+    )
     args = ap.parse_args()
     fixture, space_file, study = GRIDS[args.grid]
     if args.write_fixture:
@@ -142,6 +175,8 @@ def main() -> int:
             f"{row['values'][1]:,.0f} tok/s at C=32"
         )
     real = [row["values"] for row in data["launches"] if row["sampler"] == "model"]
+    if args.real_study:
+        real = grid_values_of(Path(args.real_study[0]), args.real_study[1], records)
     # a grid still being measured: the replay stops where the model asks for a configuration not in it
     asked = replay(space, records, len(records))
     replayed = [records[key(c)].values for c in itertools.takewhile(lambda c: key(c) in records, asked)]
