@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autospec.report.data import Measure, Objective, StudyData, TrialView
-from autospec.report.support import support_note, versus_json
+from autospec.report.support import rivals, support_note, versus_json
 from autospec.report.table import describe, fmt_ratio, ratio
 
 __all__ = ["Pick", "recommend", "PICKS", "share_of_best", "best_speculative"]
@@ -129,12 +129,9 @@ def _best(trials: list[TrialView], data: StudyData, i: int, then: int | None = N
 
 
 def _tied_set(data: StudyData, chosen: TrialView, i: int) -> list[TrialView]:
-    """`chosen` and every other measured configuration tied with it on objective `i`, off the
-    front too (the runner-up `support.runner_up` names may be one), those pooled with it left
-    out (the same figure)."""
-    same = chosen.pooled_with[i] if i < len(chosen.pooled_with) else ()
-    rivals = [t for t in data.measured if t.number != chosen.number and t.number not in same]
-    return [chosen, *(t for t in rivals if _tied_with(data, t, chosen, i))]
+    """`chosen` and every rival (`support.rivals`) tied with it on objective `i`: off the
+    front too, as the runner-up `support.runner_up` names may be."""
+    return [chosen, *(t for t in rivals(data, chosen, i) if _tied_with(data, t, chosen, i))]
 
 
 def _tied_with(data: StudyData, t: TrialView, chosen: TrialView, i: int) -> bool:

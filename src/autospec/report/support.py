@@ -21,7 +21,7 @@ from autospec.metrics.relaunch import LaunchFigure, Pooled
 from autospec.records.confirming import MIN_LAUNCHES, launches_disagree, overlap
 from autospec.report.data import Measure, StudyData, TrialView
 
-__all__ = ["support_note", "runner_up", "disagreeing_launches", "Standing", "standing", "versus_text", "versus_json"]
+__all__ = ["support_note", "runner_up", "rivals", "disagreeing_launches", "Standing", "standing", "versus_text", "versus_json"]
 
 
 @dataclass(frozen=True)
@@ -74,11 +74,16 @@ def _pooled(m: Measure, launches: int) -> Pooled:
     return Pooled(m.value, m.half_width, launches, m.half_width, None)
 
 
+def rivals(data: StudyData, chosen: TrialView, i: int) -> list[TrialView]:
+    """The measured configurations other than `chosen` and those whose figure on objective
+    `i` pools with `chosen`'s (the same figure: not a rival)."""
+    same = chosen.pooled_with[i] if i < len(chosen.pooled_with) else ()
+    return [t for t in data.measured if t.number != chosen.number and t.number not in same]
+
+
 def runner_up(data: StudyData, chosen: TrialView, i: int) -> TrialView | None:
-    """The best measured configuration on objective `i` other than `chosen` and those
-    whose figure there pools with `chosen`'s."""
-    same = chosen.pooled_with[i] if i < len(chosen.pooled_with) else ()  # the same figure: not a rival
-    others = [t for t in data.measured if t.number != chosen.number and t.number not in same]
+    """The best of `rivals` on objective `i`."""
+    others = rivals(data, chosen, i)
     if not others:
         return None
     sign = 1.0 if data.objectives[i].maximize else -1.0
