@@ -118,7 +118,7 @@ def check_grid_reads_as_measured(space: SearchSpace, records: Mapping[str, Trial
     from autospec.space import grid
 
     grid_keys = {key(c) for c in grid(space)}
-    assert grid_keys == set(records) if complete else set(records) <= grid_keys
+    assert (grid_keys == set(records)) if complete else (set(records) <= grid_keys)
     for record in records.values():
         obs = observation_from_record(record, base_flags=space.server.flags)
         assert obs is not None and obs.started
