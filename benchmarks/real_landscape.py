@@ -78,8 +78,14 @@ def opened_study(source: Path, study: str) -> Iterator[list[Any]]:
         if source.name.endswith(".tar.xz"):
             with tarfile.open(source) as tar:
                 tar.extractall(tmp, filter="data")
-            db = next(Path(tmp).rglob(f"{study}.db"))
-        yield read_trials(optuna.load_study(study_name=study, storage=f"sqlite:///{db}"))
+            db = next(Path(tmp).rglob(f"{study}.db"), Path(tmp) / f"{study}.db")
+        if not db.is_file():
+            raise SystemExit(f"real_landscape: no {db.name} in {source}; name the study that file holds")
+        try:
+            loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{db}")
+        except KeyError:
+            raise SystemExit(f"real_landscape: {source} holds no study {study!r}; give its name") from None
+        yield read_trials(loaded)
 
 
 def grid_values_of(source: Path, study: str, records: Mapping[str, Any]) -> list[list[float]]:
