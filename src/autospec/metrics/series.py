@@ -6,8 +6,9 @@ requests, can be matched across launches: what a prompt or a position does to th
 (NGRAM's cache climbs over a launch; a long prompt is slower) repeats in every launch and
 cancels in a paired comparison (`autospec.metrics.paired`).
 
-    request_speeds  C = 1: each successful measured request's output tok/s
-                    (completion_tokens / (t_done - t_sent)), keyed by its request id
+    request_speeds  each successful measured request's output tok/s (completion_tokens /
+                    (t_done - t_sent)), keyed by its request id; at C > 1 it is the
+                    request's speed under the closed loop's load
     wave_speeds     C > 1: per wave (the C requests sent at positions w*C .. w*C + C - 1),
                     C x sum(completion tokens) / sum(request latency), the closed loop's
                     aggregate over that wave (Little's law), keyed by the wave's number;

@@ -135,8 +135,8 @@ class LevelSummary:
     stop_reason: str | None = None
     precision: dict[str, Any] | None = None
     gc_frozen: bool | None = None  # the server froze its garbage collector after warmup; None: not asked
-    # per-position figures that pair across launches (`autospec.metrics.series`): at C = 1 per
-    # request id, at C > 1 per wave; empty for repeat runs and records without request ids
+    # per-position figures that pair across launches (`autospec.metrics.series`): per request id
+    # at every level, and per wave at C > 1; empty for repeat runs and records without request ids
     request_speeds: dict[str, float] = field(default_factory=dict)
     wave_speeds: dict[str, float] = field(default_factory=dict)
     # a warm-up that ran until the rate settled (`autospec.bench.runner`, `autospec.metrics.warmup`):
@@ -440,7 +440,7 @@ def summarize(
         gc_frozen=result.metadata.get("gc_frozen"),
         warmup_settled=warm.get("settled"),
         warmup_sent=warm.get("sent"),
-        request_speeds=series.request_speeds(measured) if c == 1 else {},
+        request_speeds=series.request_speeds(measured),
         wave_speeds=series.wave_speeds(measured, c) if c > 1 else {},
         accept_by_depth=accept_by_depth(measured),
     )

@@ -103,9 +103,13 @@ def race_check(level: Mapping[str, object] | None) -> str | None:
 
 def level_series(level: Mapping[str, object] | None, metric: str) -> tuple[dict[str, float], str] | None:
     """A stored level's per-position figures behind `metric` (`autospec.metrics.series`) and
-    their unit: per request at C = 1 (output_tok_s, and the aggregate, which at C = 1 is one
-    request's speed), per wave for the aggregate at C > 1; None where the level has none
-    (levels stored before them, other metrics)."""
+    their unit: per request where the level kept request speeds (output_tok_s, and the
+    aggregate: at C = 1 one request's speed, at C > 1 the closed loop's throughput, whose
+    ratio between two launches of one stream is, by Little's law, about that of their
+    requests' speeds), else
+    per wave for the aggregate at C > 1 (levels stored before C > 1 kept request speeds);
+    None where the level has none (older levels, other metrics). A study mixing the two
+    units pairs nothing across them and compares those sides unpaired."""
     if not level:
         return None
     requests, waves = level.get("request_speeds"), level.get("wave_speeds")
