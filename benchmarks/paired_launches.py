@@ -101,21 +101,22 @@ def machines_of(trials: list[StoredTrial]) -> list[str]:
     return list(dict.fromkeys(t.machine or "" for t in sorted(trials, key=lambda t: t.number)))
 
 
-def _series(trial: StoredTrial, concurrency: int, metric: str) -> dict[str, float]:
-    found = level_series(trial.record.bench.get(concurrency) if trial.record else None, metric)
-    return found[0] if found else {}
+def _series(trial: StoredTrial, concurrency: int, metric: str) -> tuple[dict[str, float], str] | None:
+    return level_series(trial.record.bench.get(concurrency) if trial.record else None, metric)
 
 
 def check_level(a: list[StoredTrial], b: list[StoredTrial], concurrency: int, metric: str) -> LevelCheck | None:
     """The level's check (module docstring); None where a side lacks per-position figures.
     Launches pool, and pair, only within one machine, as the study's own comparisons do."""
-    unit = "waves" if concurrency > 1 else "requests"  # what `level_series` keys them by
     machines = machines_of([*a, *b])
 
     def on(side: list[StoredTrial], machine: str) -> list[StoredTrial]:
         return [t for t in side if (t.machine or "") == machine]
 
-    series = {t.number: _series(t, concurrency, metric) for t in [*a, *b]}
+    found = {t.number: _series(t, concurrency, metric) for t in [*a, *b]}
+    series = {n: f[0] if f else {} for n, f in found.items()}
+    units = {f[1] for f in found.values() if f}
+    unit = units.pop() if len(units) == 1 else "requests"  # what `level_series` keyed them by
     spread = launch_spread([[series[t.number] for t in on(side, m)] for side in (a, b) for m in machines])
     if spread is None:
         return None

@@ -41,8 +41,9 @@ def test_c2_summary_keys_every_request_and_complete_waves() -> None:
         record(6, 1.0, start=2.5),  # its partner never ran: an incomplete wave
     )
     summary = summarize(LevelResult(records, wall_s=4.0, concurrency=2))
-    # each successful request under load, the failed one left out; waves only where complete
-    assert summary.request_speeds == {"0.0": 100.0, "1.1": 100.0, "2.2": 200.0, "3.0": 100.0, "5.2": 100.0, "6.0": 100.0}
+    # each successful request done by the last send (t=2.5), the failed one left out, and 6
+    # (sent last) and 5 (done at 2.5 exactly counts; its wave partner failed) as they stand
+    assert summary.request_speeds == {"0.0": 100.0, "1.1": 100.0, "2.2": 200.0, "3.0": 100.0, "5.2": 100.0}
     assert summary.wave_speeds == {"0": pytest.approx(200.0), "1": pytest.approx(300.0)}
 
 
@@ -50,3 +51,16 @@ def test_records_without_ids_give_no_series() -> None:
     old = RequestRecord(ok=True, error_kind=None, t_sent=0.0, t_first=0.1, t_done=1.0, completion_tokens=10)
     summary = summarize(LevelResult((old,), wall_s=1.0, concurrency=1))
     assert summary.request_speeds == {}
+
+
+def test_c2_requests_still_running_at_the_last_send_are_left_out_as_they_drain() -> None:
+    records = (
+        record(0, 1.0),
+        record(1, 3.0),  # still running when 2 and 3 are sent: it finishes as the batch drains
+        record(2, 1.0, start=1.0),
+        record(3, 0.5, start=2.0),  # the last send
+    )
+    summary = summarize(LevelResult(records, wall_s=4.0, concurrency=2))
+    assert set(summary.request_speeds) == {request_id(0, 0), request_id(2, 2)}  # done by t=2.0
+    one = summarize(LevelResult(records, wall_s=4.0, concurrency=1))  # C=1: nothing runs beside a request
+    assert len(one.request_speeds) == 4

@@ -440,7 +440,7 @@ def summarize(
         gc_frozen=result.metadata.get("gc_frozen"),
         warmup_settled=warm.get("settled"),
         warmup_sent=warm.get("sent"),
-        request_speeds=series.request_speeds(measured),
+        request_speeds=series.request_speeds(measured, c),
         wave_speeds=series.wave_speeds(measured, c) if c > 1 else {},
         accept_by_depth=accept_by_depth(measured),
     )
