@@ -17,11 +17,16 @@ two H100s) and, per objective level, prints:
 
     .venv/bin/python benchmarks/paired_launches.py [--fixture real_8b_paired_two_machines.db.gz]
     .venv/bin/python benchmarks/paired_launches.py --storage sqlite:///x.db --study NAME
+    .venv/bin/python benchmarks/paired_launches.py --study real-8b-standalone-default \
+        --fixture real_8b_standalone_default_first_h100.db.gz --fixture real_8b_standalone_default_h100.db.gz
+
+With more than two configurations in the studies, the two launched more than once are compared.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import math
 import sys
@@ -174,11 +179,21 @@ def fixture_storage(name: str, folder: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def report(trials: list[StoredTrial]) -> list[str]:
+def relaunched_pair(trials: list[StoredTrial]) -> list[list[StoredTrial]]:
+    """The two configurations to compare: the study's only two, else the two it launched
+    more than once (a default study whose confirmations relaunched them)."""
     groups = launches_by_config(trials)
     if len(groups) != 2:
-        raise SystemExit(f"paired_launches: the study measured {len(groups)} configurations; it needs exactly two")
-    a, b = groups
+        groups = [g for g in groups if len(g) > 1]
+    if len(groups) != 2:
+        raise SystemExit(
+            f"paired_launches: the studies relaunch {len(groups)} configurations; they need exactly two (or measure only two)"
+        )
+    return groups
+
+
+def report(trials: list[StoredTrial]) -> list[str]:
+    a, b = relaunched_pair(trials)
     machines = machines_of([*a, *b])
     shares = dict(measuring_shares([*a, *b]))
     lines = [
@@ -219,13 +234,25 @@ def report(trials: list[StoredTrial]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fixture", default="real_8b_paired_two_machines.db.gz", help="a gzipped study under tests/fixtures")
+    p.add_argument(
+        "--fixture",
+        action="append",
+        help="a gzipped study under tests/fixtures (default real_8b_paired_two_machines.db.gz); given again, "
+        "the launches of each further one are added, renumbered from 100, 200, ...",
+    )
     p.add_argument("--storage", help="a study's storage URL instead of the fixture")
     p.add_argument("--study", default="steps-5-6")
     args = p.parse_args(argv)
+    trials: list[StoredTrial] = []
     with tempfile.TemporaryDirectory() as tmp:
-        storage = args.storage or fixture_storage(args.fixture, Path(tmp))
-        for line in report(study_trials(storage, args.study)):
+        if args.storage:
+            trials = study_trials(args.storage, args.study)
+        for i, name in enumerate(args.fixture or ([] if args.storage else ["real_8b_paired_two_machines.db.gz"])):
+            folder = Path(tmp) / str(i)
+            folder.mkdir()
+            found = study_trials(fixture_storage(name, folder), args.study)
+            trials += [dataclasses.replace(t, number=100 * i + t.number) for t in found] if i else found
+        for line in report(trials):
             print(line)
     return 0
 

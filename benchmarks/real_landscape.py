@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import itertools
 import json
 import random
@@ -67,7 +68,7 @@ GRIDS = {
 @contextlib.contextmanager
 def opened_study(source: Path, study: str) -> Iterator[list[Any]]:
     """The stored trials (`autospec.records.read_trials`) of `study` in `source`, a SQLite
-    file or a study-state.tar.xz holding one."""
+    file (gzipped too, as the fixtures are) or a study-state.tar.xz holding one."""
     import optuna
 
     from autospec.records import read_trials
@@ -79,6 +80,9 @@ def opened_study(source: Path, study: str) -> Iterator[list[Any]]:
             with tarfile.open(source) as tar:
                 tar.extractall(tmp, filter="data")
             db = next(Path(tmp).rglob(f"{study}.db"), Path(tmp) / f"{study}.db")
+        elif source.name.endswith(".gz") and source.is_file():
+            db = Path(tmp) / "study.db"
+            db.write_bytes(gzip.decompress(source.read_bytes()))
         if not db.is_file():
             raise SystemExit(f"real_landscape: no {db.name} in {source}; name the study that file holds")
         try:

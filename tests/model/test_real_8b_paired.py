@@ -15,6 +15,7 @@ machine, and both configurations read the same machine factor."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -96,3 +97,33 @@ def test_both_configurations_read_the_same_machine_factor(two_machines) -> None:
         assert fb.lo < fa.ratio < fb.hi and fa.lo < fb.ratio < fa.hi, (concurrency, fa, fb)
     # the second H100 reads 16-18% faster at C=32 for both, beyond either interval
     assert all(f.lo > 1.05 for _, _, f in check.factors)
+
+
+def _default_study_relaunches(folder) -> tuple[list, list]:
+    """3/1/4 and 1/1/2, each launched twice on one H100: by the default study's first command,
+    whose state was not carried on (real_8b_standalone_default_first_h100.db.gz), and again as
+    the first two launches of the study that went on (real_8b_standalone_default_h100.db.gz,
+    its trials renumbered from 100). Levels at C=32 kept each request's speed."""
+    first = paired_launches.study_trials(
+        unpacked_storage(folder / "first", "real_8b_standalone_default_first_h100.db.gz"), "real-8b-standalone-default"
+    )
+    then = paired_launches.study_trials(
+        unpacked_storage(folder / "then", "real_8b_standalone_default_h100.db.gz"), "real-8b-standalone-default"
+    )
+    groups = paired_launches.launches_by_config(first + [dataclasses.replace(t, number=100 + t.number) for t in then])
+    a, b = (g for g in groups if len(g) == 2)
+    return a, b
+
+
+@pytest.mark.parametrize(("concurrency", "metric"), paired_launches.LEVELS)
+def test_one_launch_each_pairs_by_request_within_the_floor_at_both_levels(tmp_path, concurrency, metric) -> None:
+    (tmp_path / "first").mkdir()
+    (tmp_path / "then").mkdir()
+    a, b = _default_study_relaunches(tmp_path)
+    check = paired_launches.check_level(a, b, concurrency, metric)
+    assert check is not None and check.first.unit == "requests"
+    assert check.spread.noise_df >= 8  # the relaunches measured the noise that does not repeat
+    # C=32 pairs request by request now (the waves of real_8b_paired_steps56 did not repeat)
+    assert check.first.matched >= (100 if concurrency > 1 else 4)
+    assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs)
+    assert check.later and all(inside for _, inside in check.later)

@@ -3,11 +3,19 @@ speculation, a trained draft, greedy decoding) measured with real SGLang 0.5.16 
 (tests/fixtures/real_8b_standalone_grid.json, written by `benchmarks/real_landscape.py --grid
 standalone` from the grid study of docs/validation/2026-12-06-h100-grid-continued.md). 25 of
 the space's 30 configurations are measured so far (steps 1-2 with top-k 2 or 4 are not); the
-replay asserts that the model sampler asks for none of those before it reaches the front."""
+replay asserts that the model sampler asks for none of those before it reaches the front.
+
+real_8b_standalone_default_h100.db.gz is the default study on the same space, run on one H100
+with `--references` (docs/validation/2026-12-06-h100-default-study.md): 8 launches of its 12
+so far, chosen by the model sampler on the GPU."""
 
 from __future__ import annotations
 
-from replay import check_grid_reads_as_measured, check_model_beats_random, load_grid
+import optuna
+from replay import check_grid_reads_as_measured, check_model_beats_random, key, load_grid, unpacked_storage
+
+from autospec.model import hypervolume_ratio
+from autospec.records import read_trials
 
 SPACE, RECORDS = load_grid("real_8b_standalone_grid.json")
 
@@ -19,3 +27,19 @@ def test_the_space_holds_the_measured_configurations_and_the_model_reads_every_r
 def test_the_model_reaches_the_front_in_fewer_launches_than_random_search():
     launches, rate = check_model_beats_random(SPACE, RECORDS, within=6)
     assert launches <= 4, (launches, rate)
+
+
+def test_the_default_study_on_the_gpu_reaches_the_grid_front(tmp_path):
+    """Its launched configurations, each valued by the grid's own launch of it (so machines and
+    launches do not enter), hold at least 95% of the grid front's hypervolume."""
+    storage = unpacked_storage(tmp_path, "real_8b_standalone_default_h100.db.gz")
+    trials = read_trials(optuna.load_study(study_name="real-8b-standalone-default", storage=storage))
+    launched = [t for t in trials if t.record is not None and t.record.launched]
+    chosen = list(dict.fromkeys(key(t.record.candidate) for t in launched if key(t.record.candidate) in RECORDS))
+    every = [list(r.values) for r in RECORDS.values()]
+    values = [list(RECORDS[k].values) for k in chosen]
+    assert len(launched) <= 12 and len(chosen) >= 3
+    assert hypervolume_ratio(values, every, [True, True]) >= 0.95
+    # and the references: no speculation is off the grid, SGLang's defaults are a point of it
+    references = {t.markers.reference for t in launched if t.markers.reference}
+    assert references == {"no_speculation", "sglang_defaults"}
