@@ -40,3 +40,16 @@ def test_only_the_first_positions_are_compared():
     served = [[[(math.log(0.7), 0)], [(math.log(0.9), 2)]]]
     result = ce.compare(served, small, positions=1, near_tie=0.05)
     assert (result["positions"], result["agreement"], result["max_logprob_diff"]) == (1, 1.0, 0.0)
+
+
+def test_the_small_model_is_computed_in_the_arithmetic_asked_for(tmp_path, monkeypatch):
+    tl = ce.tl
+    shape = tl.Shape(vocab=53, hidden=32, layers=2, heads=2, kv_heads=1, intermediate=48, head_dim=16, eps=1e-5)
+    weights = {k: v.to(torch.bfloat16) for k, v in tl.init_weights(shape, torch.Generator().manual_seed(3), std=0.3).items()}
+    monkeypatch.setattr(tl, "load_checkpoint", lambda folder: (shape, weights))  # a checkpoint's bf16 weights
+    seqs = [[1, 5, 9, 2, 7, 30], [4, 4, 8, 16, 23, 42]]
+    wide = ce.small_logprobs(tmp_path, seqs)
+    narrow = ce.small_logprobs(tmp_path, seqs, torch.bfloat16)
+    assert wide.shape == narrow.shape == (2, 5, 53) and wide.dtype == narrow.dtype == torch.float64
+    # the same model: close, but bf16 arithmetic rounds differently
+    assert 0 < float((wide - narrow).abs().max()) < 0.5

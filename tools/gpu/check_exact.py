@@ -1,13 +1,13 @@
 """Does a served 8B-shaped target give the small target's next tokens? (teacher-forced)
 
-    python3 check_exact.py URL SMALL_DIR IDS_JSON OUT_JSON [--positions 64] [--near-tie 0.05]
+    python3 check_exact.py URL SMALL_DIR IDS_JSON OUT_JSON [--positions 64] [--near-tie 0.05] [--dtype bfloat16]
 
 Sends each held-out sequence of IDS_JSON (build_pair.py's exact-ids.json: 50 sequences of 65
 token ids) to SGLang's `/generate` as `input_ids` with `return_logprob`, `logprob_start_len`
 0 and `top_logprobs_num` 2 (sglang 0.5.16's input_top_logprobs: the top tokens of the
 distribution at each prompt position, the prompt itself teacher-forcing the prefix), and
-runs the small model of SMALL_DIR (tiny_llama.forward, float32 on the bf16 weights) on the
-same ids. Per position: do the two top-1 tokens agree; is every disagreement a near-tie in
+runs the small model of SMALL_DIR (tiny_llama.forward on its bf16 weights, computed in float32,
+or with --dtype bfloat16 in bf16 as SGLang computes) on the same ids. Per position: do the two top-1 tokens agree; is every disagreement a near-tie in
 the small model (its two best log-probabilities within --near-tie); the largest difference
 between the served and the small model's log-probability of the served top tokens.
 Writes OUT_JSON and prints one summary line; exit 1 if agreement < 97% or a disagreement is
@@ -54,11 +54,12 @@ def served_top(url: str, seqs: list[list[int]], k: int = 2) -> list[list[list[tu
     return out
 
 
-def small_logprobs(folder: Path, seqs: list[list[int]]) -> torch.Tensor:
-    """log-softmax of the small model at positions 0..n-2 (predicting tokens 1..n-1), float32."""
+def small_logprobs(folder: Path, seqs: list[list[int]], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """log-softmax (float64) of the small model computed in `dtype` at positions 0..n-2
+    (predicting tokens 1..n-1)."""
     shape, weights = tl.load_checkpoint(folder)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    w = {k: v.to(dev).float() for k, v in weights.items()}
+    w = {k: v.to(dev).to(dtype) for k, v in weights.items()}
     with torch.no_grad():
         logits = tl.forward(w, shape, torch.tensor(seqs, device=dev)[:, :-1])
     return torch.log_softmax(logits.double(), -1).cpu()
@@ -98,13 +99,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--positions", type=int, default=64)
     ap.add_argument("--near-tie", type=float, default=0.05)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="the small model's arithmetic")
     args = ap.parse_args(argv)
     seqs = json.loads(args.ids.read_text())
-    result = compare(served_top(args.url, seqs), small_logprobs(args.small, seqs), args.positions, args.near_tie)
+    small = small_logprobs(args.small, seqs, getattr(torch, args.dtype))
+    result = compare(served_top(args.url, seqs), small, args.positions, args.near_tie)
     result["sequences"] = len(seqs)
+    result["small_dtype"] = args.dtype
     args.out.write_text(json.dumps(result, indent=1))
     print(
-        f"check_exact: {result['agree']}/{result['positions']} top-1 agree ({100 * result['agreement']:.2f}%), "
+        f"check_exact ({args.dtype}): {result['agree']}/{result['positions']} top-1 agree ({100 * result['agreement']:.2f}%), "
         f"{len(result['disagreements_near_tie'])} near-tie and {len(result['disagreements_not_near_tie'])} other "
         f"disagreements, largest logprob difference {result['max_logprob_diff']}"
     )

@@ -4,7 +4,7 @@
 #   bash tools/gpu/pair_check.sh ARCHIVE_DIR OUT_DIR
 #
 # ARCHIVE_DIR  what tools/gpu/build_archive.sh wrote (site.tar.xz, serve.sh, make_models.py)
-# OUT_DIR      console.log, pair.json (build_pair.py's report), exact.json (check_exact.py),
+# OUT_DIR      console.log, pair.json (build_pair.py's report), exact.json and exact-bf16.json (check_exact.py),
 #              cost-t8b.json and cost-m8b.json (`autospec bench` summaries), sglang-t8b.log
 #
 # 1. starts the random-weight 8B-shaped target (/tmp/sgmodels/m8b, --load-format dummy) without
@@ -68,6 +68,11 @@ if (( $(left) > 200 )); then
   if ready "$t8b" 30000; then
     python3 "$here/check_exact.py" http://127.0.0.1:30000 /tmp/sgmodels/ts /tmp/sgmodels/exact-ids.json "$out/exact.json"
     say "check_exact exit $?"
+    # the same against the small model computed in bf16, as SGLang computes: what is left is
+    # arithmetic order, not the embedding
+    python3 "$here/check_exact.py" http://127.0.0.1:30000 /tmp/sgmodels/ts /tmp/sgmodels/exact-ids.json \
+      "$out/exact-bf16.json" --dtype bfloat16
+    say "check_exact (bf16) exit $?"
     (( $(left) > 60 )) && "${bench[@]}" --url http://127.0.0.1:30000 --json "$out/cost-t8b.json" && say "t8b benchmarked"
   fi
   stop "$t8b"; tail -c 6000 /tmp/sglang-t8b.log >"$out/sglang-t8b.log"
