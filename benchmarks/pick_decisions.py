@@ -15,6 +15,12 @@ pick's objective (`optimum_gap.noiseless_truth`). Per profile and overall:
     tied       among those within 1% (0.99 < noiseless < 1.01): reported tied (bar 90%)
     between    noiseless 1.01-1.05 (no bar); worse: noiseless <= 0.99 (the pick is truly worse)
 
+Each study also prints, per objective, how close its front's best and its pick come to the
+exhaustive optimum of that objective over the grid, both valued noiselessly (what
+`optimum_gap.py` reports for its own studies; a tally gives the median and the worst per profile):
+
+    gap        front best / optimum and pick / optimum, C=1 (latency pick) and C=32 (throughput)
+
     python benchmarks/pick_decisions.py --seeds 1 2 3 4 --jobs 1
     python benchmarks/pick_decisions.py --profiles llama31-8b-eagle3-1x-h100 --seeds 1 --trials 6
     python benchmarks/pick_decisions.py --tally run1.log run2.log   # one table over earlier runs' lines
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -39,6 +46,7 @@ from efficiency import CASES, load_case
 from optimum_gap import noiseless_truth
 
 from autospec.report import recommend, snapshot
+from autospec.space import grid
 
 BAR = 0.90
 SEPARATED_AT = 1.05
@@ -108,6 +116,67 @@ def decisions_of(study: Any, name: str, seed: int, truth: Any) -> list[Decision]
             )
         )
     return out
+
+
+GAP_LINE = re.compile(r"^(?P<profile>\S+) seed (?P<seed>\d+) gap: (?P<rows>.*)$")
+GAP_ROW = re.compile(r"(?P<objective>\S+) front (?P<front>[\d.]+) pick (?P<pick>[\d.]+|-)")
+
+
+@dataclass(frozen=True)
+class Gap:
+    """One study's front best and pick over the optimum, per objective (noiseless)."""
+
+    profile: str
+    seed: int
+    objective: str
+    front: float
+    pick: float | None
+
+
+def gaps_of(study: Any, name: str, seed: int, truth: Any, optimum: Sequence[float]) -> list[Gap]:
+    """Per objective, the best front configuration's and the pick's noiseless value over the
+    optimum (the latency pick for the lowest-concurrency objective, the throughput pick for the
+    highest, as `optimum_gap` pairs them)."""
+    data = snapshot(study)
+    picks = recommend(data)
+    out = []
+    for i, o in enumerate(data.objectives):
+
+        def share(value: float, best: float = optimum[i], maximize: bool = o.maximize) -> float:
+            return (value / best if maximize else best / value) if best and value else 0.0
+
+        values = [truth(t.flags, o) for t in data.front]
+        front = (max(values) if o.maximize else min(values)) if values else 0.0
+        pick = next((p.trial for p in picks.values() if p.objective == i and p.name in ("latency", "throughput")), None)
+        out.append(Gap(name, seed, o.name, share(front), None if pick is None else share(truth(pick.flags, o))))
+    return out
+
+
+def parse_gaps(line: str) -> list[Gap]:
+    """The gaps of one of the per-study gap lines `main` prints (empty for other lines)."""
+    m = GAP_LINE.match(line)
+    if m is None:
+        return []
+    return [
+        Gap(m["profile"], int(m["seed"]), r["objective"], float(r["front"]), None if r["pick"] == "-" else float(r["pick"]))
+        for r in GAP_ROW.finditer(m["rows"])
+    ]
+
+
+def gap_rows(gaps: Sequence[Gap]) -> list[str]:
+    """Per profile and objective: the median and worst front best / optimum and pick / optimum."""
+    rows = [
+        "| profile | objective | studies | front best / optimum: median | worst | pick / optimum: median | worst |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, str], list[Gap]] = {}
+    for g in gaps:
+        groups.setdefault((g.profile, g.objective), []).append(g)
+    for (name, objective), gs in groups.items():
+        fronts, picks = [g.front for g in gs], [g.pick for g in gs if g.pick is not None]
+        pick = f"{statistics.median(picks):.3f} | {min(picks):.3f}" if picks else "- | -"
+        rows.append(f"| {name} | {objective} | {len(gs)} | {statistics.median(fronts):.3f} | {min(fronts):.3f} | {pick} |")
+    return rows
 
 
 LINE = re.compile(
@@ -183,22 +252,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tally", nargs="+", type=Path, metavar="LOG", help="only tally the per-study lines of these logs")
     args = ap.parse_args(argv)
     if args.tally:
-        found = [d for log in args.tally for d in map(parse_line, log.read_text().splitlines()) if d is not None]
+        lines = [line for log in args.tally for line in log.read_text().splitlines()]
+        found = [d for d in map(parse_line, lines) if d is not None]
         print("\n".join(summary_rows(sorted(set(found), key=lambda d: (d.profile, d.seed, d.pick)))))
+        gaps = sorted(set(g for line in lines for g in parse_gaps(line)), key=lambda g: (g.profile, g.objective, g.seed))
+        if gaps:
+            print("\n" + "\n".join(gap_rows(gaps)))
         return 0
 
     decisions: list[Decision] = []
+    gaps: list[Gap] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.profiles:
             space, profile = load_case(CASES[name])
             truth, _ = noiseless_truth(space, profile)
+            configurations = list(grid(space))
+            optimum = [max(truth(c, o) for c in configurations) for o in space.objectives]  # every objective maximizes
 
             def one(
-                seed: int, name: str = name, space: Any = space, profile: Any = profile, truth: Any = truth
-            ) -> list[Decision]:
+                seed: int,
+                name: str = name,
+                space: Any = space,
+                profile: Any = profile,
+                truth: Any = truth,
+                optimum: list[float] = optimum,
+            ) -> tuple[list[Decision], list[Gap]]:
                 t0 = time.monotonic()
                 study = run_study_as_asked(args, space, profile, seed, Path(tmp) / f"{name}-{seed}", f"decisions-{name}-{seed}")
                 found = decisions_of(study, name, seed, truth)
+                found_gaps = gaps_of(study, name, seed, truth, optimum)
+                print(
+                    f"{name} seed {seed} gap: "
+                    + "; ".join(
+                        f"{g.objective} front {g.front:.3f} pick {'-' if g.pick is None else f'{g.pick:.3f}'}" for g in found_gaps
+                    ),
+                    flush=True,
+                )
                 for d in found:
                     print(
                         f"{name} seed {seed} {d.pick}: trial {d.number} / runner-up {d.runner_up}: reported x{d.ratio:.3f} "
@@ -208,13 +297,15 @@ def main(argv: list[str] | None = None) -> int:
                         + (f"; {d.references}" if d.references else ""),
                         flush=True,
                     )
-                return found
+                return found, found_gaps
 
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                for found in pool.map(one, args.seeds):
+                for found, found_gaps in pool.map(one, args.seeds):
                     decisions.extend(found)
+                    gaps.extend(found_gaps)
     print()
     print("\n".join(summary_rows(decisions)))
+    print("\n" + "\n".join(gap_rows(gaps)))
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autospec.metrics import summarize
+from autospec.metrics.series import MIN_REQUEST_WAVES
 from autospec.request_records import LevelResult, RequestRecord, request_id
 
 
@@ -30,7 +31,7 @@ def test_c1_summary_keys_each_requests_speed_by_its_id_and_leaves_failed_ones_ou
     assert summary.as_dict()["request_speeds"] == summary.request_speeds
 
 
-def test_c2_summary_keys_every_request_and_complete_waves() -> None:
+def test_c2_summary_keys_complete_waves_by_number_and_a_short_level_no_request_speeds() -> None:
     records = (
         record(0, 1.0),
         record(1, 1.0),
@@ -41,9 +42,7 @@ def test_c2_summary_keys_every_request_and_complete_waves() -> None:
         record(6, 1.0, start=2.5),  # its partner never ran: an incomplete wave
     )
     summary = summarize(LevelResult(records, wall_s=4.0, concurrency=2))
-    # each successful request done by the last send (t=2.5), the failed one left out, and 6
-    # (sent last) and 5 (done at 2.5 exactly counts; its wave partner failed) as they stand
-    assert summary.request_speeds == {"0.0": 100.0, "1.1": 100.0, "2.2": 200.0, "3.0": 100.0, "5.2": 100.0}
+    assert summary.request_speeds == {}  # 7 requests, under MIN_REQUEST_WAVES waves of 2
     assert summary.wave_speeds == {"0": pytest.approx(200.0), "1": pytest.approx(300.0)}
 
 
@@ -53,14 +52,13 @@ def test_records_without_ids_give_no_series() -> None:
     assert summary.request_speeds == {}
 
 
-def test_c2_requests_still_running_at_the_last_send_are_left_out_as_they_drain() -> None:
-    records = (
-        record(0, 1.0),
-        record(1, 3.0),  # still running when 2 and 3 are sent: it finishes as the batch drains
-        record(2, 1.0, start=1.0),
-        record(3, 0.5, start=2.0),  # the last send
-    )
-    summary = summarize(LevelResult(records, wall_s=4.0, concurrency=2))
-    assert set(summary.request_speeds) == {request_id(0, 0), request_id(2, 2)}  # done by t=2.0
-    one = summarize(LevelResult(records, wall_s=4.0, concurrency=1))  # C=1: nothing runs beside a request
-    assert len(one.request_speeds) == 4
+def test_a_long_c2_level_keys_each_steady_request_without_its_ramp_and_drain() -> None:
+    # 10 requests at C=2: positions 0-1 were sent at once, 8-9 finish as the batch drains
+    records = tuple(record(i, 1.0 + 0.1 * i, start=float(i // 2)) for i in range(10)) + (record(10, 1.0, ok=False, start=5.0),)
+    assert len(records) >= MIN_REQUEST_WAVES * 2
+    summary = summarize(LevelResult(records, wall_s=8.0, concurrency=2))
+    # 11 measured: the first 2 and the last 2 positions (9 and the failed 10) are left out
+    assert set(summary.request_speeds) == {request_id(i, i % 3) for i in range(2, 9)}
+    assert summary.request_speeds[request_id(4, 1)] == pytest.approx(100 / 1.4, rel=1e-4)
+    one = summarize(LevelResult(records, wall_s=8.0, concurrency=1))  # C=1: every successful request
+    assert len(one.request_speeds) == 10

@@ -107,7 +107,8 @@ def level_series(level: Mapping[str, object] | None, metric: str) -> tuple[dict[
     aggregate: at C = 1 one request's speed, at C > 1 the closed loop's throughput, whose
     ratio between two launches of one stream is, by Little's law, about that of their
     requests' speeds), else
-    per wave for the aggregate at C > 1 (levels stored before C > 1 kept request speeds);
+    per wave for the aggregate at C > 1 (a short level keeps no request speeds there, nor
+    did levels stored before; `autospec.metrics.series`);
     None where the level has none (older levels, other metrics). A study mixing the two
     units pairs nothing across them and compares those sides unpaired."""
     if not level:
