@@ -255,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         lines = [line for log in args.tally for line in log.read_text().splitlines()]
         found = [d for d in map(parse_line, lines) if d is not None]
         print("\n".join(summary_rows(sorted(set(found), key=lambda d: (d.profile, d.seed, d.pick)))))
-        gaps = sorted(set(g for line in lines for g in parse_gaps(line)), key=lambda g: (g.profile, g.objective, g.seed))
-        if gaps:
-            print("\n" + "\n".join(gap_rows(gaps)))
+        tallied = sorted({g for line in lines for g in parse_gaps(line)}, key=lambda g: (g.profile, g.objective, g.seed))
+        if tallied:
+            print("\n" + "\n".join(gap_rows(tallied)))
         return 0
 
     decisions: list[Decision] = []

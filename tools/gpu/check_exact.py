@@ -6,10 +6,11 @@ Sends each held-out sequence of IDS_JSON (build_pair.py's exact-ids.json: 50 seq
 token ids) to SGLang's `/generate` as `input_ids` with `return_logprob`, `logprob_start_len`
 0 and `top_logprobs_num` 2 (sglang 0.5.16's input_top_logprobs: the top tokens of the
 distribution at each prompt position, the prompt itself teacher-forcing the prefix), and
-runs the small model of SMALL_DIR (tiny_llama.forward on its bf16 weights, computed in float32,
-or with --dtype bfloat16 in bf16 as SGLang computes) on the same ids. Per position: do the two top-1 tokens agree; is every disagreement a near-tie in
-the small model (its two best log-probabilities within --near-tie); the largest difference
-between the served and the small model's log-probability of the served top tokens.
+runs the small model of SMALL_DIR (tiny_llama.forward on its bf16 weights, computed in
+float32, or with --dtype bfloat16 in bf16 as SGLang computes) on the same ids. Per position:
+do the two top-1 tokens agree; is every disagreement a near-tie in the small model (its two
+best log-probabilities within --near-tie); the largest difference between the served and
+the small model's log-probability of the served top tokens.
 Writes OUT_JSON and prints one summary line; exit 1 if agreement < 97% or a disagreement is
 not a near-tie.
 """
