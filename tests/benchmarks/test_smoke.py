@@ -114,7 +114,8 @@ def test_pick_decisions_reads_each_picks_paired_ratio_and_tallies_it(tmp_path: P
     assert [r[0] for r in rows] == [SEED, "overall"]
     assert all(r[1] == "1" and r[2] == str(len(lines)) for r in rows)
     assert all(re.fullmatch(r"\d+/\d+ \(\d+%\)", r[4]) for r in rows)
-    gaps = re.findall(rf"^{SEED} seed 1 gap: \S+ front ({RATIO}) pick ({RATIO}|-); \S+ front ({RATIO}) pick ({RATIO}|-)$", out, re.M)
+    one = rf"\S+ front ({RATIO}) pick ({RATIO}|-)"
+    gaps = re.findall(rf"^{SEED} seed 1 gap: {one}; {one}$", out, re.M)
     assert len(gaps) == 1 and all(0 < float(g) <= 1.0 for g in gaps[0] if g != "-"), out  # nothing beats the optimum
     gap_table = table_rows(out, "| profile | objective | studies |")
     assert len(gap_table) == 2 and all(r[0] == SEED and r[2] == "1" for r in gap_table)
@@ -230,7 +231,8 @@ def test_paired_launches_checks_both_levels_of_the_fixture(tmp_path: Path) -> No
 
 def test_paired_launches_joins_two_fixtures_and_compares_the_relaunched_pair(tmp_path: Path) -> None:
     first, then = "real_8b_standalone_default_first_h100.db.gz", "real_8b_standalone_default_h100.db.gz"
-    out = run_script(tmp_path, "paired_launches.py", "--study", "real-8b-standalone-default", "--fixture", first, "--fixture", then)
+    study = ("--study", "real-8b-standalone-default")
+    out = run_script(tmp_path, "paired_launches.py", *study, "--fixture", first, "--fixture", then)
     # of the study's seven configurations only two ran twice: once in each fixture, the second renumbered from 100
     assert re.search(r"\(trials \[0, 100\]\); B = .* \(trials \[1, 101\]\)", out), out
     assert re.search(r"^C=32 agg_output_tok_s: .*\n  machine 1, trials 0/1 .* \d+ requests matched", out, re.MULTILINE), out
