@@ -136,7 +136,8 @@ class LevelSummary:
     precision: dict[str, Any] | None = None
     gc_frozen: bool | None = None  # the server froze its garbage collector after warmup; None: not asked
     # per-position figures that pair across launches (`autospec.metrics.series`): per request id
-    # at every level, and per wave at C > 1; empty for repeat runs and records without request ids
+    # (at C > 1 only in a long level), and per wave at C > 1; empty for repeat runs and records
+    # without request ids
     request_speeds: dict[str, float] = field(default_factory=dict)
     wave_speeds: dict[str, float] = field(default_factory=dict)
     # a warm-up that ran until the rate settled (`autospec.bench.runner`, `autospec.metrics.warmup`):

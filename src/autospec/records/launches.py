@@ -106,11 +106,10 @@ def level_series(level: Mapping[str, object] | None, metric: str) -> tuple[dict[
     their unit: per request where the level kept request speeds (output_tok_s, and the
     aggregate: at C = 1 one request's speed, at C > 1 the closed loop's throughput, whose
     ratio between two launches of one stream is, by Little's law, about that of their
-    requests' speeds), else
-    per wave for the aggregate at C > 1 (a short level keeps no request speeds there, nor
-    did levels stored before; `autospec.metrics.series`);
-    None where the level has none (older levels, other metrics). A study mixing the two
-    units pairs nothing across them and compares those sides unpaired."""
+    requests' speeds), else per wave for the aggregate at C > 1 (a short level keeps no
+    request speeds there, nor did levels stored before); None where the level has none
+    (older levels, other metrics). Two sides of different units share no ids, so their
+    comparison is unpaired."""
     if not level:
         return None
     requests, waves = level.get("request_speeds"), level.get("wave_speeds")
