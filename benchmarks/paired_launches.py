@@ -2,7 +2,8 @@
 
 Reads a study that launched configuration A and configuration B in alternation
 (``tools/gpu/paired_study.sh``; fixture ``tests/fixtures/real_8b_paired_two_machines.db.gz``:
-two H100s) and, per objective level, prints:
+two H100s) and, per objective level (C=32 twice: by wave, as the study's comparisons pair
+there, and by request, where long levels kept request speeds), prints:
 
 - the between-launch spread s (sd of a launch's mean log figure over the shared positions,
   pooled over both configurations, launches pooling only within one machine as the study's
@@ -106,22 +107,24 @@ def machines_of(trials: list[StoredTrial]) -> list[str]:
     return list(dict.fromkeys(t.machine or "" for t in sorted(trials, key=lambda t: t.number)))
 
 
-def _series(trial: StoredTrial, concurrency: int, metric: str) -> tuple[dict[str, float], str] | None:
-    return level_series(trial.record.bench.get(concurrency) if trial.record else None, metric)
+def _series(trial: StoredTrial, concurrency: int, metric: str, unit: str | None) -> dict[str, float]:
+    found = level_series(trial.record.bench.get(concurrency) if trial.record else None, metric, unit)
+    return found[0] if found else {}
 
 
-def check_level(a: list[StoredTrial], b: list[StoredTrial], concurrency: int, metric: str) -> LevelCheck | None:
-    """The level's check (module docstring); None where a side lacks per-position figures.
+def check_level(
+    a: list[StoredTrial], b: list[StoredTrial], concurrency: int, metric: str, unit: str | None = None
+) -> LevelCheck | None:
+    """The level's check (module docstring) over `unit`'s figures ("requests" or "waves"; None:
+    the unit the study's comparisons use, `level_series`); None where a side lacks them.
     Launches pool, and pair, only within one machine, as the study's own comparisons do."""
+    unit = unit or ("waves" if concurrency > 1 else "requests")
     machines = machines_of([*a, *b])
 
     def on(side: list[StoredTrial], machine: str) -> list[StoredTrial]:
         return [t for t in side if (t.machine or "") == machine]
 
-    found = {t.number: _series(t, concurrency, metric) for t in [*a, *b]}
-    series = {n: f[0] if f else {} for n, f in found.items()}
-    units = {f[1] for f in found.values() if f}
-    unit = units.pop() if len(units) == 1 else "requests"  # what `level_series` keyed them by
+    series = {t.number: _series(t, concurrency, metric, unit) for t in [*a, *b]}
     spread = launch_spread([[series[t.number] for t in on(side, m)] for side in (a, b) for m in machines])
     if spread is None:
         return None
@@ -200,15 +203,15 @@ def report(trials: list[StoredTrial]) -> list[str]:
         f"A = {dict(a[0].params)} (trials {[t.number for t in a]}); B = {dict(b[0].params)} (trials {[t.number for t in b]})",
         *(f"machine {i + 1}: {m or 'unrecorded'}" for i, m in enumerate(machines)),
     ]
-    for concurrency, metric in LEVELS:
-        c = check_level(a, b, concurrency, metric)
+    for concurrency, metric, unit in [(c, m, u) for c, m in LEVELS for u in (("requests", "waves") if c > 1 else ("requests",))]:
+        c = check_level(a, b, concurrency, metric, unit)
         if c is None:
-            lines.append(f"C={concurrency}: no per-position figures on both sides")
+            lines.append(f"C={concurrency} by {unit}: no per-position figures on both sides")
             continue
         noise = f"{c.spread.noise_sd:.2%} ({c.spread.noise_df} df)" if c.spread.noise_sd is not None else "unmeasured"
         lines.append(
-            f"C={concurrency} {metric}: spread s {c.spread.sd:.2%} ({c.spread.df} df, within machines), per-position "
-            f"noise e {noise}, floor 1.96 x sqrt(2) x s = +-{c.floor:.2%}"
+            f"C={concurrency} {metric} by {unit}: spread s {c.spread.sd:.2%} ({c.spread.df} df, within machines), "
+            f"per-position noise e {noise}, floor 1.96 x sqrt(2) x s = +-{c.floor:.2%}"
         )
         for i, p in enumerate(c.pairs):
             f = p.comparison

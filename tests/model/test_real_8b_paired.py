@@ -120,10 +120,10 @@ def test_one_launch_each_pairs_by_request_within_the_floor_at_both_levels(tmp_pa
     (tmp_path / "first").mkdir()
     (tmp_path / "then").mkdir()
     a, b = _default_study_relaunches(tmp_path)
-    check = paired_launches.check_level(a, b, concurrency, metric)
+    check = paired_launches.check_level(a, b, concurrency, metric, "requests")
     assert check is not None and check.first.unit == "requests"
     assert check.spread.noise_df >= 8  # the relaunches measured the noise that does not repeat
-    # C=32 pairs request by request now (the waves of real_8b_paired_steps56 did not repeat)
+    # C=32 by request (the waves of real_8b_paired_steps56 did not repeat; the study still pairs by wave)
     assert check.first.matched >= (100 if concurrency > 1 else 4)
     assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs)
     assert check.later and all(inside for _, inside in check.later)

@@ -101,23 +101,35 @@ def race_check(level: Mapping[str, object] | None) -> str | None:
     return str(check) if check in RACE_CHECKS else None
 
 
-def level_series(level: Mapping[str, object] | None, metric: str) -> tuple[dict[str, float], str] | None:
+def level_series(level: Mapping[str, object] | None, metric: str, unit: str | None = None) -> tuple[dict[str, float], str] | None:
     """A stored level's per-position figures behind `metric` (`autospec.metrics.series`) and
-    their unit: per request where the level kept request speeds (output_tok_s, and the
-    aggregate: at C = 1 one request's speed, at C > 1 the closed loop's throughput, whose
-    ratio between two launches of one stream is, by Little's law, about that of their
-    requests' speeds), else per wave for the aggregate at C > 1 (a short level keeps no
-    request speeds there, nor did levels stored before); None where the level has none
-    (older levels, other metrics). Two sides of different units share no ids, so their
-    comparison is unpaired."""
+    their unit (`unit`, else the one comparisons use): "requests" at C = 1 (output_tok_s, and
+    the aggregate, which at C = 1 is one request's speed), "waves" for the aggregate at C > 1;
+    None where the level has none (older levels, other metrics).
+
+    Long C > 1 levels keep request speeds too, and on an H100 they repeat between launches
+    far better than waves (docs/validation/2026-12-06-h100-default-study.md), but a study
+    holds long and short levels, and a comparison must not mix the two units (their figures
+    differ by a factor C); until comparisons choose their unit pair by pair, C > 1 pairs by
+    wave and request speeds there serve analysis (`unit="requests"`)."""
     if not level:
         return None
+    if unit is None:
+        unit = "waves" if _concurrency(level) > 1 else "requests"
     requests, waves = level.get("request_speeds"), level.get("wave_speeds")
-    if metric in ("output_tok_s", "agg_output_tok_s") and isinstance(requests, Mapping) and requests:
+    if unit == "requests" and metric in ("output_tok_s", "agg_output_tok_s") and isinstance(requests, Mapping) and requests:
         return {str(k): float(v) for k, v in requests.items()}, "requests"
-    if metric == "agg_output_tok_s" and isinstance(waves, Mapping) and waves:
+    if unit == "waves" and metric == "agg_output_tok_s" and isinstance(waves, Mapping) and waves:
         return {str(k): float(v) for k, v in waves.items()}, "waves"
     return None
+
+
+def _concurrency(level: Mapping[str, object]) -> int:
+    """The level's concurrency; a level stored without it is C > 1 where it holds waves."""
+    c = level.get("concurrency")
+    if isinstance(c, int):
+        return c
+    return 2 if level.get("wave_speeds") else 1
 
 
 def level_settled(level: Mapping[str, object] | None) -> bool:

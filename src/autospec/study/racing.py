@@ -122,7 +122,7 @@ def _member_interval(group: Sequence[StoredTrial], ref: ObjectiveRef, value: flo
 
 
 def _series_of(summary: LevelSummary) -> dict[str, object]:
-    return {"request_speeds": summary.request_speeds, "wave_speeds": summary.wave_speeds}
+    return {"concurrency": summary.concurrency, "request_speeds": summary.request_speeds, "wave_speeds": summary.wave_speeds}
 
 
 def _surely_better(theirs: Interval | None, mine: Interval, maximize: bool) -> bool:
