@@ -220,7 +220,8 @@ def test_real_landscape_replays_the_tiny_grid(tmp_path: Path) -> None:
 
 def test_paired_launches_checks_both_levels_of_the_fixture(tmp_path: Path) -> None:
     out = run_script(tmp_path, "paired_launches.py")
-    assert re.search(r"^C=1 output_tok_s: spread s .* floor 1\.96 x sqrt\(2\) x s = \+-", out, re.MULTILINE), out
+    assert re.search(r"^C=1 output_tok_s by requests: spread s .* floor 1\.96 x sqrt\(2\) x s = \+-", out, re.MULTILINE), out
+    assert "C=32 by requests: no per-position figures on both sides" in out  # recorded before C>1 kept them
     assert len(re.findall(r"^  machine 1, trials 0/1 \(measuring \d+%/\d+%\): x\d\.\d{4} \(95% ", out, re.MULTILINE)) == 2, out
     assert len(re.findall(r"^  machine 2 over machine 1, [AB]'s launches paired: x\d\.\d{4}", out, re.MULTILINE)) == 4, out
     assert "measuring share per launch: trial " in out
@@ -235,7 +236,9 @@ def test_paired_launches_joins_two_fixtures_and_compares_the_relaunched_pair(tmp
     out = run_script(tmp_path, "paired_launches.py", *study, "--fixture", first, "--fixture", then)
     # of the study's seven configurations only two ran twice: once in each fixture, the second renumbered from 100
     assert re.search(r"\(trials \[0, 100\]\); B = .* \(trials \[1, 101\]\)", out), out
-    assert re.search(r"^C=32 agg_output_tok_s: .*\n  machine 1, trials 0/1 .* \d+ requests matched", out, re.MULTILINE), out
+    for unit in ("requests", "waves"):
+        found = re.search(rf"^C=32 agg_output_tok_s by {unit}: .*\n  machine 1, trials 0/1 .* \d+ {unit} matched", out, re.M)
+        assert found, out
 
 
 def test_seed_predictions_prints_the_seed_table(tmp_path: Path) -> None:
