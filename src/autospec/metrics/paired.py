@@ -7,8 +7,7 @@ configuration agreed within 1-2% while each launch's own interval over its reque
 +-5-11%. Compared request by request, that repeating part cancels.
 
 For configurations A and B, each with one or more launches whose per-position figures are
-keyed by request id (or by wave number, at C > 1 where a level kept no request speeds;
-`autospec.metrics.series`):
+keyed by request (C = 1) or wave (C > 1) id (`autospec.metrics.series`):
 
     per id, the mean log figure over the launches of each configuration holding it;
     d_i = that of A minus that of B, over the ids both hold (the *matched* ids; an id only

@@ -14,11 +14,8 @@ cancels in a paired comparison (`autospec.metrics.paired`).
                     batch drains, faster: SGLang 0.5.16 on an H100, 2026-12-06, a C=32
                     level's last 32 positions read 9-16% above its other ones in 6 of 9
                     launches). What is left runs at the steady load the aggregate measures;
-                    over a shorter level the ramp and the drain are most of it, and the
-                    ratio of two configurations' request speeds there strayed from that of
-                    their aggregates (simulator, seed profile: 7-10 of 12 throughput
-                    intervals covered the truth, against 12 of 12 with this rule).
-                    Comparisons pair C > 1 by wave still (`autospec.records.launches.level_series`)
+                    over a shorter level the ramp and the drain are most of it. Comparisons
+                    pair C > 1 by wave still (`autospec.records.launches.level_series`)
     wave_speeds     C > 1: per wave (the C requests sent at positions w*C .. w*C + C - 1),
                     C x sum(completion tokens) / sum(request latency), the closed loop's
                     aggregate over that wave (Little's law), keyed by the wave's number;
