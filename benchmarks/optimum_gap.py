@@ -147,6 +147,13 @@ def _swap(truth: Callable[..., float], objective: Any, flags: Mapping[str, Any])
     return truth(flags, objective)
 
 
+def optimum_of(space: Any, truth: Callable[..., float]) -> tuple[list[Any], list[float]]:
+    """Per objective of `space` (every one maximizes), the grid's best configuration and its
+    noiseless value."""
+    best = [max(grid(space), key=functools.partial(_swap, truth, o)) for o in space.objectives]
+    return best, [truth(c, o) for c, o in zip(best, space.objectives)]
+
+
 def _flags_truth(truth: Callable[..., float], objective: Any, trial: Any) -> float:
     return truth(trial.flags, objective)
 
@@ -182,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             truth, kind = noiseless_truth(space, profile, args.output_len)
             extra = ["--output-len", str(args.output_len)] if args.output_len else []
 
-            best = [max(grid(space), key=functools.partial(_swap, truth, o)) for o in space.objectives]
-            optimum = [truth(c, o) for c, o in zip(best, space.objectives)]
+            best, optimum = optimum_of(space, truth)
             print(
                 f"{name} ({kind} prompts): "
                 + "; ".join(f"{o.name} optimum {v:.1f} at {c}" for o, v, c in zip(space.objectives, optimum, best)),

@@ -195,6 +195,17 @@ def relaunched_pair(trials: list[StoredTrial]) -> list[list[StoredTrial]]:
     return groups
 
 
+def fixtures_trials(names: list[str], study: str, folder: Path) -> list[StoredTrial]:
+    """`study`'s trials in each gzipped fixture of `names`, the i-th fixture's renumbered from
+    100 x i so that trial numbers stay apart (unpacked under `folder`)."""
+    trials: list[StoredTrial] = []
+    for i, name in enumerate(names):
+        (folder / str(i)).mkdir()
+        found = study_trials(fixture_storage(name, folder / str(i)), study)
+        trials += [dataclasses.replace(t, number=100 * i + t.number) for t in found]
+    return trials
+
+
 def report(trials: list[StoredTrial]) -> list[str]:
     a, b = relaunched_pair(trials)
     machines = machines_of([*a, *b])
@@ -246,15 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--storage", help="a study's storage URL instead of the fixture")
     p.add_argument("--study", default="steps-5-6")
     args = p.parse_args(argv)
-    trials: list[StoredTrial] = []
     with tempfile.TemporaryDirectory() as tmp:
-        if args.storage:
-            trials = study_trials(args.storage, args.study)
-        for i, name in enumerate(args.fixture or ([] if args.storage else ["real_8b_paired_two_machines.db.gz"])):
-            folder = Path(tmp) / str(i)
-            folder.mkdir()
-            found = study_trials(fixture_storage(name, folder), args.study)
-            trials += [dataclasses.replace(t, number=100 * i + t.number) for t in found] if i else found
+        names = args.fixture or ([] if args.storage else ["real_8b_paired_two_machines.db.gz"])
+        trials = (study_trials(args.storage, args.study) if args.storage else []) + fixtures_trials(names, args.study, Path(tmp))
         for line in report(trials):
             print(line)
     return 0

@@ -43,10 +43,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from _simulated import run_study_as_asked
 from efficiency import CASES, load_case
-from optimum_gap import noiseless_truth
+from optimum_gap import noiseless_truth, optimum_of
 
 from autospec.report import recommend, snapshot
-from autospec.space import grid
 
 BAR = 0.90
 SEPARATED_AT = 1.05
@@ -266,8 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.profiles:
             space, profile = load_case(CASES[name])
             truth, _ = noiseless_truth(space, profile)
-            configurations = list(grid(space))
-            optimum = [max(truth(c, o) for c in configurations) for o in space.objectives]  # every objective maximizes
+            _, optimum = optimum_of(space, truth)
 
             def one(
                 seed: int,

@@ -15,7 +15,6 @@ machine, and both configurations read the same machine factor."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -104,21 +103,13 @@ def _default_study_relaunches(folder) -> tuple[list, list]:
     whose state was not carried on (real_8b_standalone_default_first_h100.db.gz), and again as
     the first two launches of the study that went on (real_8b_standalone_default_h100.db.gz,
     its trials renumbered from 100). Levels at C=32 kept each request's speed."""
-    first = paired_launches.study_trials(
-        unpacked_storage(folder / "first", "real_8b_standalone_default_first_h100.db.gz"), "real-8b-standalone-default"
-    )
-    then = paired_launches.study_trials(
-        unpacked_storage(folder / "then", "real_8b_standalone_default_h100.db.gz"), "real-8b-standalone-default"
-    )
-    groups = paired_launches.launches_by_config(first + [dataclasses.replace(t, number=100 + t.number) for t in then])
-    a, b = (g for g in groups if len(g) == 2)
+    names = ["real_8b_standalone_default_first_h100.db.gz", "real_8b_standalone_default_h100.db.gz"]
+    a, b = paired_launches.relaunched_pair(paired_launches.fixtures_trials(names, "real-8b-standalone-default", folder))
     return a, b
 
 
 @pytest.mark.parametrize(("concurrency", "metric"), paired_launches.LEVELS)
 def test_one_launch_each_pairs_by_request_within_the_floor_at_both_levels(tmp_path, concurrency, metric) -> None:
-    (tmp_path / "first").mkdir()
-    (tmp_path / "then").mkdir()
     a, b = _default_study_relaunches(tmp_path)
     check = paired_launches.check_level(a, b, concurrency, metric, "requests")
     assert check is not None and check.first.unit == "requests"

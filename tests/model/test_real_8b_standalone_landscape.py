@@ -11,11 +11,15 @@ so far, chosen by the model sampler on the GPU."""
 
 from __future__ import annotations
 
-import optuna
-from replay import check_grid_reads_as_measured, check_model_beats_random, key, load_grid, unpacked_storage
+import sys
+from pathlib import Path
+
+from replay import FIXTURES, check_grid_reads_as_measured, check_model_beats_random, load_grid
 
 from autospec.model import hypervolume_ratio
-from autospec.records import read_trials
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import real_landscape
 
 SPACE, RECORDS = load_grid("real_8b_standalone_grid.json")
 
@@ -29,17 +33,14 @@ def test_the_model_reaches_the_front_in_fewer_launches_than_random_search():
     assert launches <= 4, (launches, rate)
 
 
-def test_the_default_study_on_the_gpu_reaches_the_grid_front(tmp_path):
+def test_the_default_study_on_the_gpu_reaches_the_grid_front():
     """Its launched configurations, each valued by the grid's own launch of it (so machines and
     launches do not enter), hold at least 95% of the grid front's hypervolume."""
-    storage = unpacked_storage(tmp_path, "real_8b_standalone_default_h100.db.gz")
-    trials = read_trials(optuna.load_study(study_name="real-8b-standalone-default", storage=storage))
-    launched = [t for t in trials if t.record is not None and t.record.launched]
-    chosen = list(dict.fromkeys(key(t.record.candidate) for t in launched if key(t.record.candidate) in RECORDS))
-    every = [list(r.values) for r in RECORDS.values()]
-    values = [list(RECORDS[k].values) for k in chosen]
-    assert len(launched) <= 12 and len(chosen) >= 3
-    assert hypervolume_ratio(values, every, [True, True]) >= 0.95
+    fixture, study = FIXTURES / "real_8b_standalone_default_h100.db.gz", "real-8b-standalone-default"
+    values = real_landscape.grid_values_of(fixture, study, RECORDS)
+    with real_landscape.opened_study(fixture, study) as trials:
+        launched = [t for t in trials if t.launched]
+    assert len(launched) <= 12 and len(values) >= 3
+    assert hypervolume_ratio(values, [list(r.values) for r in RECORDS.values()], [True, True]) >= 0.95
     # and the references: no speculation is off the grid, SGLang's defaults are a point of it
-    references = {t.markers.reference for t in launched if t.markers.reference}
-    assert references == {"no_speculation", "sglang_defaults"}
+    assert {t.markers.reference for t in launched if t.markers.reference} == {"no_speculation", "sglang_defaults"}
