@@ -266,7 +266,7 @@ class SimulatedBench:
                 )
                 for i in range(len(replay))
             ]
-            replay = closed_loop(replay, scales, c)
+            replay = closed_loop(replay, scales, c, self._slots(flags))
         server.requests += len(replay)
         warp = SpeedWarp(self.rng, self.noise, server.speed)
         start = self.clock.now
@@ -288,6 +288,10 @@ class SimulatedBench:
                 request_id=request_id(index, index),
             )
 
+    def _slots(self, flags: Mapping[str, Any]) -> int:
+        """How many requests the server runs at once (`max_running_requests` after start-up)."""
+        return init_outcome(self.oracle.profile, resolve_args(self.oracle.profile, flags)).max_running_requests
+
     def _replay(self, flags: Mapping[str, Any], c: int, n: int, output_len: int) -> list[tuple[float, float, float]]:
         """(sent, first token, done) of `n` noiseless requests at concurrency `c` (cached)."""
         key = (PredictedOracle._key(flags), c, n, output_len)
@@ -304,19 +308,31 @@ class SimulatedBench:
 
 
 def closed_loop(
-    replay: Sequence[tuple[float, float, float]], scales: Sequence[float], c: int
+    replay: Sequence[tuple[float, float, float]], scales: Sequence[float], c: int, slots: int | None = None
 ) -> list[tuple[float, float, float]]:
     """(sent, first token, done) of `replay`'s requests (in send order) when each one's
     decode time (done - first token) is scaled by its `scales` entry: a closed loop of `c`
-    workers, each sending its next request when its last one is done; time to first
-    token kept. Scales of 1 give the replay's own schedule back."""
+    workers, each sending its next request when its last one is done. A server that runs
+    `slots` < `c` requests at once (`max_running_requests`) queues the rest: a request's
+    first token then comes the replay's shortest time to first token after a slot frees;
+    otherwise each request keeps its own. Scales of 1 give the replay's own schedule back
+    (with a queue, up to how the replay batches prefills)."""
+    queued = slots is not None and slots < c
+    prefill = min((first - sent for sent, first, _ in replay), default=0.0)
     free = [0.0] * max(c, 1)
+    running: list[float] = []  # when each busy slot frees (a queued server only)
     out: list[tuple[float, float, float]] = []
     for (sent, first, done), scale in zip(replay, scales):
         at = max(heapq.heappop(free), sent) if len(out) < c else heapq.heappop(free)
-        t_first = at + (first - sent)
+        if queued:
+            admitted = max(at, heapq.heappop(running)) if len(running) >= (slots or 1) else at
+            t_first = admitted + prefill
+        else:
+            t_first = at + (first - sent)
         t_done = t_first + (done - first) * scale
         heapq.heappush(free, t_done)
+        if queued:
+            heapq.heappush(running, t_done)
         out.append((at, t_first, t_done))
     return out
 

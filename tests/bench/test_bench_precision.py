@@ -76,14 +76,6 @@ def test_a_precise_level_goes_on_to_the_studys_stream_but_the_cap_still_stops_it
     assert stop_rule(precise, dataclasses.replace(stream, cap_s=1.5), elapsed_s=1.0, sent=10).reason == "cap"  # type: ignore[union-attr]
 
 
-def test_a_level_short_of_the_stream_borrows_the_launchs_budget_up_to_its_end() -> None:
-    wide = summary_of(output_tok_s=100.0, cis=WIDE)
-    short = dataclasses.replace(goal(cap_s=2.0), stream_requests=23, stream_cap_s=12.0)
-    assert stop_rule(wide, short, elapsed_s=5.0, sent=10) is None  # past its own cap, within the launch's
-    assert stop_rule(wide, short, elapsed_s=11.5, sent=10).reason == "cap"  # type: ignore[union-attr]
-    assert stop_rule(wide, short, elapsed_s=5.0, sent=23).reason == "cap"  # type: ignore[union-attr]  # the stream reached
-
-
 def test_below_the_floor_it_always_continues() -> None:
     assert stop_rule(summary_of(output_tok_s=100.0, cis=PRECISE), goal(floor=20), elapsed_s=1.0, sent=10) is None
     assert stop_rule(summary_of(output_tok_s=100.0, cis=WIDE), goal(floor=20), elapsed_s=999.0, sent=19) is None

@@ -103,6 +103,23 @@ def test_closed_loop_keeps_the_replays_schedule_at_scale_one_and_stretches_decod
     assert slower[1][0] == pytest.approx(1.9) and slower[2][2] == pytest.approx(3.9)  # the loop waits for it
 
 
+def most_at_once(schedule: list[tuple[float, float, float]]) -> int:
+    """The most requests between their first token and their end at any time."""
+    events = sorted([(first, 1) for _, first, _ in schedule] + [(done, -1) for _, _, done in schedule])
+    return max(itertools.accumulate(step for _, step in events))
+
+
+def test_closed_loop_of_a_queueing_server_runs_no_more_requests_at_once_than_its_slots() -> None:
+    # 4 workers, a server that runs 2 at once: the replay's second pair waits for the first
+    replay = [(0.0, 0.1, 1.0), (0.0, 0.1, 1.0), (0.0, 1.1, 2.0), (0.0, 1.1, 2.0)] * 10
+    rng = random.Random(3)
+    scales = [rng.uniform(0.5, 2.0) for _ in replay]
+    assert most_at_once(closed_loop(replay, scales, 4)) > 2  # without the limit the workers overrun the server
+    queued = closed_loop(replay, scales, 4, slots=2)
+    assert most_at_once(queued) == 2
+    assert all(first - sent >= 0.1 - 1e-9 for sent, first, _ in queued)  # each still pays the shortest prefill
+
+
 def test_noisy_launches_repeat_each_requests_effect_and_name_their_requests() -> None:
     """With noise on, a request's speed carries the simulator's per-request effect (a function
     of its prompt and position), so two launches of one configuration agree request by

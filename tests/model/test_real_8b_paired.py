@@ -118,3 +118,22 @@ def test_one_launch_each_pairs_by_request_within_the_floor_at_both_levels(tmp_pa
     assert check.first.matched >= (100 if concurrency > 1 else 4)
     assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs)
     assert check.later and all(inside for _, inside in check.later)
+
+
+TOPK_FIXTURE = "real_8b_standalone_topk_1_2_h200.db.gz"  # 6/1/7 and 6/2/7, A B A B A B on one H200
+
+
+@pytest.fixture(scope="module")
+def topk(tmp_path_factory) -> tuple[list, list]:
+    storage = unpacked_storage(tmp_path_factory.mktemp("topk"), TOPK_FIXTURE)
+    a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "topk-1-2"))
+    return a, b
+
+
+def test_configurations_six_percent_apart_pair_at_the_floor_at_c1(topk) -> None:
+    a, b = topk
+    check = paired_launches.check_level(a, b, 1, "output_tok_s")
+    assert check is not None and len(check.pairs) == 3 and check.spread.noise_df >= 8
+    assert all(1.03 < p.comparison.ratio < 1.10 and p.comparison.lo > 1.0 for p in check.pairs)  # separated on one launch each
+    assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs)
+    assert check.later and all(inside for _, inside in check.later)

@@ -9,12 +9,14 @@ import statistics
 import optuna
 import pytest
 
+from autospec.cli.common import load_space
 from autospec.records import TrialClass, objective_groups, pareto_front
 from autospec.records.confirming import contests
 from autospec.records.front import holds_level
 from autospec.records.launches import ObjectiveRef, pool_study
 from autospec.records.schema import Markers, TrialRecord
 from autospec.records.stored import StoredTrial
+from autospec.study.proposing.confirmations import ConfirmationPolicy
 
 REFS = [ObjectiveRef(0, "output_tok_s", 1), ObjectiveRef(1, "agg_output_tok_s", 32)]
 PROMPT, OUTPUT = 64, 256  # a level's requests: 64 prompt and 256 output tokens each
@@ -100,6 +102,9 @@ def test_configurations_pooled_into_one_figure_are_one_member_of_a_contest():
     assert latency.objective == 0 and latency.leader == 0
     assert latency.contenders == (2,)  # trial 1 is the leader's own server at C=1, not its rival
     assert latency.launches[0] == 2  # the leader's figure rests on both launches
+    assert latency.pooled_with == (1,)  # named beside the leader, as the report may name either
+    _, line = ConfirmationPolicy(load_space("default"), [True, True], n_trials=20, confirm=5).summary(trials)
+    assert "best at C=1: trial 0 (the same server as trial(s) 1) on 2 launch(es)" in line
 
 
 def test_a_contest_counts_the_relaunches_of_every_configuration_in_its_members_figures():

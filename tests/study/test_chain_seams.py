@@ -180,9 +180,7 @@ def test_the_studys_stream_reaches_the_levels_goals(tmp_path: Path) -> None:
     chain, bench, _ = make_chain(tmp_path, {1: level(1, 2.0), 4: level(4, 4.0)})
     chain.run(0, {"speculative_num_steps": 3}, stream={1: 23})
     assert bench.goals[1].stream_requests == 23 and bench.goals[4].stream_requests == 0
-    whole = bench.goals[4].cap_s  # the last level's cumulative cap: the launch's measuring budget
-    assert bench.goals[1].cap_s < whole and bench.goals[1].stream_cap_s == pytest.approx(whole)
-    assert bench.goals[1].cap_at(0) == pytest.approx(whole) and bench.goals[1].cap_at(23) == bench.goals[1].cap_s
+    assert bench.goals[1].cap_s < bench.goals[4].cap_s  # the stream takes no time of the later levels
 
 
 @dataclass

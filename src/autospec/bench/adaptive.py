@@ -108,10 +108,10 @@ class PrecisionGoal:
     and the time cap (seconds on the caller's clock, see `run_level_precise_with`).
     `stream_requests`: how far the study's earlier launches measured this level's request
     stream (`autospec.records.stream`); the level does not stop for its target before it
-    sent that many, so that it pairs with them over all their positions (the ceiling, a
-    failure or the caller's hook still stop it), and until then its cap is `stream_cap_s`
-    where that is later than `cap_s` (the launch's whole measuring budget: a level the
-    stream holds borrows from the levels after it)."""
+    sent that many, so that it pairs with them over all their positions. Its cap, the
+    ceiling, a failure or the caller's hook still stop it: a level never takes the time of
+    the levels after it (on an H200, 2026-12-06, a C=1 level that ran on to a fresh launch's
+    stream took the C=32 level's time and left it two waves)."""
 
     figures: tuple[Figure, ...]
     min_requests: int
@@ -120,11 +120,6 @@ class PrecisionGoal:
     check_every_s: float = DEFAULT_CHECK_EVERY_S
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     stream_requests: int = 0
-    stream_cap_s: float = 0.0
-
-    def cap_at(self, sent: int) -> float:
-        """The cap that holds after `sent` requests (class docstring)."""
-        return max(self.cap_s, self.stream_cap_s) if sent < self.stream_requests else self.cap_s
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_requests <= self.max_requests:
@@ -227,9 +222,8 @@ def stop_rule(
     if sent >= goal.max_requests:
         return Stop("ceiling", f"{sent} requests sent (ceiling {goal.max_requests}): {_describe(summary, goal)}")
     look = next_look_s if next_look_s is not None else goal.check_every_s
-    cap = goal.cap_at(sent)
-    if elapsed_s + look + drain_seconds(summary) > cap:
-        return Stop("cap", f"{elapsed_s:.1f} s of {cap:.1f} s measured: {_describe(summary, goal)}")
+    if elapsed_s + look + drain_seconds(summary) > goal.cap_s:
+        return Stop("cap", f"{elapsed_s:.1f} s of {goal.cap_s:.1f} s measured: {_describe(summary, goal)}")
     return None
 
 

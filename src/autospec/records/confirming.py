@@ -82,6 +82,7 @@ class Contest:
     relaunched: int = 0  # confirmation relaunches so far of its members' configurations
     paired: bool = False  # every comparison with the leader is paired over matched requests or waves
     versus: Mapping[int, Comparison] = field(default_factory=dict)  # leader over each other member
+    pooled_with: tuple[int, ...] = ()  # the other trials of the leader's pooled figure (the same server here)
 
     @property
     def members(self) -> tuple[int, ...]:
@@ -180,6 +181,7 @@ def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
         distance=distance,
         paired=paired,
         versus={n: c for n, c in versus.items() if c is not None},
+        pooled_with=pooled.sharing(leader, index),
     )
 
 

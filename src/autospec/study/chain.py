@@ -315,8 +315,7 @@ class TrialChain:
         the level's objectives, else [bench] `max_share_of_launch`), split evenly over
         the levels; a level's cap is cumulative (what earlier levels left unused passes
         on), counted from the start of the trial's benchmark. `stream`: the study's stream
-        per level (`PrecisionGoal.stream_requests`); a level short of it may measure up to
-        the whole launch's cap (`PrecisionGoal.stream_cap_s`)."""
+        per level (`PrecisionGoal.stream_requests`)."""
         b = self.space.bench
         if not b.precision:
             return {}
@@ -346,7 +345,6 @@ class TrialChain:
                     cap_s=cap,
                     max_error_rate=b.max_error_rate,
                     stream_requests=(stream or {}).get(level, 0),
-                    stream_cap_s=sum(level_caps),
                 )
         return goals
 

@@ -113,5 +113,6 @@ class ConfirmationPolicy(LaunchPolicy):
                 how = "not settled within the budget" + (
                     f" (within the intervals of trial(s) {', '.join(map(str, c.contenders))})" if c.contenders else ""
                 )
-            parts.append(f"best at {self._where[c.objective]}: trial {c.leader} on {launches} launch(es), {how}")
+            same = f" (the same server as trial(s) {', '.join(map(str, c.pooled_with))})" if c.pooled_with else ""
+            parts.append(f"best at {self._where[c.objective]}: trial {c.leader}{same} on {launches} launch(es), {how}")
         return {}, ("confirmation contests: " + "; ".join(parts)) if parts else ""
