@@ -22,7 +22,8 @@ simulated:
   per-request effect, the same in every launch (`autospec.sim.request_accept_length`: a
   fixed function of the request's prompt and its position in the launch, NGRAM's climb
   included): its decode time scales by the model's accept length over the request's, and
-  the closed loop of C workers is re-run on those durations. Records name their request
+  the closed loop of C workers is re-run on those durations, the server running at most its
+  `max_running_requests` of them at once (the rest queue). Records name their request
   (`position`, `request_id`), so two launches pair as a server's do. The product's
   `summarize` forms each level's figures and intervals,
   and the precision loop's rule (`autospec.bench.stop_rule`, with the race's hook) is
