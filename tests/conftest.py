@@ -211,7 +211,8 @@ class Tuner:
                 self.wait()
                 pytest.fail(f"the tuner exited ({self.proc.returncode}) before {what}: {self.stderr[-2000:]}")
             if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what}")
+                self.kill9()  # its output, for the failure; the fixture then reaps its servers
+                pytest.fail(f"timed out waiting for {what}; the tuner's stderr: {self.stderr[-2000:]}")
             time.sleep(poll_s)
 
     def signal(self, sig: int) -> None:
