@@ -7,8 +7,9 @@ from __future__ import annotations
 import copy
 
 import pytest
+from tests.bench.test_bench_precision import WIDE, summary_of
 
-from autospec.bench import Figure
+from autospec.bench import Figure, stop_rule
 from autospec.config import parse_search_space
 from autospec.study.chain import ChainHooks, TrialChain
 
@@ -48,6 +49,15 @@ def test_the_study_stream_goes_to_the_goal_and_leaves_the_floor_as_it_is() -> No
     goals = chain().goals(launch_s=100.0, stream={1: 23})
     assert goals[1].stream_requests == 23 and goals[1].min_requests == 4
     assert goals[32].stream_requests == 0  # no earlier launch measured C=32
+
+
+def test_a_level_short_of_a_long_stream_stops_at_its_own_cap_and_leaves_the_later_levels_their_time() -> None:
+    # an H200 study (2026-12-06): a fresh launch's long C=1 stream once took C=32's time
+    goals = chain().goals(launch_s=100.0, stream={1: 1000, 32: 100_000})
+    wide = summary_of(output_tok_s=100.0, cis=WIDE)
+    stop = stop_rule(wide, goals[1], elapsed_s=goals[1].cap_s - 0.5, sent=20)
+    assert stop is not None and stop.reason == "cap"  # 20 of the stream's 1,000 sent, its 10 s spent
+    assert goals[32].cap_s == pytest.approx(40.0)  # C=32 still measures from 10 s to 40 s
 
 
 def test_precision_off_means_fixed_levels() -> None:
