@@ -267,7 +267,7 @@ class SimulatedBench:
                 )
                 for i in range(len(replay))
             ]
-            replay = closed_loop(replay, scales, c, self._slots(flags))
+            replay = closed_loop(replay, scales, c, init_outcome(self.oracle.profile, cfg).max_running_requests)
         server.requests += len(replay)
         warp = SpeedWarp(self.rng, self.noise, server.speed)
         start = self.clock.now
@@ -288,10 +288,6 @@ class SimulatedBench:
                 position=index,
                 request_id=request_id(index, index),
             )
-
-    def _slots(self, flags: Mapping[str, Any]) -> int:
-        """How many requests the server runs at once (`max_running_requests` after start-up)."""
-        return init_outcome(self.oracle.profile, resolve_args(self.oracle.profile, flags)).max_running_requests
 
     def _replay(self, flags: Mapping[str, Any], c: int, n: int, output_len: int) -> list[tuple[float, float, float]]:
         """(sent, first token, done) of `n` noiseless requests at concurrency `c` (cached)."""
@@ -318,21 +314,21 @@ def closed_loop(
     first token then comes the replay's shortest time to first token after a slot frees;
     otherwise each request keeps its own. Scales of 1 give the replay's own schedule back
     (with a queue, up to how the replay batches prefills)."""
-    queued = slots is not None and slots < c
+    limit = slots if slots is not None and slots < c else 0  # 0: every worker's request runs at once
     prefill = min((first - sent for sent, first, _ in replay), default=0.0)
     free = [0.0] * max(c, 1)
     running: list[float] = []  # when each busy slot frees (a queued server only)
     out: list[tuple[float, float, float]] = []
     for (sent, first, done), scale in zip(replay, scales):
         at = max(heapq.heappop(free), sent) if len(out) < c else heapq.heappop(free)
-        if queued:
-            admitted = max(at, heapq.heappop(running)) if len(running) >= (slots or 1) else at
+        if limit:
+            admitted = max(at, heapq.heappop(running)) if len(running) >= limit else at
             t_first = admitted + prefill
         else:
             t_first = at + (first - sent)
         t_done = t_first + (done - first) * scale
         heapq.heappush(free, t_done)
-        if queued:
+        if limit:
             heapq.heappush(running, t_done)
         out.append((at, t_first, t_done))
     return out
