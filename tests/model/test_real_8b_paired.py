@@ -15,6 +15,7 @@ machine, and both configurations read the same machine factor."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -137,3 +138,20 @@ def test_configurations_six_percent_apart_pair_at_the_floor_at_c1(topk) -> None:
     assert all(1.03 < p.comparison.ratio < 1.10 and p.comparison.lo > 1.0 for p in check.pairs)  # separated on one launch each
     assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs)
     assert check.later and all(inside for _, inside in check.later)
+
+
+def test_c32_compares_the_waves_both_launches_measured_not_their_different_counts(tmp_path) -> None:
+    """6/1/7 and 6/2/7 once each on an H100 (real_8b_standalone_topk_1_2b_h100.db.gz): at C=32
+    the first launch ran on to 428 requests (13 waves) and its rate fell over its last waves;
+    the second stopped at 318 (9). Their own aggregates differ by 1.5%; over the 9 waves both
+    measured, the first is 7.6% faster, close to the 6.5% it leads by at C=1."""
+    storage = unpacked_storage(tmp_path, "real_8b_standalone_topk_1_2b_h100.db.gz")
+    report = pareto_json("topk-1-2b", storage)
+    latency, throughput = (report["recommendations"][k]["versus_runner_up"] for k in ("latency", "throughput"))
+    assert throughput["paired"] and throughput["unit"] == "waves" and throughput["launches"] == [1, 1]
+    assert throughput["matched"] == 9 and throughput["dropped"] == 4
+    [a], [b] = paired_launches.launches_by_config(paired_launches.study_trials(storage, "topk-1-2b"))
+    assert a.record is not None and b.record is not None and a.record.values and b.record.values
+    own = a.record.values[1] / b.record.values[1]
+    assert own < 1.03 < throughput["ratio"]
+    assert abs(math.log(throughput["ratio"] / latency["ratio"])) < 0.02
