@@ -18,13 +18,17 @@ archive=$1; state=$2; out=$(mkdir -p "$3" && cd "$3" && pwd)
 export EXTRA_ARGS="--remeasure --no-references --confirm 0 --no-race --sampler random ${EXTRA_ARGS:-}"
 left() { echo $((DEADLINE - (SECONDS - t0))); }
 if [[ ! -f $state/study-state.tar.xz ]]; then
-  TRIALS=1 DEADLINE=$(left) STUDY_TIMEOUT=60 bash "$here/run_study.sh" "$archive" "$state" "$out" || exit $?
+  # on a fresh machine the pair build (226-269 s) can leave too little for the first launch (over
+  # 240 s on a fresh H100, 2026-12-06): then no launch is started, and the next command, on the
+  # warm machine with the pair built, creates the study
+  MIN_LAUNCH_S=${FIRST_LAUNCH_S:-270} TRIALS=1 DEADLINE=$(left) STUDY_TIMEOUT=60 \
+    bash "$here/run_study.sh" "$archive" "$state" "$out" || exit $?
   state=$out
 fi
 # the queue goes into the study's SQLite file inside the state, then the state is packed again
 work=$(mktemp -d)
-tar xJf "$state/study-state.tar.xz" -C "$work" || exit 3
-db=$(ls "$work"/*/"$STUDY".db) || exit 3
+if [[ -f $state/study-state.tar.xz ]]; then tar xJf "$state/study-state.tar.xz" -C "$work" || exit 3; fi
+db=$(ls "$work"/*/"$STUDY".db 2>/dev/null) || { rm -rf "$work"; echo "paired_study: no study $STUDY yet (no launch fitted); run this command again"; exit 0; }
 # archive_env.sh writes env.sh, which a carried archive folder lacks until run_study.sh ran
 (dir=$(cd "$archive" && pwd); TARGET=${TARGET:-8b-standalone}
  say() { echo "[paired_study] $*"; }; source "$here/archive_env.sh"

@@ -29,6 +29,8 @@
 #   STUDY_DIR=/tmp/autospec-study
 #   EXTRA_ARGS=""       more `autospec optimize` arguments, e.g. "--confirm 2"
 #   AUTOSPEC_SRC=""     a checkout's src/ to import autospec from instead of the archive's wheel
+#   MIN_LAUNCH_S=0      start autospec only if at least this many seconds are left for it once
+#                       the models are built (a fresh machine's first launch took over 240 s)
 set -u
 t0=$SECONDS
 left() { echo $((DEADLINE - (SECONDS - t0))); }
@@ -94,9 +96,13 @@ budget=$(( $(left) - reserve ))
 cmd=(python3 -m autospec.cli.main optimize --space "$SPACE" --study "$STUDY" --storage "$storage"
      --studies-dir "$STUDY_DIR" --trials "$TRIALS" --seed "$SEED" --timeout "${STUDY_TIMEOUT}s"
      --server-command "python3 -m sglang.launch_server" --preflight auto ${EXTRA_ARGS:-})
-say "autospec optimize (killed after ${budget}s at the latest): ${cmd[*]}"
-timeout -k 20 -s TERM "$budget" "${cmd[@]}"
-say "optimize exit $?"
+if (( budget < ${MIN_LAUNCH_S:-0} )); then
+  say "no launch: ${budget}s left for autospec, under MIN_LAUNCH_S=$MIN_LAUNCH_S (the models stay built while the machine is warm)"
+else
+  say "autospec optimize (killed after ${budget}s at the latest): ${cmd[*]}"
+  timeout -k 20 -s TERM "$budget" "${cmd[@]}"
+  say "optimize exit $?"
+fi
 python3 -m autospec.cli.main pareto --study "$STUDY" --storage "$storage" | tee "$out/pareto.txt"
 python3 -m autospec.cli.main pareto --study "$STUDY" --storage "$storage" --json >"$out/pareto.json"
 
