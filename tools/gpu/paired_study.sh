@@ -8,7 +8,8 @@
 # Without an earlier state, run_study.sh first launches one trial (which creates the study);
 # then queue_trials.py queues the rest (the least launched configuration next) and run_study.sh
 # continues with --remeasure --no-references --confirm 0 until the study holds TOTAL launches
-# or DEADLINE (seconds, this script's whole run) is near. Arguments as run_study.sh's; its
+# or DEADLINE (seconds, this script's whole run) is near. Exit 75: the models were built but no
+# launch fitted (a fresh machine), so no study exists yet; the same command again continues. Arguments as run_study.sh's; its
 # environment (TARGET, SPACE, STUDY, AUTOSPEC_SRC) is passed on.
 set -u
 t0=$SECONDS
@@ -28,7 +29,7 @@ fi
 # the queue goes into the study's SQLite file inside the state, then the state is packed again
 work=$(mktemp -d)
 if [[ -f $state/study-state.tar.xz ]]; then tar xJf "$state/study-state.tar.xz" -C "$work" || exit 3; fi
-db=$(ls "$work"/*/"$STUDY".db 2>/dev/null) || { rm -rf "$work"; echo "paired_study: no study $STUDY yet (no launch fitted); run this command again"; exit 0; }
+db=$(ls "$work"/*/"$STUDY".db 2>/dev/null) || { rm -rf "$work"; echo "paired_study: no study $STUDY yet (no launch fitted); run this command again" >&2; exit 75; }
 # archive_env.sh writes env.sh, which a carried archive folder lacks until run_study.sh ran
 (dir=$(cd "$archive" && pwd); TARGET=${TARGET:-8b-standalone}
  say() { echo "[paired_study] $*"; }; source "$here/archive_env.sh"
