@@ -11,8 +11,8 @@ import optuna
 import pytest
 
 from autospec.errors import UsageError
-from autospec.records import Markers, StoredTrial, TrialClass, TrialRecord
-from autospec.study.claims import StudyLock, decide_claim
+from autospec.records import Markers, StoredTrial, TrialClass, TrialRecord, TrialStore
+from autospec.study.claims import StudyLock, claim_trial, decide_claim
 from autospec.study.slots import PORT_SPAN, crowded_out, gpus_per_trial_of, parse_gpus, plan_slots
 
 _R, _C = optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.COMPLETE
@@ -137,6 +137,26 @@ def test_the_study_lock_of_a_local_storage_file_admits_one_holder_at_a_time(tmp_
     storage = optuna.storages.InMemoryStorage()
     assert _contend(lambda: StudyLock(storage, "s", tmp_path / "s.db")) == 1
     assert (tmp_path / "s.db.autospec-lock").exists()
+
+
+def test_a_queued_trial_two_workers_popped_is_launched_by_the_first_claim_only(tmp_path):
+    """Optuna 5.1 can hand one queued SQLite trial to two processes (its pop is a read, then
+    a write, with no row lock): the second claim leaves the trial to the first, untouched."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    first = optuna.create_study(storage=url, study_name="s", directions=["maximize"])
+    first.enqueue_trial({"x": 1})
+    second = optuna.load_study(study_name="s", storage=url)
+    popped = first.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    twin = optuna.Trial(second, popped._trial_id)  # what the second process's pop returned
+    lock = StudyLock(first._storage, "s", tmp_path / "s.db")
+    withdrawn: list[str] = []
+    stores = [TrialStore(study, [True], []) for study in (first, second)]
+    workers = [{"host": "h", "pid": pid, "launch_id": f"l{pid}"} for pid in (1, 2)]
+    assert claim_trial(stores[0], lock, popped, 5, True, workers[0], withdrawn.append)
+    assert not claim_trial(stores[1], lock, twin, 5, True, workers[1], withdrawn.append)
+    assert not withdrawn  # the trial is the first worker's: still running, not failed
+    stored = first._storage.get_trial(popped._trial_id)
+    assert stored.state == _R and stores[1].worker_of(twin) == workers[0]
 
 
 @pytest.mark.postgres

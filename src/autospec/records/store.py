@@ -151,6 +151,12 @@ class TrialStore:
         ``fixed_params``, an empty dict where a space has no free parameter left)."""
         return self.retry("read the trial", lambda: FIXED_PARAMS_KEY in self.storage.get_trial(trial._trial_id).system_attrs)
 
+    def worker_of(self, trial: optuna.Trial) -> dict[str, Any] | None:
+        """The worker record on `trial` as stored now (`record_worker`), or None."""
+        attrs = self.retry("read the trial", lambda: self.storage.get_trial(trial._trial_id).system_attrs)
+        worker = attrs.get(WORKER_KEY)
+        return dict(worker) if isinstance(worker, dict) else None
+
     def record_worker(self, trial: optuna.Trial, worker: Mapping[str, Any]) -> None:
         self.retry(
             "record this tuner on the trial",

@@ -128,9 +128,14 @@ def claim_trial(
     """Claim the asked `trial` for this worker: under the study's lock, record `worker` on
     it if `decide_claim` grants it, else call `withdraw(reason)` (still under the lock).
     A trial not taken from the queue (another worker took the queued proposal between
-    this worker's look and its ask) is withdrawn as well. True when claimed."""
+    this worker's look and its ask) is withdrawn as well. A trial another worker has
+    already claimed is left to it, untouched: Optuna 5.1 can hand one queued trial to two
+    processes of an SQLite study (its pop reads WAITING and then writes RUNNING, and
+    SQLite takes no row lock), and both then ask to claim the same number. True when claimed."""
     queued = store.was_queued(trial)
     with lock.held():
+        if store.worker_of(trial) is not None:
+            return False
         if queued:
             reason = decide_claim(store.read(), trial.number, trial.params, target, counts_toward_target).reason
         else:
