@@ -317,6 +317,21 @@ def test_a_missing_study_names_the_absolute_folder_from_another_directory(tmp_pa
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", ["pareto", "report", "export", "dashboard", "worker"])
+@pytest.mark.parametrize("storage", ["sqlite:///{}/s.db", "{}/s.log"])
+def test_a_read_command_on_a_storage_file_that_does_not_exist_creates_none(tmp_path, capsys, command, storage):
+    """A mistyped --storage path is an error, not a new empty database or journal there."""
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    spec = storage.format(folder)
+    output = ["-o", str(tmp_path / "report.html")] if command == "report" else []
+    assert main([command, "--study", "s", "--storage", spec, *output]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err == f"autospec: error: no study storage at {folder / Path(spec).name} (the file does not exist); check --storage"
+    assert list(tmp_path.iterdir()) == [folder] and list(folder.iterdir()) == []
+
+
 @pytest.mark.parametrize("pick", ["foo", "99", "-1", "8"])
 @pytest.mark.parametrize("fmt", ["cmd", "adaptive"])
 def test_export_pick_is_checked_for_every_format(tmp_path, capsys, fmt, pick):

@@ -155,3 +155,25 @@ def test_c32_compares_the_waves_both_launches_measured_not_their_different_count
     own = a.record.values[1] / b.record.values[1]
     assert own < 1.03 < throughput["ratio"]
     assert abs(math.log(throughput["ratio"] / latency["ratio"])) < 0.02
+
+
+@pytest.mark.parametrize(("concurrency", "metric"), paired_launches.LEVELS)
+def test_one_launch_each_on_one_h100_pairs_at_the_floor_and_the_relaunches_land_inside(tmp_path, concurrency, metric) -> None:
+    """6/1/7 three times and 6/2/7 twice on one H100 (real_8b_standalone_topk_1_2c_h100.db.gz,
+    A B A B A; docs/validation/2026-12-07-h100-topk-floor.md), compared in the unit the study
+    pairs in (requests at C=1, waves at C=32): each pair of one launch each is separated,
+    within 1.3x the floor the between-launch spread sets once that spread is known, and the
+    later pair lands inside the first pair's interval."""
+    storage = unpacked_storage(tmp_path, "real_8b_standalone_topk_1_2c_h100.db.gz")
+    a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "topk-1-2c"))
+    assert [t.number for t in a] == [0, 2, 4] and [t.number for t in b] == [1, 3]
+    check = paired_launches.check_level(a, b, concurrency, metric)
+    assert check is not None and check.spread.df == 3 and check.spread.noise_df >= 8
+    assert len(check.pairs) == 2 and all(p.comparison.lo > 1.0 for p in check.pairs)
+    assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs)
+    assert check.later and all(inside for _, inside in check.later)
+    # the study reports the pick against its runner-up paired, separated, over this unit
+    pick = pareto_json("topk-1-2c", storage)["recommendations"]["latency" if concurrency == 1 else "throughput"]
+    versus = pick["versus_runner_up"]
+    assert pick["number"] == 0 and versus["paired"] and versus["separated"] and versus["launches"] == [3, 2]
+    assert versus["unit"] == check.first.unit

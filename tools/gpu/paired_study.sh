@@ -11,7 +11,7 @@
 # or DEADLINE (seconds, this script's whole run) is near. Exit 75: the models were built but no
 # launch fitted (a fresh machine), so no study exists yet; the same command again continues. Arguments as run_study.sh's; its
 # environment (TARGET, SPACE, STUDY, AUTOSPEC_SRC) is passed on.
-set -u
+set -u -o pipefail  # a queue that failed stops the script (exit 3)
 t0=$SECONDS
 DEADLINE=${DEADLINE:-570}; TOTAL=${TOTAL:-6}
 here=$(cd "$(dirname "$0")" && pwd)

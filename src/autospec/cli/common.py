@@ -257,6 +257,16 @@ def _is_integer(text: str) -> bool:
     return True
 
 
+def refuse_missing_storage_file(storage: str | None, name: str, studies_dir: Path, flag: str = "--storage") -> None:
+    """A one-line UsageError when `storage` names a local file (SQLite or journal) that does
+    not exist: opening it would create an empty database or journal file there."""
+    from autospec.study.storage import storage_locator
+
+    file = storage_locator(storage, name, studies_dir)[1]
+    if storage is not None and file is not None and not file.exists():
+        raise UsageError(f"no study storage at {file} (the file does not exist); check {flag}")
+
+
 def open_existing_study(
     name: str, storage: str | None, studies_dir: Path, *, name_flag: str = "--study", storage_flag: str = "--storage"
 ) -> tuple[StorageHandle, optuna.Study]:
@@ -266,6 +276,7 @@ def open_existing_study(
     from autospec.study.files import StudyLayout
     from autospec.study.storage import open_storage, study_exists
 
+    refuse_missing_storage_file(storage, name, studies_dir, storage_flag)
     if storage is None:
         path = StudyLayout.default_storage_file(studies_dir, name)
         if not path.exists():
@@ -291,8 +302,11 @@ def existing_study_names(storage: str | None, studies_dir: Path) -> list[str]:
         return sorted(p.stem for p in studies_dir.glob("*.db") if p.is_file()) if studies_dir.is_dir() else []
     import optuna
 
-    from autospec.study.storage import open_storage
+    from autospec.study.storage import open_storage, storage_locator
 
+    file = storage_locator(storage, "listing", studies_dir)[1]
+    if file is not None and not file.exists():
+        return []
     handle = open_storage(storage, "listing", studies_dir)
     return sorted(optuna.get_all_study_names(handle.storage))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import optuna
 
-from autospec.cli.common import add_timeout_option, studies_dir_arg
+from autospec.cli.common import add_timeout_option, refuse_missing_storage_file, studies_dir_arg
 from autospec.cli.optimize import add_slot_arguments
 from autospec.errors import UsageError
 
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from autospec.study.storage import open_storage, study_exists
 
     studies_dir = Path(args.studies_dir)
+    refuse_missing_storage_file(args.storage, args.study, studies_dir)
     handle = open_storage(args.storage, args.study, studies_dir)
     if not study_exists(handle, args.study):
         raise UsageError(
