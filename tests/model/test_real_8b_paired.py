@@ -173,7 +173,12 @@ def test_one_launch_each_on_one_h100_pairs_at_the_floor_and_the_relaunches_land_
     assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs)
     assert check.later and all(inside for _, inside in check.later)
     # the study reports the pick against its runner-up paired, separated, over this unit
-    pick = pareto_json("topk-1-2c", storage)["recommendations"]["latency" if concurrency == 1 else "throughput"]
+    report = pareto_json("topk-1-2c", storage)
+    pick = report["recommendations"]["latency" if concurrency == 1 else "throughput"]
     versus = pick["versus_runner_up"]
     assert pick["number"] == 0 and versus["paired"] and versus["separated"] and versus["launches"] == [3, 2]
     assert versus["unit"] == check.first.unit
+    # and its notes name the spread its comparisons use, apart from the absolute figures' own
+    [note] = [n for n in report["notes"] if n.startswith("comparisons (the x ratios) pair launches")]
+    tau, _ = check.spread.shrunk()
+    assert f"+-{tau:.1%} (1 sd) on {metric}@c{concurrency} (measured {check.spread.launch_sd():.1%} over 3 df)" in note

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autospec.metrics import SHORT_WINDOW
+from autospec.metrics.paired import PRIOR_SD
 from autospec.metrics.relaunch import PRIOR_CV
 from autospec.records import WITHDRAWN
 from autospec.records.launches import race_check
@@ -196,8 +197,20 @@ def launch_notes(data: StudyData) -> list[str]:
     relaunched = max(s.configurations for s in data.spread.values())
     notes = [
         f"between-launch spread, from relaunches of {relaunched} configuration(s) and a prior of +-{PRIOR_CV:.0%}: "
-        f"{', '.join(parts)}; included in every interval shown"
+        f"{', '.join(parts)}; included in every figure's interval shown"
     ]
+    paired = [
+        f"+-{found.shrunk()[0]:.1%} (1 sd) on {data.objectives[i].name} (measured {found.launch_sd():.1%} over {found.df} df)"
+        for i, found in sorted(data.log_spread.items())
+    ]
+    if paired:
+        # the comparisons' own spread (`autospec.metrics.paired`): measured over the positions a
+        # configuration's launches share, so the per-request spread is not in it
+        notes.append(
+            "comparisons (the x ratios) pair launches over the requests or waves both measured, so the per-request "
+            f"spread drops out; the between-launch spread in their intervals, with a prior of +-{PRIOR_SD:.0%}: "
+            f"{', '.join(paired)}"
+        )
     dominated = [t for t in data.front if t.between_dominates]
     if dominated:
         names = sorted({name for t in dominated for name in t.between_dominates})
