@@ -256,11 +256,11 @@ def _launched_already(args: argparse.Namespace, name: str, space: SearchSpace) -
 
     from autospec.records import read_trials
     from autospec.study.files import StudyLayout
-    from autospec.study.storage import open_storage, open_study, study_exists
+    from autospec.study.storage import open_storage, open_study, storage_locator, study_exists
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     studies_dir = Path(args.studies_dir)
-    local = _storage_file(args.storage, studies_dir, name)
+    local = storage_locator(args.storage, name, studies_dir)[1]
     if local is not None and not local.exists():
         return None
     handle = open_storage(args.storage, name, studies_dir)
@@ -272,21 +272,6 @@ def _launched_already(args: argparse.Namespace, name: str, space: SearchSpace) -
     if launched >= args.trials:
         open_study(handle, name, space, optuna.samplers.RandomSampler(), create=False)  # another space: one line, exit 2
     return launched
-
-
-def _storage_file(storage: str | None, studies_dir: Path, name: str) -> Path | None:
-    """The file `storage` lives in (the default SQLite file, a sqlite URL's file or a
-    journal file); None for a database server."""
-    from autospec.study.files import StudyLayout
-
-    if storage is None:
-        return StudyLayout.default_storage_file(studies_dir, name)
-    if "://" not in storage:
-        return Path(storage)
-    if storage.lower().startswith("sqlite"):
-        raw = storage.split("://", 1)[1]
-        return Path(raw[1:] if raw.startswith("/") else raw)
-    return None
 
 
 def check_baseline_on_grid(space: SearchSpace) -> None:
@@ -386,16 +371,12 @@ def _space_of(args: argparse.Namespace) -> SearchSpace:
 def _print_answer(result: OptimizeResult, args: argparse.Namespace) -> None:
     """The closing lines: the verdict and the picks, as `autospec pareto` gives them
     (`autospec.report.answer`), and the same in optuna-dashboard's note and figure."""
-    import warnings
-
-    import optuna
 
     from autospec.cli.common import open_existing_study
     from autospec.cli.dashboard import publish
     from autospec.report import pick_lines
     from autospec.report.wrapping import wrap_lines
 
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats of RDB storages
     _, study = open_existing_study(result.study_name, args.storage, Path(args.studies_dir))
     found = publish(study)
     print("verdict:")

@@ -55,11 +55,6 @@ def add_baseline_arg(p: argparse.ArgumentParser) -> None:
 
 def open_existing_handle(args: argparse.Namespace) -> tuple[StorageHandle, optuna.Study]:
     """(StorageHandle, optuna.Study) of an existing study; UsageError when there is none."""
-    import warnings
-
-    import optuna
-
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     return open_existing_study(args.study, args.storage, Path(args.studies_dir))
 
 

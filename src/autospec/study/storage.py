@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,12 +144,14 @@ def _rdb_storage(spec: str, scheme: str, attempts: int = 4) -> optuna.storages.R
     type for the loser): such an error is retried; the tables are there by then."""
 
     def make() -> optuna.storages.RDBStorage:
-        return optuna.storages.RDBStorage(
-            spec,
-            heartbeat_interval=HEARTBEAT_INTERVAL_S,
-            grace_period=GRACE_PERIOD_S,
-            engine_kwargs={"pool_pre_ping": True} if not scheme.startswith("sqlite") else None,
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat_interval (Optuna 5.0-5.1)
+            return optuna.storages.RDBStorage(
+                spec,
+                heartbeat_interval=HEARTBEAT_INTERVAL_S,
+                grace_period=GRACE_PERIOD_S,
+                engine_kwargs={"pool_pre_ping": True} if not scheme.startswith("sqlite") else None,
+            )
 
     for attempt in range(attempts - 1):
         try:
