@@ -260,10 +260,10 @@ def _is_integer(text: str) -> bool:
 def refuse_missing_storage_file(storage: str | None, name: str, studies_dir: Path, flag: str = "--storage") -> None:
     """A one-line UsageError when `storage` names a local file (SQLite or journal) that does
     not exist: opening it would create an empty database or journal file there."""
-    from autospec.study.storage import storage_locator
+    from autospec.study.storage import missing_storage_file
 
-    file = storage_locator(storage, name, studies_dir)[1]
-    if storage is not None and file is not None and not file.exists():
+    file = missing_storage_file(storage, name, studies_dir) if storage is not None else None
+    if file is not None:
         raise UsageError(f"no study storage at {file} (the file does not exist); check {flag}")
 
 
@@ -302,10 +302,9 @@ def existing_study_names(storage: str | None, studies_dir: Path) -> list[str]:
         return sorted(p.stem for p in studies_dir.glob("*.db") if p.is_file()) if studies_dir.is_dir() else []
     import optuna
 
-    from autospec.study.storage import open_storage, storage_locator
+    from autospec.study.storage import missing_storage_file, open_storage
 
-    file = storage_locator(storage, "listing", studies_dir)[1]
-    if file is not None and not file.exists():
+    if missing_storage_file(storage, "listing", studies_dir) is not None:
         return []
     handle = open_storage(storage, "listing", studies_dir)
     return sorted(optuna.get_all_study_names(handle.storage))

@@ -256,12 +256,11 @@ def _launched_already(args: argparse.Namespace, name: str, space: SearchSpace) -
 
     from autospec.records import read_trials
     from autospec.study.files import StudyLayout
-    from autospec.study.storage import open_storage, open_study, storage_locator, study_exists
+    from autospec.study.storage import missing_storage_file, open_storage, open_study, study_exists
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     studies_dir = Path(args.studies_dir)
-    local = storage_locator(args.storage, name, studies_dir)[1]
-    if local is not None and not local.exists():
+    if missing_storage_file(args.storage, name, studies_dir) is not None:
         return None
     handle = open_storage(args.storage, name, studies_dir)
     if not study_exists(handle, name):

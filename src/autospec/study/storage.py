@@ -28,7 +28,7 @@ from autospec.config import SearchSpace
 from autospec.errors import StorageError
 from autospec.study.files import StudyLayout
 
-__all__ = ["StorageHandle", "open_storage", "open_study", "FINGERPRINT_KEY", "study_exists"]
+__all__ = ["StorageHandle", "open_storage", "open_study", "FINGERPRINT_KEY", "study_exists", "missing_storage_file"]
 
 FINGERPRINT_KEY = "autospec:fingerprint"
 SPACE_SOURCE_KEY = "autospec:space_source"
@@ -71,6 +71,13 @@ def storage_locator(spec: str | None, study_name: str, studies_dir: Path) -> tup
         path = Path(raw[1:] if raw.startswith("/") else raw).resolve()
         return f"sqlite:///{path}", path
     return _redact(spec), None
+
+
+def missing_storage_file(spec: str | None, study_name: str, studies_dir: Path) -> Path | None:
+    """The local file (SQLite or journal) `spec` names, when it does not exist: opening it
+    would create it. None where it exists or the storage is a database server. Opens nothing."""
+    file = storage_locator(spec, study_name, studies_dir)[1]
+    return file if file is not None and not file.exists() else None
 
 
 def check_study_name(name: str) -> str:
