@@ -103,8 +103,10 @@ else
   timeout -k 20 -s TERM "$budget" "${cmd[@]}"
   say "optimize exit $?"
 fi
-python3 -m autospec.cli.main pareto --study "$STUDY" --storage "$storage" | tee "$out/pareto.txt"
-python3 -m autospec.cli.main pareto --study "$STUDY" --storage "$storage" --json >"$out/pareto.json"
+if [[ -f $STUDY_DIR/$STUDY.db ]]; then   # none yet when nothing launched and no state came in
+  python3 -m autospec.cli.main pareto --study "$STUDY" --storage "$storage" | tee "$out/pareto.txt"
+  python3 -m autospec.cli.main pareto --study "$STUDY" --storage "$storage" --json >"$out/pareto.json"
+fi
 
 # --- the exported command, started for real (not through autospec) and asked once
 if [[ $FINAL == 1 ]] && (( $(left) > 100 )); then
