@@ -102,7 +102,10 @@ def test_text_and_json_name_the_reference_its_figures_and_each_gain(data):
         "no_speculation (trial 1; no speculative flags): "
         "output_tok_s@c1 100.0 +-5.0 tok/s, agg_output_tok_s@c32 1010.0 +-30.0 tok/s"
     )
-    assert lines[1].startswith("    latency, throughput, knee pick (trial 5) over it: output_tok_s@c1 x2.00 +-0.14 better")
+    # no per-request figures in this study: the gains cannot pair, and the text says so
+    assert lines[1].startswith(
+        "    latency, throughput, knee pick (trial 5) over it: output_tok_s@c1 x2.00 +-0.14 (unpaired) better"
+    )
     out = gains_json(data, picks)
     assert [r["name"] for r in out["references"]] == ["no_speculation", "sglang_defaults"]
     assert out["references"][1]["flags"] == "--speculative-algorithm NEXTN"
@@ -174,3 +177,8 @@ def test_a_gain_over_a_reference_that_measured_the_same_requests_is_the_paired_r
     as_json = gains_json(data, recommend(data, None))["gains"][0]["objectives"]
     assert as_json["output_tok_s@c1"]["paired"]["separated"] is True
     assert as_json["agg_output_tok_s@c32"]["paired"] is None
+    # the text says which gain could not pair
+    line = next(x for x in gains_lines(data, recommend(data, None)) if "over it:" in x)
+    c1, c32 = line.split(": ", 1)[1].split("; ")
+    assert c1.startswith("output_tok_s@c1 x1.08") and "(unpaired)" not in c1
+    assert c32.startswith("agg_output_tok_s@c32 x") and c32.endswith("(unpaired) within noise")

@@ -12,7 +12,7 @@ table's ratios to a baseline; the two launches are independent measurements). Wh
 launches have per-position figures the gain is instead the paired ratio over the requests
 (or waves) both measured (`StudyData.compare`, `autospec.metrics.paired`: the prompts'
 own spread cancels, the between-launch spread stays), its +- the larger side of that
-interval (`Gain.comparison` holds it whole). A gain whose interval holds 1 is "within
+interval (`Gain.comparison` holds it whole); the text marks the others ``(unpaired)``. A gain whose interval holds 1 is "within
 noise"; otherwise "better" or "worse" by the objective's direction (a gain above 1 on a
 minimised objective is worse). Without both intervals the gain has no +- and no verdict
 beyond "no interval".
@@ -47,9 +47,10 @@ __all__ = [
 
 NO_FLAGS = "no speculative flags"
 GAINS_LEGEND = (
-    "gain xR +-h: the pick's value / the reference's, with the half-width of its 95% interval "
-    "(first-order propagation of both intervals); better/worse by the objective's direction, "
-    "within noise when the interval holds 1"
+    "gain xR +-h: the pick's value / the reference's, with the half-width of its 95% interval: paired "
+    "over the requests (or waves) both measured, as the picks' comparisons are; where they cannot pair, "
+    "marked (unpaired), from both figures' intervals (first-order); better/worse by the objective's "
+    "direction, within noise when the interval holds 1"
 )
 
 
@@ -156,7 +157,10 @@ def reference_flags(t: TrialView) -> str:
 
 
 def _gain_text(g: Gain) -> str:
-    return f"{g.objective} {fmt_ratio(g.ratio)} {g.verdict}" if g.ratio is not None else f"{g.objective} -"
+    if g.ratio is None:
+        return f"{g.objective} -"
+    how = "" if g.comparison is not None or g.ratio.half_width is None else " (unpaired)"
+    return f"{g.objective} {fmt_ratio(g.ratio)}{how} {g.verdict}"
 
 
 def gains_lines(data: StudyData, picks: Mapping[str, Pick]) -> list[str]:
