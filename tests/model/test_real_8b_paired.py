@@ -54,9 +54,10 @@ def test_one_launch_each_pairs_close_to_the_floor_at_c1(storage: str) -> None:
 def test_c32_waves_carry_noise_that_does_not_repeat(storage: str) -> None:
     a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "steps-5-6"))
     check = paired_launches.check_level(a, b, 32, "agg_output_tok_s")
-    assert check is not None and check.first.unit == "waves" and check.first.matched == 34
-    # after the first wave the closed loop scrambles which requests share a wave
-    assert check.spread.noise_sd is not None and check.spread.noise_sd > 2 * check.spread.sd
+    assert check is not None and check.first.unit == "waves" and check.first.matched == 33  # 34 less the ramp wave
+    # the closed loop scrambles which requests share a wave: a wave's noise that does not repeat
+    # (8.7%) is about twice the spread of a launch's mean (4.4%)
+    assert check.spread.noise_sd is not None and check.spread.noise_sd == pytest.approx(2 * check.spread.sd, rel=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -143,13 +144,13 @@ def test_configurations_six_percent_apart_pair_at_the_floor_at_c1(topk) -> None:
 def test_c32_compares_the_waves_both_launches_measured_not_their_different_counts(tmp_path) -> None:
     """6/1/7 and 6/2/7 once each on an H100 (real_8b_standalone_topk_1_2b_h100.db.gz): at C=32
     the first launch ran on to 428 requests (13 waves) and its rate fell over its last waves;
-    the second stopped at 318 (9). Their own aggregates differ by 1.5%; over the 9 waves both
-    measured, the first is 7.6% faster, close to the 6.5% it leads by at C=1."""
+    the second stopped at 318 (9). Their own aggregates differ by 1.5%; over the 8 waves both
+    measured after the ramp wave, the first is faster by about what it leads by at C=1 (6.5%)."""
     storage = unpacked_storage(tmp_path, "real_8b_standalone_topk_1_2b_h100.db.gz")
     report = pareto_json("topk-1-2b", storage)
     latency, throughput = (report["recommendations"][k]["versus_runner_up"] for k in ("latency", "throughput"))
     assert throughput["paired"] and throughput["unit"] == "waves" and throughput["launches"] == [1, 1]
-    assert throughput["matched"] == 9 and throughput["dropped"] == 4
+    assert throughput["matched"] == 8 and throughput["dropped"] == 4
     [a], [b] = paired_launches.launches_by_config(paired_launches.study_trials(storage, "topk-1-2b"))
     assert a.record is not None and b.record is not None and a.record.values and b.record.values
     own = a.record.values[1] / b.record.values[1]
