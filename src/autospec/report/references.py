@@ -12,8 +12,8 @@ table's ratios to a baseline; the two launches are independent measurements). Wh
 launches have per-position figures the gain is instead the paired ratio over the requests
 (or waves) both measured (`StudyData.compare`, `autospec.metrics.paired`: the prompts'
 own spread cancels, the between-launch spread stays), its +- the larger side of that
-interval (`Gain.comparison` holds it whole); the text marks the others ``(unpaired)``. A gain whose interval holds 1 is "within
-noise"; otherwise "better" or "worse" by the objective's direction (a gain above 1 on a
+interval (`Gain.comparison` holds it whole); the text marks the others ``(unpaired)``. A
+gain whose interval holds 1 is "within noise"; otherwise "better" or "worse" by the objective's direction (a gain above 1 on a
 minimised objective is worse). Without both intervals the gain has no +- and no verdict
 beyond "no interval".
 
