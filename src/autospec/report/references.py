@@ -13,8 +13,8 @@ launches have per-position figures the gain is instead the paired ratio over the
 (or waves) both measured (`StudyData.compare`, `autospec.metrics.paired`: the prompts'
 own spread cancels, the between-launch spread stays), its +- the larger side of that
 interval (`Gain.comparison` holds it whole); the text marks the others ``(unpaired)``. A
-gain whose interval holds 1 is "within noise"; otherwise "better" or "worse" by the objective's direction (a gain above 1 on a
-minimised objective is worse). Without both intervals the gain has no +- and no verdict
+gain whose interval holds 1 is "within noise"; otherwise "better" or "worse" by the
+objective's direction (a gain above 1 on a minimised objective is worse). Without both intervals the gain has no +- and no verdict
 beyond "no interval".
 
 Each reference then gets one verdict over all the picks (`reference_verdict`): "beaten"
