@@ -40,3 +40,13 @@ def test_a_bad_config_or_total_exits_in_one_line_before_the_study_is_touched(tmp
     with pytest.raises(SystemExit, match=r"TOTAL 'six' is not a count"):
         queue_trials.main([storage, "s", "six", "speculative_num_steps=5"])
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_name_the_launch_did_not_sample_matches_any_value():
+    # at top-k 1 the space samples no draft fraction (SGLang forces the draft tokens): a launch
+    # of 6/1/7 is one of "steps 6, top-k 1, fraction 0" however the fraction is written
+    chain = {"speculative_num_steps": 6, "speculative_eagle_topk": 1}
+    spec = {**chain, "draft_tokens_fraction": 0.0}
+    tree = {"speculative_num_steps": 6, "speculative_eagle_topk": 2, "draft_tokens_fraction": 1.0}
+    assert queue_trials.plan([chain], [spec, tree], 2) == [tree]
+    assert queue_trials.plan([{**tree, "draft_tokens_fraction": 0.0}], [tree], 1) == [tree]

@@ -28,11 +28,18 @@ def parse(spec: str) -> Config:
         raise SystemExit(f"queue_trials: {spec!r} is not NAME=VALUE[,NAME=VALUE...]; e.g. speculative_num_steps=5") from None
 
 
+def _same(launched: Config, config: Config) -> bool:
+    """`launched` (a trial's params) is a launch of `config`. A name the trial has no param
+    for was not sampled there (at top-k 1 SGLang forces the draft tokens, so the space
+    asks no draft fraction) and matches any value."""
+    return all(launched.get(k, v) == v for k, v in config.items())
+
+
 def plan(history: list[Config], configs: list[Config], total: int) -> list[Config]:
     """The configurations to queue, in order, given `history` (the params of the finished
     and queued launches, oldest first): the least launched next, ties against the last."""
-    count = [sum(all(h.get(k) == v for k, v in c.items()) for h in history) for c in configs]
-    last = next((i for h in reversed(history) for i, c in enumerate(configs) if all(h.get(k) == v for k, v in c.items())), None)
+    count = [sum(_same(h, c) for h in history) for c in configs]
+    last = next((i for h in reversed(history) for i, c in enumerate(configs) if _same(h, c)), None)
     out: list[Config] = []
     while sum(count) < total:
         i = min(range(len(configs)), key=lambda j: (count[j], j == last))
