@@ -106,7 +106,7 @@ def _read(tmp_path, name):
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_leftover_sims")
 def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
-    """A --sim study run on machine alpha and continued on beta relaunches its latency pick
+    """A --sim study run on machine gamma and continued on xi relaunches its latency pick
     first; pareto reads the machine factor close to the simulator's own ratio of the two."""
     space = tmp_path / "space.toml"
     space.write_text(sim_space_text().replace("min_requests = 2", "min_requests = 20"))
@@ -114,10 +114,10 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     args = ["optimize", "--space", str(space), "--study", "ctl", "--studies-dir", studies, "--seed", "3", *SIM_ARGS]
     args += ["--no-references", "--confirm", "0"]
     monkeypatch.setenv("AUTOSPEC_HOST", "host-a")
-    monkeypatch.setenv("AUTOSPEC_SIM_MACHINE", "alpha")
+    monkeypatch.setenv("AUTOSPEC_SIM_MACHINE", "gamma")
     assert main([*args, "--trials", "3"]) == 0
     first = _read(tmp_path, "ctl")
-    assert {machine_of(t) for t in first if t.launched} == {"host-a/sim:alpha"}
+    assert {machine_of(t) for t in first if t.launched} == {"host-a/sim:gamma"}
     assert not any(t.markers.control for t in first)
     pick = max((t for t in first if t.has_measurement), key=lambda t: t.record.values[0])
     # An interrupted run left a retry queued (as on the H100 on 2026-12-06): the control still goes first.
@@ -127,13 +127,13 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     queued.enqueue_trial(dict(other.params), user_attrs=Markers(retry_of=other.number).to_attrs())
 
     monkeypatch.setenv("AUTOSPEC_HOST", "host-b")
-    monkeypatch.setenv("AUTOSPEC_SIM_MACHINE", "beta")
+    monkeypatch.setenv("AUTOSPEC_SIM_MACHINE", "xi")
     assert main([*args, "--trials", "5"]) == 0
     trials = _read(tmp_path, "ctl")
     new = [t for t in trials if t.number >= len(first)]
     control = new[0]  # the first launch on the new machine is the control
     assert control.markers.control == "machine" and control.has_measurement
-    assert machine_of(control) == "host-b/sim:beta"
+    assert machine_of(control) == "host-b/sim:xi"
     assert control.markers.confirm_of == pick.number and control.candidate == pick.candidate
     retry = new[1]  # then the queue as it was
     assert retry.markers == Markers(retry_of=other.number) and retry.params == other.params
@@ -149,16 +149,19 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     latency = [f for f in factors if f["objective"] == "output_tok_s@c1"]
     assert len(latency) == 1
     f = latency[0]
-    assert (f["new"], f["old"], f["control"]) == ("host-b/sim:beta", "host-a/sim:alpha", control.number)
+    assert (f["new"], f["old"], f["control"]) == ("host-b/sim:xi", "host-a/sim:gamma", control.number)
     sigma = load_profile(None).machine_sigma
-    truth = machine_factor("alpha", sigma) / machine_factor("beta", sigma)  # a step-time factor: speed is its inverse
-    assert f["paired"] and f["lo"] < f["ratio"] < f["hi"]
-    # The simulator's ratio is 1.129. One launch on each machine read 1.11-1.18 over 8 runs here
-    # (intervals +-8%: each request's accepted tokens are drawn anew in every launch).
-    assert abs(math.log(f["ratio"] / truth)) < 0.1, (f, truth)
+    truth = machine_factor("gamma", sigma) / machine_factor("xi", sigma)  # a step-time factor: speed is its inverse
+    # The simulator's ratio is 1.29 (the profile's machines spread by 5%; these two lie far
+    # apart, so that the check below tells the factor from none). Paired over 20 requests the
+    # intervals are +-7% (each request's accepted tokens are drawn anew in every launch), and
+    # the simulator keeps real time, so a loaded machine adds its own lag: with three runs at
+    # once on 2 cores, 12 runs read 1.22-1.41; CI once read +10% on machines 1.13 apart.
+    assert f["paired"] and 1.0 < f["lo"] < f["ratio"] < f["hi"]
+    assert abs(math.log(f["ratio"] / truth)) < 0.15, (f, truth)
     assert main(["pareto", "--study", "ctl", "--studies-dir", studies]) == 0
     text = " ".join(capsys.readouterr().out.split())  # pareto wraps its lines
-    line = f"machine host-b/sim:beta over machine host-a/sim:alpha, from the control trial {control.number}:"
+    line = f"machine host-b/sim:xi over machine host-a/sim:gamma, from the control trial {control.number}:"
     assert line in text
     assert f"x{f['ratio']:.3f} ({f['lo']:.3f}-{f['hi']:.3f}) at output_tok_s@c1" in text
     assert " at agg_output_tok_s@c" in text.split(line)[1]  # every objective's factor
