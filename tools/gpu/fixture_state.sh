@@ -18,5 +18,6 @@ names = [r[0] for r in sqlite3.connect(sys.argv[1]).execute("SELECT study_name F
 if sys.argv[2] not in names:
     sys.exit(f"fixture_state: the fixture holds no study {sys.argv[2]!r}; it holds {', '.join(names)}")
 PY
-tar cJf "$3/study-state.tar.xz" -C "$work" autospec-study
+tar cJf "$work/state.tar.xz" -C "$work" autospec-study
+mv "$work/state.tar.xz" "$3/study-state.tar.xz"   # whole or not at all
 echo "fixture_state: $3/study-state.tar.xz ($2)"

@@ -14,8 +14,8 @@ launches have per-position figures the gain is instead the paired ratio over the
 own spread cancels, the between-launch spread stays), its +- the larger side of that
 interval (`Gain.comparison` holds it whole); the text marks the others ``(unpaired)``. A
 gain whose interval holds 1 is "within noise"; otherwise "better" or "worse" by the
-objective's direction (a gain above 1 on a minimised objective is worse). Without both intervals the gain has no +- and no verdict
-beyond "no interval".
+objective's direction (a gain above 1 on a minimised objective is worse). Without both
+intervals the gain has no +- and no verdict beyond "no interval".
 
 Each reference then gets one verdict over all the picks (`reference_verdict`): "beaten"
 when every pick is better on some objective and worse on none, "unbeaten" when no pick is
