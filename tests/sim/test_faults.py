@@ -149,8 +149,12 @@ def test_error_rate_one_fails_every_request(sim_factory):
     sim = sim_factory(*SPEC_FLAGS, *FAST, "--sim-fault", "error_rate=1")
     sim.wait_ready()
     assert httpx.post(sim.url + "/generate", json=BODY, timeout=30).status_code == 500
-    outcomes = set()
-    for _ in range(8):
+    outcomes: set[str] = set()
+    # each failing stream is a 500 or a cut-off with probability 1/2 each: 8 tries once saw
+    # only cut-offs (p = 1/128 per run), so ask until both came (64 tries miss one with p = 2^-63)
+    for _ in range(64):
+        if outcomes == {"500", "truncated"}:
+            break
         stream_body = {**BODY, "stream": True}
         try:
             with httpx.stream("POST", sim.url + "/generate", json=stream_body, timeout=30) as response:
