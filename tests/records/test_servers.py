@@ -110,18 +110,21 @@ def on(machine: str, t: StoredTrial) -> StoredTrial:
     return dataclasses.replace(t, worker={"host": "h", "machine": machine})
 
 
-def test_a_server_is_one_configuration_across_machines_and_a_confirmation_pools_where_it_ran():
+def test_a_server_is_one_configuration_across_machines_and_a_confirmation_pools_only_where_it_ran():
     # on the H100s of 2026-12-06: --remeasure relaunches of a configuration on a second machine became
-    # a second front entry, and pareto named the same configuration its own runner-up
+    # a second front entry, and pareto named the same configuration its own runner-up; on 2026-12-07
+    # a confirmation on the second machine pooled with a launch on the first, 0.92 apart
     trials = [
         on("h/GPU-1", launch(0, 727.0, 8000.0, steps=6)),
         on("h/GPU-1", launch(1, 658.0, 7100.0, steps=5)),
+        on("h/GPU-1", launch(5, 730.0, 8100.0, steps=6, confirm_of=0)),  # a confirmation before the move
         on("h/GPU-2", launch(2, 692.0, 9400.0, steps=6)),  # a relaunch after the move
         on("h/GPU-2", launch(3, 600.0, 9000.0, steps=4)),  # a configuration measured only there
-        on("h/GPU-2", launch(4, 650.0, 7200.0, steps=5, confirm_of=1)),  # a confirmation
+        on("h/GPU-2", launch(4, 650.0, 7200.0, steps=5, confirm_of=1)),  # a confirmation after it
+        launch(6, 655.0, 7150.0, steps=5, confirm_of=1),  # a confirmation on an unrecorded machine
     ]
     groups = launch_groups(trials)
-    assert {n: [t.number for t in g] for n, g in groups.items()} == {0: [0], 1: [1, 4], 3: [3]}
-    assert launches_elsewhere(trials, groups) == {2: 0}
+    assert {n: [t.number for t in g] for n, g in groups.items()} == {0: [0, 5], 1: [1, 6], 3: [3]}
+    assert launches_elsewhere(trials, groups) == {2: 0, 4: 1}
     front = [t.number for t in pareto_front(trials, [True, True], [1, 32])]
     assert 2 not in front

@@ -55,7 +55,14 @@ class FiguresChain:
         return record
 
 
-def study_run(storage: optuna.storages.BaseStorage, folder: Path, chain: FiguresChain, n_trials: int, confirm: int | None):
+def study_run(
+    storage: optuna.storages.BaseStorage,
+    folder: Path,
+    chain: FiguresChain,
+    n_trials: int,
+    confirm: int | None,
+    machine: str | None = None,
+):
     req = OptimizeRequest(
         space=SPACE,
         study_name="confirming",
@@ -68,6 +75,7 @@ def study_run(storage: optuna.storages.BaseStorage, folder: Path, chain: Figures
         launcher=Launcher(),
         race=False,
         confirm=confirm,
+        machine=machine,
     )
     handle = StorageHandle(storage, "in-memory storage", heartbeat=False, local_path=None)
     return build_run(req, make_chain=chain.bind, handle=handle)
@@ -172,3 +180,21 @@ def test_a_study_resumed_in_the_middle_of_confirmation_repeats_no_confirmation(t
     assert len(confirmations) == 3  # --confirm 3 counted over the study: none repeated, none extra
     interrupted = next(t for t in trials if t.outcome == "interrupted")
     assert any(t.markers.retry_of == interrupted.number and t.markers.confirm_of is not None for t in confirmations)
+
+
+def test_after_a_move_no_confirmation_relaunches_what_was_measured_only_on_the_old_machine(tmp_path):
+    # a relaunch on the new machine does not pool with launches on the old one (the default
+    # study on two H100s, 2026-12-07: its 6/1/7 read 758 tok/s on the first and 700 on the
+    # second, a machine and pair build 0.92 apart, and pooling them mixed that into the pick)
+    storage = optuna.storages.InMemoryStorage()
+    study_run(storage, tmp_path, FiguresChain(OVERLAPPING), n_trials=4, confirm=0, machine="h/GPU-1").run()
+
+    chain = FiguresChain(OVERLAPPING)
+    run = study_run(storage, tmp_path, chain, n_trials=7, confirm=3, machine="h/GPU-2")
+    result = run.run()
+
+    trials = read_trials(run.store.study)
+    (control,) = [t for t in trials if t.markers.control is not None]
+    assert control.machine == "h/GPU-2" and control.has_measurement  # the machine factor is measured
+    assert [t for t in trials if t.markers.confirm_of is not None and t.markers.control is None] == []
+    assert result.stopped_because is StopReason.EXHAUSTED and result.launched == 5 and len(chain.ran) == 1

@@ -15,9 +15,10 @@ and `pareto --json` all read their configurations from here.
   Launches pool only within one machine (`StoredTrial.machine`), and a server has one
   configuration: a control relaunch on another machine (`Markers.control == "machine"`)
   and any later launch of a server measured first on another machine (a `--remeasure`
-  relaunch or a retry after the study moved) are in no group; the control measures the
-  machine factor (`autospec.records.machines`). A confirmation relaunch pools with the
-  trial it relaunches.
+  relaunch, a retry or a confirmation after the study moved) are in no group; the control,
+  with the confirmations of its configuration there, measures the machine factor
+  (`autospec.records.machines`). A confirmation relaunch on its configuration's machine
+  pools with the trial it relaunches.
 - **The same server at one concurrency** (`objective_groups`): configurations that differ
   only in flags that size the KV pool (`POOL_SIZING_FLAGS`, such as
   `mem_fraction_static`) ran the same batches at C when each of their launches held all C
@@ -78,6 +79,8 @@ def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]
         key = None if server is None else f"{server}@{t.machine or ''}"  # `_machine_key`, from the key read above
         if confirm_of is not None:
             root = root_of.get(confirm_of)
+            if root is not None and _moved(groups[root][0], t):
+                continue  # a confirmation after the study moved: compared through the machine factor, not pooled
         else:
             root = first_of.get(key) if key is not None else None
         if root is None or not t.has_measurement:
@@ -91,6 +94,12 @@ def launch_groups(trials: Sequence[StoredTrial]) -> dict[int, list[StoredTrial]]
         groups[root].append(t)
         root_of[t.number] = root
     return {_name(group): group for group in groups.values()}
+
+
+def _moved(first: StoredTrial, later: StoredTrial) -> bool:
+    """`later` ran on another machine than `first`, both machines known (a study recorded
+    before machine keys pools as one)."""
+    return bool(first.machine and later.machine and first.machine != later.machine)
 
 
 def launches_elsewhere(trials: Sequence[StoredTrial], groups: dict[int, list[StoredTrial]]) -> dict[int, int]:

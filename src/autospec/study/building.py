@@ -80,7 +80,7 @@ def _launch_policies(
     declared, space = compiled.declared, compiled.space
     n = req.n_trials
     confirm = confirmation_launches(n, req.confirm)
-    confirmation = ConfirmationPolicy(space, store.maximize, n, confirm) if confirm > 0 else None
+    confirmation = ConfirmationPolicy(space, store.maximize, n, confirm, req.machine) if confirm > 0 else None
     policies: list[LaunchPolicy] = [ControlPolicy(space, store.maximize, req.machine, req.space.study.control_after_hours)]
     if req.baseline:
         policies.append(BaselinePolicy(declared, space, gate.argument_verdict))

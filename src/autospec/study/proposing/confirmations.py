@@ -19,6 +19,7 @@ from autospec.config import SearchSpace
 from autospec.records import Markers, StoredTrial
 from autospec.records.confirming import MIN_LAUNCHES, Contest, contests, next_confirmation
 from autospec.records.launches import ObjectiveRef
+from autospec.records.servers import launch_groups
 from autospec.study.proposing.policy import LaunchPolicy, Moment, Plan, StudyView
 
 __all__ = ["ConfirmationPolicy", "confirmation_launches", "confirmation_left", "in_confirmation_window", "CONFIRM_SHARE"]
@@ -59,15 +60,26 @@ class ConfirmationPolicy(LaunchPolicy):
     """Queues the relaunch the picks depend on most (`next_confirmation`) within the
     confirmation window (moment TURN) or, once the search has nothing left, while any
     confirmation is allowed (moment NOTHING_LEFT); see the module docstring. `confirm`:
-    the confirmation launches of `n_trials` (`confirmation_launches`)."""
+    the confirmation launches of `n_trials` (`confirmation_launches`). `machine`: this
+    run's machine key (None: not known); a configuration measured only on other machines
+    is not relaunched, since a launch here does not pool with those (`launch_groups`)."""
 
     moments = frozenset({Moment.TURN, Moment.NOTHING_LEFT})
 
-    def __init__(self, space: SearchSpace, maximize: Sequence[bool], n_trials: int, confirm: int) -> None:
+    def __init__(
+        self, space: SearchSpace, maximize: Sequence[bool], n_trials: int, confirm: int, machine: str | None = None
+    ) -> None:
         objectives = space.objectives
         self._refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
         self._where = {i: f"C={o.concurrency}" for i, o in enumerate(objectives)}
-        self.maximize, self.n_trials, self.confirm = list(maximize), n_trials, confirm
+        self.maximize, self.n_trials, self.confirm, self.machine = list(maximize), n_trials, confirm, machine
+
+    def _elsewhere(self, trials: Sequence[StoredTrial]) -> set[int]:
+        """Configurations whose every launch ran on another known machine than this run's."""
+        if self.machine is None:
+            return set()
+        groups = launch_groups(trials)
+        return {n for n, group in groups.items() if all(t.machine and t.machine != self.machine for t in group)}
 
     def in_window(self, trials: Sequence[StoredTrial]) -> bool:
         return in_confirmation_window(trials, self.n_trials, self.confirm)
@@ -86,7 +98,7 @@ class ConfirmationPolicy(LaunchPolicy):
         unlaunchable = {
             t.markers.confirm_of for t in trials if t.markers.confirm_of is not None and t.state == _COMPLETE and not t.launched
         }
-        relaunch = next_confirmation(self.standing(trials), self._where, exclude=unlaunchable)
+        relaunch = next_confirmation(self.standing(trials), self._where, exclude=unlaunchable | self._elsewhere(trials))
         target = next((t for t in trials if relaunch is not None and t.number == relaunch.trial), None)
         if relaunch is None or target is None:
             return None
