@@ -1,12 +1,13 @@
 """Acceptance by depth on a trained pair: what each configuration's verify steps accepted, and
-what the performance model, fitted on the mean accept lengths of the *other* launches, predicts.
+what the performance model, fitted on the mean accept lengths of the *other* configurations'
+launches, predicts.
 
 Reads a study of `real-8b-standalone` (default: the fixture
 ``tests/fixtures/real_8b_standalone_grid_h100.db.gz``, real SGLang 0.5.16 on an H100;
 docs/validation/2026-12-06-h100-control-and-grid.md). Per speculative launch at C=1:
 
 - the measured accept length and the model's (median over 200 parameter draws of the model
-  fitted without that launch, `autospec.model.performance.PerformanceModel`);
+  fitted without any launch of that configuration, `autospec.model.performance.PerformanceModel`);
 - the measured share of verify steps that accepted at least d drafted tokens, d = 1..steps
   (from SGLang's ``spec_correct_drafts_histogram``, `autospec.metrics.accept.accept_by_depth`),
   and for chains (top-k 1) the model's, prod_{j<=d} a_j (`autospec.model.acceptance`). The model
@@ -92,7 +93,9 @@ def rows(trials: list[StoredTrial]) -> list[Row]:
     found = launches(trials)
     out = []
     for launch in found:
-        model = PerformanceModel([other.observation for other in found if other.number != launch.number])
+        # every launch of this configuration left out: a relaunch, on another build of the pair
+        # too, would otherwise hand the fit its answer
+        model = PerformanceModel([other.observation for other in found if other.observation.shape != launch.observation.shape])
         thetas = model.draws(np.random.default_rng(0), DRAWS)
         s = launch.observation.shape
         predicted = float(np.median(model.accept_draws(thetas, [s])))

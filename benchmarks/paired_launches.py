@@ -19,9 +19,10 @@ there, and by request, where long levels kept request speeds), prints:
     .venv/bin/python benchmarks/paired_launches.py [--fixture real_8b_paired_two_machines.db.gz]
     .venv/bin/python benchmarks/paired_launches.py --storage sqlite:///x.db --study NAME
     .venv/bin/python benchmarks/paired_launches.py --study real-8b-standalone-default \
-        --fixture real_8b_standalone_default_first_h100.db.gz --fixture real_8b_standalone_default_h100.db.gz
+        --fixture real_8b_standalone_default_first_h100.db.gz --fixture real_8b_standalone_default_h100.db.gz --pair 0 1
 
-With more than two configurations in the studies, the two launched more than once are compared.
+With more than two configurations in the studies, `--pair A B` names a trial of each
+configuration to compare; without it, the two launched more than once are compared.
 """
 
 from __future__ import annotations
@@ -182,15 +183,25 @@ def fixture_storage(name: str, folder: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def relaunched_pair(trials: list[StoredTrial]) -> list[list[StoredTrial]]:
-    """The two configurations to compare: the study's only two, else the two it launched
-    more than once (a default study whose confirmations relaunched them)."""
+def relaunched_pair(trials: list[StoredTrial], pair: tuple[int, int] | None = None) -> list[list[StoredTrial]]:
+    """The two configurations to compare: those of the trial numbers `pair` (A, then B), else
+    the study's only two, else the two it launched more than once (a default study whose
+    confirmations relaunched them)."""
     groups = launches_by_config(trials)
+    if pair is not None:
+        chosen = [next((g for g in groups if any(t.number == n for t in g)), None) for n in pair]
+        if None in chosen or chosen[0] is chosen[1]:
+            raise SystemExit(
+                f"paired_launches: --pair {pair[0]} {pair[1]} must name measured launches of two configurations; "
+                f"the launches are {sorted(t.number for g in groups for t in g)}"
+            )
+        return [g for g in chosen if g is not None]
     if len(groups) != 2:
         groups = [g for g in groups if len(g) > 1]
     if len(groups) != 2:
         raise SystemExit(
-            f"paired_launches: the studies relaunch {len(groups)} configurations; they need exactly two (or measure only two)"
+            f"paired_launches: the studies relaunch {len(groups)} configurations; they need exactly two "
+            "(or measure only two); name them with --pair A B (a trial of each)"
         )
     return groups
 
@@ -206,8 +217,8 @@ def fixtures_trials(names: list[str], study: str, folder: Path) -> list[StoredTr
     return trials
 
 
-def report(trials: list[StoredTrial]) -> list[str]:
-    a, b = relaunched_pair(trials)
+def report(trials: list[StoredTrial], pair: tuple[int, int] | None = None) -> list[str]:
+    a, b = relaunched_pair(trials, pair)
     machines = machines_of([*a, *b])
     shares = dict(measuring_shares([*a, *b]))
     lines = [
@@ -256,11 +267,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--storage", help="a study's storage URL instead of the fixture")
     p.add_argument("--study", default="steps-5-6")
+    p.add_argument(
+        "--pair",
+        nargs=2,
+        type=int,
+        metavar=("A", "B"),
+        help="compare the configurations of these two trials (numbers as printed: a further fixture's from 100, ...); "
+        "default: the only two configurations, or the only two relaunched",
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         names = args.fixture or ([] if args.storage else ["real_8b_paired_two_machines.db.gz"])
         trials = (study_trials(args.storage, args.study) if args.storage else []) + fixtures_trials(names, args.study, Path(tmp))
-        for line in report(trials):
+        for line in report(trials, (args.pair[0], args.pair[1]) if args.pair else None):
             print(line)
     return 0
 

@@ -233,12 +233,18 @@ def test_paired_launches_checks_both_levels_of_the_fixture(tmp_path: Path) -> No
 def test_paired_launches_joins_two_fixtures_and_compares_the_relaunched_pair(tmp_path: Path) -> None:
     first, then = "real_8b_standalone_default_first_h100.db.gz", "real_8b_standalone_default_h100.db.gz"
     study = ("--study", "real-8b-standalone-default")
-    out = run_script(tmp_path, "paired_launches.py", *study, "--fixture", first, "--fixture", then)
-    # of the study's seven configurations only two ran twice: once in each fixture, the second renumbered from 100
+    out = run_script(tmp_path, "paired_launches.py", *study, "--fixture", first, "--fixture", then, "--pair", "0", "1")
+    # 3/1/4 and 1/1/2 ran once in each fixture, the second's launches renumbered from 100
     assert re.search(r"\(trials \[0, 100\]\); B = .* \(trials \[1, 101\]\)", out), out
     for unit in ("requests", "waves"):
         found = re.search(rf"^C=32 agg_output_tok_s by {unit}: .*\n  machine 1, trials 0/1 .* \d+ {unit} matched", out, re.M)
         assert found, out
+    # its confirmations relaunched more configurations: which two to compare must be named
+    both = (*study, "--fixture", first, "--fixture", then)
+    bad = run_script(tmp_path, "paired_launches.py", *both, ok=False)
+    assert "name them with --pair A B" in bad
+    bad = run_script(tmp_path, "paired_launches.py", *both, "--pair", "0", "100", ok=False)
+    assert "must name measured launches of two configurations" in bad
 
 
 def test_seed_predictions_prints_the_seed_table(tmp_path: Path) -> None:

@@ -106,7 +106,9 @@ def _default_study_relaunches(folder) -> tuple[list, list]:
     the first two launches of the study that went on (real_8b_standalone_default_h100.db.gz,
     its trials renumbered from 100). Levels at C=32 kept each request's speed."""
     names = ["real_8b_standalone_default_first_h100.db.gz", "real_8b_standalone_default_h100.db.gz"]
-    a, b = paired_launches.relaunched_pair(paired_launches.fixtures_trials(names, "real-8b-standalone-default", folder))
+    trials = paired_launches.fixtures_trials(names, "real-8b-standalone-default", folder)
+    a, b = paired_launches.relaunched_pair(trials, (0, 1))
+    assert dict(a[0].params)["speculative_num_steps"] == 3 and dict(b[0].params)["speculative_num_steps"] == 1
     return a, b
 
 
