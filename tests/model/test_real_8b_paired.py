@@ -185,3 +185,17 @@ def test_one_launch_each_on_one_h100_pairs_at_the_floor_and_the_relaunches_land_
     [note] = [n for n in report["notes"] if n.startswith("comparisons (the x ratios) pair launches")]
     tau, _ = check.spread.shrunk()
     assert f"+-{tau:.1%} (1 sd) on {metric}@c{concurrency} (measured {check.spread.launch_sd():.1%} over 3 df)" in note
+
+
+def test_the_default_study_continued_on_a_second_h100_pools_no_launch_across_machines(tmp_path) -> None:
+    """real_8b_standalone_default_h100.db.gz's last 4 launches ran on a second H100 with the
+    pair rebuilt there (docs/validation/2026-12-07-h100-grid-and-default-study-finished.md):
+    the control (trial 9) and a confirmation (10) of the latency pick 6/1/7, which read 758 tok/s
+    at C=1 on the first machine and 693-700 on the second."""
+    report = pareto_json("real-8b-standalone-default", unpacked_storage(tmp_path, "real_8b_standalone_default_h100.db.gz"))
+    latency = report["recommendations"]["latency"]
+    assert latency["number"] == 4 and latency["launches"] == 1  # the confirmation on the second H100 is not pooled
+    assert latency["value"]["value"] == pytest.approx(758.3, abs=0.1)
+    (factor,) = [f for f in report["machines"] if f["objective"] == "output_tok_s@c1"]
+    assert factor["control"] == 9 and factor["launches"] == [2, 1]  # that confirmation measures the factor with the control
+    assert factor["hi"] < 1.0  # the second machine and its build read slower, beyond the interval

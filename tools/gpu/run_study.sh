@@ -31,6 +31,9 @@
 #   AUTOSPEC_SRC=""     a checkout's src/ to import autospec from instead of the archive's wheel
 #   MIN_LAUNCH_S=0      start autospec only if at least this many seconds are left for it once
 #                       the models are built (a fresh machine's first launch took over 240 s)
+#   LAUNCH_S=""         one warm launch's seconds: when set, STUDY_TIMEOUT is autospec's budget
+#                       (known once the models are built) less LAUNCH_S, so no trial starts
+#                       that cannot finish before the deadline
 set -u
 t0=$SECONDS
 left() { echo $((DEADLINE - (SECONDS - t0))); }
@@ -93,6 +96,8 @@ pack_pid=$!
 # --- the study (SIGTERM before the deadline: the trial in flight is torn down and recorded)
 reserve=45; [[ $FINAL == 1 ]] && reserve=150
 budget=$(( $(left) - reserve ))
+# --timeout 0 would mean none: at least 1 s
+[[ -n ${LAUNCH_S:-} ]] && STUDY_TIMEOUT=$(( budget - LAUNCH_S > 1 ? budget - LAUNCH_S : 1 ))
 cmd=(python3 -m autospec.cli.main optimize --space "$SPACE" --study "$STUDY" --storage "$storage"
      --studies-dir "$STUDY_DIR" --trials "$TRIALS" --seed "$SEED" --timeout "${STUDY_TIMEOUT}s"
      --server-command "python3 -m sglang.launch_server" --preflight auto ${EXTRA_ARGS:-})
