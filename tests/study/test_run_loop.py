@@ -5,6 +5,7 @@ so every interleaving here is exact."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from autospec.launcher import Launcher
 from autospec.records import INTERRUPTED, WITHDRAWN, TrialRecord, read_trials
 from autospec.study import OptimizeRequest, StopReason, StudyInterrupted, build_run
 from autospec.study.proposing.policy import Moment
-from autospec.study.run import Asked, InFlight, StudyRun
+from autospec.study.run import Asked, GpuIdle, InFlight, StudyRun
 from autospec.study.storage import StorageHandle
 from simspace import scripted_space_text
 
@@ -184,3 +185,25 @@ def test_a_stop_signal_during_a_trial_records_it_interrupted_and_queues_it_again
     assert "stopped by a signal during launch" in interrupted.record.reason
     assert retry.state == optuna.trial.TrialState.WAITING and retry.markers.retry_of == interrupted.number
     assert run.signals.live_servers.ids() == []
+
+
+def test_the_gpu_idle_line_splits_the_wait_before_the_first_launch():
+    idle = GpuIdle(free_since=100.0, phases=[("start-up", 112.0), ("recovery", 117.5)])
+    idle.gaps = [20.0, 0.2, 0.1, 0.3]  # the first launch at 120.0, then three more
+    assert idle.line() == (
+        "GPU idle before the first launch of this run: 20.0 s since the tuner started "
+        "(start-up 12.0 s; recovery 5.5 s; the first proposal 2.5 s); "
+        "between launches: median 0.20 s, max 0.30 s over 3 launches"
+    )
+
+
+def test_a_run_logs_what_the_gpu_waited_for_before_its_first_launch(tmp_path):
+    run = worker(optuna.storages.InMemoryStorage(), tmp_path, ScriptedChain(["ok"] * 3), n_trials=3)
+    run.run()
+    (line,) = [line for line in (tmp_path / "shared-events.log").read_text().splitlines() if "GPU idle before" in line]
+    labels = ["start-up (imports, storage, search space, preflight)", "recovery and the GPU check", "the launch queues"]
+    parts = "; ".join(f"{re.escape(label)} ([\\d.]+) s" for label in [*labels, "the first proposal"])
+    found = re.search(rf"this run: ([\d.]+) s since the tuner started \({parts}\)(;|$)", line)
+    assert found, line
+    total, *spent = (float(x) for x in found.groups()[:5])
+    assert sum(spent) == pytest.approx(total, abs=0.25)  # each rounded to 0.1 s

@@ -99,13 +99,24 @@ class Asked(enum.Enum):
 @dataclass
 class GpuIdle:
     """How long the GPU waited for the tuner before each launch of this run: from
-    `free_since` (the tuner's start, then the end of each teardown) to the launch."""
+    `free_since` (the tuner's start, then the end of each teardown) to the launch. Before
+    the first launch, `mark` splits that wait into what the tuner was doing."""
 
     free_since: float
     gaps: list[float] = field(default_factory=list)
+    phases: list[tuple[str, float]] = field(default_factory=list)  # (what ended, when), before the first launch
+    started: float = field(init=False)  # the tuner's start
+
+    def __post_init__(self) -> None:
+        self.started = self.free_since
 
     def since_free(self) -> float:
         return time.monotonic() - self.free_since
+
+    def mark(self, what: str) -> None:
+        """`what` ended now; kept only while no launch has started."""
+        if not self.gaps:
+            self.phases.append((what, time.monotonic()))
 
     def freed(self, gap_before: float | None) -> None:
         """A launched trial's server is torn down; `gap_before` is the wait before its launch."""
@@ -114,11 +125,13 @@ class GpuIdle:
             self.gaps.append(gap_before)
 
     def line(self) -> str:
+        ends = [*self.phases, ("the first proposal", self.started + self.gaps[0])]
+        parts, before = [], self.started
+        for what, t in ends:
+            parts.append(f"{what} {max(t - before, 0.0):.1f} s")
+            before = t
+        text = f"GPU idle before the first launch of this run: {self.gaps[0]:.1f} s since the tuner started ({'; '.join(parts)})"
         between = sorted(self.gaps[1:])
-        text = (
-            f"GPU idle before the first launch of this run: {self.gaps[0]:.1f} s since the tuner started "
-            "(imports, checks, recovery, preflight, first proposal)"
-        )
         if between:
             text += (
                 f"; between launches: median {between[len(between) // 2]:.2f} s, "
@@ -157,6 +170,7 @@ class StudyRun:
     def run(self) -> OptimizeResult:
         try:
             with optuna_notes_silenced(), self.signals.running():
+                self.idle.mark("start-up (imports, storage, search space, preflight)")
                 self._prepare()
                 try:
                     stopped = self._loop()
@@ -190,6 +204,7 @@ class StudyRun:
         for line in lines:
             self._log(line)
         self.guard.clear(self._log)
+        self.idle.mark("recovery and the GPU check")
         trials = self.store.read()
         with self.lock.held():  # other workers of the study may be starting too: queue these once
             if self.req.study_options and not self.store.study.user_attrs.get(WORKER_OPTIONS_KEY):
@@ -197,6 +212,7 @@ class StudyRun:
             self.queue.started(trials)
             self.queue.queue(Moment.START, trials, count_launched(trials))
         self.launched = count_launched(trials)
+        self.idle.mark("the launch queues")
         measured = {t.number: t.values for t in trials if t.trial_class == TrialClass.MEASURED and t.launched and t.values}
         self.obs.study_started(self.req.study_name, self.launched, self.req.n_trials, measured)
 
