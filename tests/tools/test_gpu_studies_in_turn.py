@@ -65,6 +65,7 @@ def test_each_study_runs_in_turn_from_its_state_with_the_time_left(tmp_path):
     assert g[6:8] == ["100", "280"] and s[6:8] == ["100", "280"]  # the grid's study launched nothing
     assert 0 <= int(g[5]) - int(s[5]) <= 5 and int(g[5]) <= 900  # each gets what is left of TOTAL
     for study in ("grid", "sampled"):
+        assert sorted(f.name for f in (tmp_path / "out" / study).iterdir()) == ["logs.tar", "study-state.tar.xz"]
         assert (tmp_path / "out" / study / "study-state.tar.xz").read_text() == f"{study} state\n"
         with tarfile.open(tmp_path / "out" / study / "logs.tar") as tar:
             assert {Path(n).name for n in tar.getnames()} >= {"console.log", "nvml.csv"}

@@ -10,8 +10,8 @@
 #             STUDY=real-8b-standalone-grid TRIALS=35 SEED=38 STATE=.gpu38/g
 #             EXTRA_ARGS="--sampler random --references --confirm 0 --no-race"
 # OUT_DIR/STUDY/ gets study-state.tar.xz and logs.tar (run_study.sh's console.log, nvml.csv and
-#           extras): two files a study, so four studies keep within the 8 files a device
-#           command returns.
+#           extras, packed once it ends): two files a study, so four studies keep within the 8
+#           files a device command returns.
 # TOTAL=585        seconds for all of it (one device command runs for at most 600)
 # LAUNCH_S=110     one warm launch, measuring included (86-114 s on an H100 for the trained pair)
 # FIRST_LAUNCH_S=300  the first launch on a machine where no server has run yet (about 265 s on an
@@ -43,15 +43,15 @@ for spec in "$@"; do
       exit 0
     fi
     echo "[studies_in_turn] $STUDY from $STATE: ${rest}s left"
-    work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
     export STUDY TRIALS TARGET SEED="${SEED:-3}" EXTRA_ARGS="${EXTRA_ARGS:-}"
     [[ -n ${SPACE:-} ]] && export SPACE
     [[ -n ${AUTOSPEC_SRC:-} ]] && export AUTOSPEC_SRC
-    DEADLINE=$rest LAUNCH_S=$LAUNCH_S MIN_LAUNCH_S=$((30 + first)) bash "$here/run_study.sh" "$archive" "$STATE" "$work"
-    grep -qE '^\[[0-9]+/[0-9]+\] trial ' "$work/console.log" 2>/dev/null && mkdir -p "$MODELS" && touch "$MODELS/.launched"
-    mkdir -p "$out/$STUDY"
-    [[ -f $work/study-state.tar.xz ]] && mv "$work/study-state.tar.xz" "$out/$STUDY/"
-    tar cf "$out/$STUDY/logs.tar" -C "$work" .
+    # straight into OUT: a command cut by the device's limit still returns the state run_study.sh packs every 30 s
+    d=$out/$STUDY; mkdir -p "$d"
+    DEADLINE=$rest LAUNCH_S=$LAUNCH_S MIN_LAUNCH_S=$((30 + first)) bash "$here/run_study.sh" "$archive" "$STATE" "$d"
+    grep -qE '^\[[0-9]+/[0-9]+\] trial ' "$d/console.log" 2>/dev/null && mkdir -p "$MODELS" && touch "$MODELS/.launched"
+    cd "$d" && mapfile -t logs < <(ls -A | grep -vx -e study-state.tar.xz -e logs.tar)
+    (( ${#logs[@]} == 0 )) || tar cf logs.tar --remove-files "${logs[@]}"
   ) || exit $?
 done
 echo "[studies_in_turn] done; $(left)s of ${TOTAL}s left"
