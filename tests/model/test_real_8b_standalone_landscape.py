@@ -1,5 +1,5 @@
 """A study replayed against the trained pair's landscape: `real-8b-standalone` (STANDALONE
-speculation, a trained draft, greedy decoding) measured with real SGLang 0.5.16 on two H100s
+speculation, a trained draft, greedy decoding) measured with real SGLang 0.5.16 on three H100s
 (tests/fixtures/real_8b_standalone_grid.json, written by `benchmarks/real_landscape.py --grid
 standalone` from the grid study of docs/validation/2026-12-07-h100-grid-and-default-study-finished.md).
 29 of the space's 30 configurations are measured (1/4/2 is not); the replay asserts that the
