@@ -19,7 +19,6 @@ from autospec.config import SearchSpace
 from autospec.records import Markers, StoredTrial
 from autospec.records.confirming import MIN_LAUNCHES, Contest, contests, next_confirmation
 from autospec.records.launches import ObjectiveRef
-from autospec.records.servers import launch_groups
 from autospec.study.proposing.policy import LaunchPolicy, Moment, Plan, StudyView
 
 __all__ = ["ConfirmationPolicy", "confirmation_launches", "confirmation_left", "in_confirmation_window", "CONFIRM_SHARE"]
@@ -75,11 +74,12 @@ class ConfirmationPolicy(LaunchPolicy):
         self.maximize, self.n_trials, self.confirm, self.machine = list(maximize), n_trials, confirm, machine
 
     def _elsewhere(self, trials: Sequence[StoredTrial]) -> set[int]:
-        """Configurations whose every launch ran on another known machine than this run's."""
+        """Trials measured on another known machine than this run's. A configuration goes by
+        its first launch (or reference), and its launches pool only on that launch's machine,
+        so these name the configurations a launch here could not join."""
         if self.machine is None:
             return set()
-        groups = launch_groups(trials)
-        return {n for n, group in groups.items() if all(t.machine and t.machine != self.machine for t in group)}
+        return {t.number for t in trials if t.machine and t.machine != self.machine}
 
     def in_window(self, trials: Sequence[StoredTrial]) -> bool:
         return in_confirmation_window(trials, self.n_trials, self.confirm)
