@@ -4,7 +4,8 @@ launches, predicts.
 
 Reads a study of `real-8b-standalone` (default: the fixture
 ``tests/fixtures/real_8b_standalone_grid_h100.db.gz``, real SGLang 0.5.16 on an H100;
-docs/validation/2026-12-06-h100-control-and-grid.md). Per speculative launch at C=1:
+docs/validation/2026-12-06-h100-control-and-grid.md). Per speculative launch at C=1 (`--level`
+another concurrency):
 
 - the measured accept length and the model's (median over 200 parameter draws of the model
   fitted without any launch of that configuration, `autospec.model.performance.PerformanceModel`);
@@ -13,7 +14,7 @@ docs/validation/2026-12-06-h100-control-and-grid.md). Per speculative launch at 
   and for chains (top-k 1) the model's, prod_{j<=d} a_j (`autospec.model.acceptance`). The model
   is fitted on mean accept lengths only, so its depth profile is a prediction, not a fit.
 
-    .venv/bin/python benchmarks/accept_by_depth.py [--fixture NAME | --storage URL --study NAME]
+    .venv/bin/python benchmarks/accept_by_depth.py [--fixture NAME | --storage URL --study NAME] [--level 32]
 """
 
 from __future__ import annotations
@@ -72,25 +73,27 @@ class Launch:
     accept: float
 
 
-def launches(trials: list[StoredTrial]) -> list[Launch]:
-    """The measured speculative search launches with an accept histogram at C=1 (references
-    left out: a reference that leaves the shape to SGLang records no steps, top-k or draft
-    tokens)."""
+def launches(trials: list[StoredTrial], level: int = 1) -> list[Launch]:
+    """The measured speculative search launches with an accept histogram at C=`level`
+    (references left out: a reference that leaves the shape to SGLang records no steps, top-k
+    or draft tokens)."""
     flags = load_search_space(str(SPACE)).server.flags
     out = []
     for t in trials:
         if not t.has_measurement or t.record is None or t.markers.reference is not None:
             continue
-        histogram = (t.record.bench.get(1) or {}).get("accept_by_depth")
+        histogram = (t.record.bench.get(level) or {}).get("accept_by_depth")
         o = observation_from_record(t.record, base_flags=flags)
-        accept = o.value("accept_length", 1) if o is not None else None
+        accept = o.value("accept_length", level) if o is not None else None
         if o is not None and histogram and accept is not None and o.shape.speculative:
             out.append(Launch(t.number, o, tuple(histogram), float(accept)))
     return out
 
 
-def rows(trials: list[StoredTrial]) -> list[Row]:
-    found = launches(trials)
+def rows(trials: list[StoredTrial], level: int = 1) -> list[Row]:
+    """Per launch, its accept length at C=`level` and the model's, fitted without any launch of
+    its configuration (module docstring)."""
+    found = launches(trials, level)
     out = []
     for launch in found:
         # every launch of this configuration left out: a relaunch, on another build of the pair
@@ -126,11 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fixture", default="real_8b_standalone_grid_h100.db.gz", help="a gzipped study under tests/fixtures")
     p.add_argument("--storage", help="a study's storage URL instead of the fixture")
     p.add_argument("--study", default="real-8b-standalone-grid")
+    p.add_argument("--level", type=int, default=1, help="the concurrency whose levels are read (default 1)")
     args = p.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         storage = args.storage or fixture_storage(args.fixture, Path(tmp))
-        found = rows(read_trials(optuna.load_study(study_name=args.study, storage=storage)))
+        found = rows(read_trials(optuna.load_study(study_name=args.study, storage=storage)), args.level)
     if len(found) < 3:
         raise SystemExit(f"accept_by_depth: {len(found)} launches with accept histograms; the model needs at least 3")
     for line in table(found):

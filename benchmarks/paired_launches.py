@@ -14,12 +14,17 @@ there, and by request, where long levels kept request speeds), prints:
   benchmarking over the launch's seconds in all), whether it lies inside the first pair's
   interval, and its log half-width over the floor, as reported and with s and e known;
 - per configuration and later machine, its launches there over those on the first machine
-  (the machine factor, paired).
+  (the machine factor, paired);
+- with `--beside FIXTURE:STUDY` (studies that would share the storage), each pair as a study
+  holding only those two launches would report it: on the prior alone, and with the launch
+  spread the other studies measured on the same hardware and target (`autospec.records.history`).
 
     .venv/bin/python benchmarks/paired_launches.py [--fixture real_8b_paired_two_machines.db.gz]
     .venv/bin/python benchmarks/paired_launches.py --storage sqlite:///x.db --study NAME
     .venv/bin/python benchmarks/paired_launches.py --study real-8b-standalone-default \
         --fixture real_8b_standalone_default_first_h100.db.gz --fixture real_8b_standalone_default_h100.db.gz --pair 0 1
+    .venv/bin/python benchmarks/paired_launches.py --fixture real_8b_standalone_topk_1_2c_h100.db.gz --study topk-1-2c \
+        --beside real_8b_paired_steps56.db.gz:steps-5-6 --beside real_8b_standalone_grid_h100.db.gz:real-8b-standalone-grid
 
 With more than two configurations in the studies, `--pair A B` names a trial of each
 configuration to compare; without it, the two launched more than once are compared.
@@ -33,14 +38,24 @@ import gzip
 import math
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 
-from autospec.metrics.paired import Comparison, LogSpread, launch_spread, paired_ratio, unpaired_ratio
+from autospec.metrics.paired import (
+    Comparison,
+    LogSpread,
+    SpreadHistory,
+    launch_spread,
+    paired_ratio,
+    unpaired_ratio,
+    with_history,
+)
 from autospec.records import StoredTrial, read_trials
-from autospec.records.launches import level_interval, level_series
+from autospec.records.history import served, spread_history
+from autospec.records.launches import ObjectiveRef, level_interval, level_series
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 _Z95 = 1.959963984540054
@@ -50,13 +65,15 @@ LEVELS = ((1, "output_tok_s"), (32, "agg_output_tok_s"))
 @dataclass(frozen=True)
 class Pair:
     """A's and B's i-th launches on one machine (trial numbers `a`, `b`) and their paired ratio;
-    `known_half`: its log half-width with s and e taken as known (z, no prior)."""
+    `known_half`: its log half-width with s and e taken as known (z, no prior); `alone`: as a
+    study of only these two launches reports it, on the prior and with the history (if any)."""
 
     machine: str
     a: int
     b: int
     comparison: Comparison
     known_half: float
+    alone: tuple[Comparison | None, Comparison | None] = (None, None)
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,10 @@ class LevelCheck:
     def known_over_floor(self, pair: Pair) -> float:
         return pair.known_half / self.floor if self.floor > 0 else math.inf
 
+    def alone_over_floor(self, pair: Pair) -> list[float | None]:
+        """`over_floor` of the pair as a study of only its two launches reports it: [prior, history]."""
+        return [None if c is None or self.floor <= 0 else math.log(c.hi / c.ratio) / self.floor for c in pair.alone]
+
 
 def launches_by_config(trials: list[StoredTrial]) -> list[list[StoredTrial]]:
     """The measured launches of each configuration (by parameters), oldest first, in the
@@ -114,11 +135,17 @@ def _series(trial: StoredTrial, concurrency: int, metric: str, unit: str | None)
 
 
 def check_level(
-    a: list[StoredTrial], b: list[StoredTrial], concurrency: int, metric: str, unit: str | None = None
+    a: list[StoredTrial],
+    b: list[StoredTrial],
+    concurrency: int,
+    metric: str,
+    unit: str | None = None,
+    history: SpreadHistory | None = None,
 ) -> LevelCheck | None:
     """The level's check (module docstring) over `unit`'s figures ("requests" or "waves"; None:
     the unit the study's comparisons use, `level_series`); None where a side lacks them.
-    Launches pool, and pair, only within one machine, as the study's own comparisons do."""
+    Launches pool, and pair, only within one machine, as the study's own comparisons do.
+    `history`: the launch spread other studies measured at this level."""
     unit = unit or ("waves" if concurrency > 1 else "requests")
     machines = machines_of([*a, *b])
 
@@ -137,7 +164,10 @@ def check_level(
             if c is not None:
                 # one launch each, s and e taken as known: 1.96 sqrt(2 e^2 / n + 2 tau^2) (`autospec.metrics.paired`)
                 known = _Z95 * math.sqrt(2 * noise**2 / c.matched + 2 * spread.launch_sd() ** 2)
-                pairs.append(Pair(m, x.number, y.number, c, known))
+                one_each = [series[x.number]], [series[y.number]]
+                on_prior = paired_ratio(*one_each, None, unit=unit)
+                on_history = paired_ratio(*one_each, with_history(None, history), unit=unit) if history else None
+                pairs.append(Pair(m, x.number, y.number, c, known, (on_prior, on_history)))
     if not pairs:
         return None
     factors = []
@@ -217,7 +247,10 @@ def fixtures_trials(names: list[str], study: str, folder: Path) -> list[StoredTr
     return trials
 
 
-def report(trials: list[StoredTrial], pair: tuple[int, int] | None = None) -> list[str]:
+def report(
+    trials: list[StoredTrial], pair: tuple[int, int] | None = None, history: Mapping[int, SpreadHistory] | None = None
+) -> list[str]:
+    """The printed check; `history`, per index of LEVELS, the launch spread other studies measured."""
     a, b = relaunched_pair(trials, pair)
     machines = machines_of([*a, *b])
     shares = dict(measuring_shares([*a, *b]))
@@ -225,8 +258,10 @@ def report(trials: list[StoredTrial], pair: tuple[int, int] | None = None) -> li
         f"A = {dict(a[0].params)} (trials {[t.number for t in a]}); B = {dict(b[0].params)} (trials {[t.number for t in b]})",
         *(f"machine {i + 1}: {m or 'unrecorded'}" for i, m in enumerate(machines)),
     ]
-    for concurrency, metric, unit in [(c, m, u) for c, m in LEVELS for u in (("requests", "waves") if c > 1 else ("requests",))]:
-        c = check_level(a, b, concurrency, metric, unit)
+    levels = [(i, c, m, u) for i, (c, m) in enumerate(LEVELS) for u in (("requests", "waves") if c > 1 else ("requests",))]
+    for index, concurrency, metric, unit in levels:
+        usual = unit == ("waves" if concurrency > 1 else "requests")  # the unit other studies' spread is in
+        c = check_level(a, b, concurrency, metric, unit, (history or {}).get(index) if usual else None)
         if c is None:
             lines.append(f"C={concurrency} by {unit}: no per-position figures on both sides")
             continue
@@ -244,6 +279,11 @@ def report(trials: list[StoredTrial], pair: tuple[int, int] | None = None) -> li
                 f"{f.dropped} dropped){inside}; {c.over_floor(p):.2f} x the floor as reported, "
                 f"{c.known_over_floor(p):.2f} x with s and e known"
             )
+            prior, past = c.alone_over_floor(p)
+            if past is not None:
+                lines.append(
+                    f"    from these two launches alone: {prior:.2f} x the floor on the prior, {past:.2f} x with the history"
+                )
         lines.append(
             "  the first two launches unpaired (each one's own interval): "
             + (f"x{c.unpaired.ratio:.4f} (95% {c.unpaired.lo:.4f}-{c.unpaired.hi:.4f})" if c.unpaired else "none")
@@ -275,11 +315,26 @@ def main(argv: list[str] | None = None) -> int:
         help="compare the configurations of these two trials (numbers as printed: a further fixture's from 100, ...); "
         "default: the only two configurations, or the only two relaunched",
     )
+    p.add_argument(
+        "--beside",
+        action="append",
+        default=[],
+        metavar="FIXTURE:STUDY",
+        help="a study as if it shared the storage (a gzipped fixture under tests/fixtures): its relaunches on the "
+        "same hardware and target make the history a pair of one launch each is also judged with",
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         names = args.fixture or ([] if args.storage else ["real_8b_paired_two_machines.db.gz"])
         trials = (study_trials(args.storage, args.study) if args.storage else []) + fixtures_trials(names, args.study, Path(tmp))
-        for line in report(trials, (args.pair[0], args.pair[1]) if args.pair else None):
+        others = []
+        for i, beside in enumerate(args.beside):
+            fixture, _, study = beside.partition(":")
+            (Path(tmp) / f"beside{i}").mkdir()
+            others.append(study_trials(fixture_storage(fixture, Path(tmp) / f"beside{i}"), study))
+        refs = [ObjectiveRef(i, metric, c) for i, (c, metric) in enumerate(LEVELS)]
+        history = spread_history(others, {k for k in map(served, trials) if k}, refs) if others else None
+        for line in report(trials, (args.pair[0], args.pair[1]) if args.pair else None, history):
             print(line)
     return 0
 

@@ -7,7 +7,15 @@ import random
 
 import pytest
 
-from autospec.metrics.paired import PRIOR_SD, LogSpread, launch_spread, paired_ratio, unpaired_ratio
+from autospec.metrics.paired import (
+    PRIOR_SD,
+    LogSpread,
+    SpreadHistory,
+    launch_spread,
+    paired_ratio,
+    unpaired_ratio,
+    with_history,
+)
 
 
 def stream(n: int, seed: int = 0) -> list[float]:
@@ -62,6 +70,25 @@ def test_without_relaunches_the_prior_spread_is_the_floor() -> None:
     effect = stream(30, seed=3)
     c = paired_ratio([launch(effect, 1.0, 0.0, 7)], [launch(effect, 1.0, 0.0, 8)], None)
     assert c is not None and math.log(c.hi / c.ratio) > 1.96 * math.sqrt(2) * PRIOR_SD
+
+
+def test_relaunches_in_other_studies_take_the_place_of_the_prior_as_their_degrees_of_freedom_grow() -> None:
+    effect = stream(30, seed=4)
+    a, b = [launch(effect, 1.06, 0.0, 9)], [launch(effect, 1.0, 0.0, 10)]
+    alone = paired_ratio(a, b, None)
+    calm = paired_ratio(a, b, with_history(None, SpreadHistory(0.003, 40, 5)))
+    rough = paired_ratio(a, b, with_history(None, SpreadHistory(0.05, 40, 5)))
+    assert alone is not None and calm is not None and rough is not None
+    assert calm.hi / calm.lo < alone.hi / alone.lo < rough.hi / rough.lo  # the history decides which way
+    tau, df = with_history(None, SpreadHistory(0.003, 40, 5)).shrunk()
+    assert df == 44 and 0.003 < tau < PRIOR_SD  # still shrunk towards the prior, by its 4 df
+    # the study's own relaunches add to the history's degrees of freedom; a spread without any adds nothing
+    own = with_history(LogSpread(0.01, 6, 2), SpreadHistory(0.003, 40, 5))
+    assert own is not None and own.shrunk()[1] == 50
+    assert SpreadHistory.pooled([LogSpread(0.02, 2, 1), LogSpread(0.0, 0, 0), LogSpread(0.01, 6, 2)]) == SpreadHistory(
+        math.sqrt((2 * 0.02**2 + 6 * 0.01**2) / 8), 8, 2
+    )
+    assert SpreadHistory.pooled([LogSpread(0.0, 0, 0)]) is None and with_history(None, None) is None
 
 
 def test_an_unsettled_launch_does_not_decide() -> None:

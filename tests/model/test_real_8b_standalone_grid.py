@@ -1,7 +1,7 @@
-"""The `real-8b-standalone` grid on three H100s with real SGLang 0.5.16
+"""The `real-8b-standalone` grid on four H100s with real SGLang 0.5.16
 (tests/fixtures/real_8b_standalone_grid_h100.db.gz; docs/validation/2026-12-06-h100-control-and-grid.md,
-2026-12-06-h100-grid-continued.md and 2026-12-07-h100-grid-and-default-study-finished.md): 29 of
-the space's 30 configurations and both references, each level's records holding SGLang's
+2026-12-06-h100-grid-continued.md, 2026-12-07-h100-grid-and-default-study-finished.md and
+2026-12-07-h100-grid-complete.md): all 30 of the space's configurations and both references, each level's records holding SGLang's
 per-request `spec_correct_drafts_histogram`.
 
 What the code must compute from these records without a GPU: the accept histogram each level
@@ -79,14 +79,35 @@ def test_acceptance_is_graded_across_the_grid_and_by_depth(rows) -> None:
 
 
 def test_sampled_the_model_fitted_without_a_launch_predicts_its_accept_length(tmp_path) -> None:
-    """The same pair at temperature 1 (`real-8b-standalone-sampled`, its first launches on an
-    H100: tests/fixtures/real_8b_standalone_sampled_h100.db.gz;
+    """The same pair at temperature 1 (`real-8b-standalone-sampled`: 12 launches on two H100s and
+    two builds of the pair, tests/fixtures/real_8b_standalone_sampled_h100.db.gz;
     docs/validation/2026-12-07-h100-pair-check-and-sampled.md). A drafted token is accepted
     with probability min(1, p/q), 1.4-2.3 tokens per step where greedy decoding accepted
     2.0-5.9; the model's acceptance is fitted per study, so it must find the lower curve
-    from these launches alone."""
+    from these launches alone. Read at C=32, whose levels held 64-194 requests: sampled, a C=1
+    level's accept length moves with which of its 4-20 prompts it measured (5/1/6 accepted 2.09
+    over 15 prompts at C=1 and 1.92 over 139 requests at C=32)."""
     storage = unpacked_storage(tmp_path, "real_8b_standalone_sampled_h100.db.gz")
-    sampled = accept_by_depth.rows(read_trials(optuna.load_study(study_name="real-8b-standalone-sampled", storage=storage)))
-    assert len(sampled) >= 6
+    trials = read_trials(optuna.load_study(study_name="real-8b-standalone-sampled", storage=storage))
+    sampled = accept_by_depth.rows(trials, level=32)
+    assert len(sampled) >= 12 and {r.topk for r in sampled} == {1, 2, 4}
     errors = {r.number: abs(math.log(r.predicted / r.measured)) for r in sampled}
     assert max(errors.values()) < math.log(1.08), errors
+    assert statistics.median(errors.values()) <= 0.03
+
+
+def test_each_control_is_compared_with_the_machine_the_study_moved_from(trials) -> None:
+    """The grid moved over four H100s, each move opened by a control relaunch of 6/1/7 (trials
+    15, 30, 35): each control's factor is its machine over the one its configuration ran on
+    before it, never over a machine the study reached only later (trial 30 was once read over
+    trial 35's machine)."""
+    from autospec.records.launches import ObjectiveRef
+    from autospec.records.machines import machine_factors
+
+    by_number = {t.number: t for t in trials}
+    factors = machine_factors(trials, ObjectiveRef(0, "output_tok_s", 1), None)
+    assert [f.control for f in factors] == [15, 30, 35]
+    order = list(dict.fromkeys(t.machine for t in sorted(trials, key=lambda t: t.number) if t.machine))
+    assert len(order) == 4
+    for f in factors:
+        assert f.new == by_number[f.control].machine and order.index(f.old) == order.index(f.new) - 1

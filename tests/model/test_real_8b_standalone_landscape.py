@@ -1,9 +1,8 @@
 """A study replayed against the trained pair's landscape: `real-8b-standalone` (STANDALONE
-speculation, a trained draft, greedy decoding) measured with real SGLang 0.5.16 on three H100s
+speculation, a trained draft, greedy decoding) measured with real SGLang 0.5.16 on four H100s
 (tests/fixtures/real_8b_standalone_grid.json, written by `benchmarks/real_landscape.py --grid
-standalone` from the grid study of docs/validation/2026-12-07-h100-grid-and-default-study-finished.md).
-29 of the space's 30 configurations are measured (1/4/2 is not); the replay asserts that the
-model sampler asks for none missing before it reaches the front.
+standalone` from the grid study of docs/validation/2026-12-07-h100-grid-complete.md): all 30 of
+the space's configurations.
 
 real_8b_standalone_default_h100.db.gz is the default study on the same space, run on two H100s
 with `--references` (docs/validation/2026-12-06-h100-default-study.md and the 2026-12-07 run):
@@ -25,7 +24,7 @@ SPACE, RECORDS = load_grid("real_8b_standalone_grid.json")
 
 
 def test_the_space_holds_the_measured_configurations_and_the_model_reads_every_record_as_measured():
-    check_grid_reads_as_measured(SPACE, RECORDS, complete=False)
+    check_grid_reads_as_measured(SPACE, RECORDS, complete=True)
 
 
 def test_the_model_reaches_the_front_in_fewer_launches_than_random_search():

@@ -13,11 +13,12 @@ import pytest
 from autospec.cli.main import main
 from autospec.config import parse_search_space
 from autospec.metrics.paired import Comparison, compare
-from autospec.records import Markers, StoredTrial, TrialClass, TrialRecord, read_trials
+from autospec.records import Markers, StoredTrial, TrialClass, TrialRecord, TrialStore, read_trials
 from autospec.records.machines import machine_key, machine_of, through_factor
 from autospec.report.data import snapshot
 from autospec.sim import machine_factor
 from autospec.sim.profile import load_profile
+from autospec.study.processes.recovery import requeue
 from autospec.study.proposing.control import ControlPolicy
 from autospec.study.proposing.policy import Moment, StudyView
 from simspace import sim_space_text
@@ -96,6 +97,21 @@ def test_another_machine_queues_a_control_and_none_while_one_is_queued():
         markers=Markers(confirm_of=1, control="machine"),
     )
     assert _plan(policy, [*TRIALS, queued]) is None
+
+
+def test_an_interrupted_control_is_queued_again_as_the_control_and_no_second_one_is_added():
+    """A control stopped mid-launch (the device's time ran out) is retried as the control: the
+    grid study of 2026-12-07 got a second control beside a retry that had lost its marker."""
+    study = optuna.create_study(directions=["maximize"])
+    store = TrialStore(study, [True], [])
+    store.enqueue(dict(TRIALS[1].params), Markers(confirm_of=1, control="machine"))
+    store.tell_failed(study.ask(), TrialRecord(outcome="interrupted", candidate=dict(TRIALS[1].params), reason="stopped"))
+    [stopped] = read_trials(study)
+    assert requeue(store, stopped, [stopped])
+    again = read_trials(study)[1]
+    assert again.markers.retry_of == 0 and again.markers.confirm_of == 1 and again.markers.control == "machine"
+    policy = ControlPolicy(SPACE, [True], "b/GPU-2", 6.0, now=lambda: _T0 + datetime.timedelta(hours=2))
+    assert _plan(policy, [*TRIALS, again]) is None
 
 
 def _read(tmp_path, name):

@@ -29,6 +29,11 @@ over every configuration launched more than once):
 - tau, the launch's own shift (the spread of a launch's mean log figure over shared ids, s,
   less what e puts into such a mean: tau^2 = s^2 - e^2 / ids), shrunk towards `PRIOR_SD`
   worth `PRIOR_DF` degrees of freedom (before relaunches measured it, the prior decides).
+  Relaunches outside the study can measure tau too (`SpreadHistory`: the storage's other
+  studies on the same hardware and target, `autospec.records.history`); they add their
+  degrees of freedom, so a study that launches each configuration once is not left to the
+  prior where earlier studies measured the spread. Per-request noise e is never taken from
+  them: it belongs to this study's request stream.
 
 The 95% interval is exp(mean d +- t q), q = sqrt(var), with t from Student's distribution at
 the Welch-Satterthwaite degrees of freedom of the two parts. The spread s is the floor: over
@@ -60,10 +65,12 @@ __all__ = [
     "Comparison",
     "LogSpread",
     "Side",
+    "SpreadHistory",
     "compare",
     "launch_spread",
     "paired_ratio",
     "unpaired_ratio",
+    "with_history",
 ]
 
 Series = Mapping[str, float]
@@ -83,12 +90,33 @@ MIN_NOISE_DF = 8
 
 
 @dataclass(frozen=True)
+class SpreadHistory:
+    """tau (`LogSpread.launch_sd`) as relaunches outside the study measured it: `sd` over `df`
+    degrees of freedom, pooled over `studies` studies (`pooled`)."""
+
+    sd: float
+    df: int
+    studies: int
+
+    @classmethod
+    def pooled(cls, spreads: Sequence[LogSpread]) -> SpreadHistory | None:
+        """Each spread's tau weighted by its degrees of freedom; None where none has any."""
+        measured = [s for s in spreads if s.df > 0]
+        df = sum(s.df for s in measured)
+        if df == 0:
+            return None
+        return cls(math.sqrt(sum(s.df * s.launch_sd() ** 2 for s in measured) / df), df, len(measured))
+
+
+@dataclass(frozen=True)
 class LogSpread:
     """What relaunches measured, pooled over the `configurations` launched more than once:
     `sd`, the sd of a launch's mean log figure over the ids its configuration's launches
     share (`df` = sum of L - 1), those means over `ids` shared ids (harmonic mean), and
     `noise_sd`, the per-id noise that does not repeat between launches (`noise_df` = sum of
-    (L - 1)(ids - 1); None where no configuration's launches shared MIN_MATCHED ids)."""
+    (L - 1)(ids - 1); None where no configuration's launches shared MIN_MATCHED ids), and
+    `history`, tau as relaunches outside the study measured it (`with_history`; df 0 and no
+    configurations where only they did)."""
 
     sd: float
     df: int
@@ -96,6 +124,7 @@ class LogSpread:
     noise_sd: float | None = None
     noise_df: int = 0
     ids: float = 0.0
+    history: SpreadHistory | None = None
 
     def launch_sd(self) -> float:
         """tau: a launch's own shift, `sd` less what the noise puts into a mean over `ids`."""
@@ -104,9 +133,18 @@ class LogSpread:
         return math.sqrt(max(0.0, self.sd**2 - self.noise_sd**2 / self.ids))
 
     def shrunk(self) -> tuple[float, int]:
-        """(tau, degrees of freedom) the intervals use: `launch_sd` shrunk towards PRIOR_SD."""
-        df = self.df + PRIOR_DF
-        return math.sqrt((PRIOR_DF * PRIOR_SD**2 + self.df * self.launch_sd() ** 2) / df), df
+        """(tau, degrees of freedom) the intervals use: `launch_sd` and the history's tau, each
+        weighted by its degrees of freedom, shrunk towards PRIOR_SD."""
+        past = self.history or SpreadHistory(0.0, 0, 0)
+        df = self.df + past.df + PRIOR_DF
+        return math.sqrt((PRIOR_DF * PRIOR_SD**2 + past.df * past.sd**2 + self.df * self.launch_sd() ** 2) / df), df
+
+
+def with_history(spread: LogSpread | None, history: SpreadHistory | None) -> LogSpread | None:
+    """`spread` with `history` folded in (a spread of no df of its own where the study has none)."""
+    if history is None:
+        return spread
+    return LogSpread(0.0, 0, 0, history=history) if spread is None else replace(spread, history=history)
 
 
 def _prior_or(spread: LogSpread | None) -> tuple[float, int]:

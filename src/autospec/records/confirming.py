@@ -39,7 +39,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from autospec.metrics.paired import Comparison
+from autospec.metrics.paired import Comparison, SpreadHistory
 from autospec.metrics.relaunch import LaunchFigure, Pooled
 from autospec.records.launches import ObjectiveRef, PooledStudy, launch_figure, pool_study
 from autospec.records.servers import launch_groups
@@ -202,9 +202,15 @@ def _distance(a: Pooled, b: Pooled, c: Comparison | None = None) -> float:
     return gap / scale if scale > 0 else (0.0 if gap == 0 else math.inf)
 
 
-def contests(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef], maximize: Sequence[bool]) -> list[Contest]:
-    """The contest of each pick objective (`pick_objectives`) over the study's `trials`."""
-    pooled = pool_study(trials, refs)
+def contests(
+    trials: Sequence[StoredTrial],
+    refs: Sequence[ObjectiveRef],
+    maximize: Sequence[bool],
+    history: Mapping[int, SpreadHistory] | None = None,
+) -> list[Contest]:
+    """The contest of each pick objective (`pick_objectives`) over the study's `trials`
+    (`history`: the launch spread other studies measured, `pool_study`)."""
+    pooled = pool_study(trials, refs, history)
     found = [_contest(pooled, i, maximize[i]) for i in pick_objectives(refs)]
     relaunches = [t.markers.confirm_of for t in trials if t.trial_class == TrialClass.RELAUNCH]
     return [

@@ -13,7 +13,8 @@ both read intervals from here.
 Two configurations are compared here too (`PooledStudy.compare`): each is a paired side
 (`autospec.metrics.paired.Side`: its pooled figure and each launch's per-position figures,
 `level_series`), and the study's between-launch spread of a launch's log figure is pooled
-over the same launches (`launch_spread`).
+over the same launches (`launch_spread`), with what relaunches in other studies measured of it
+where the caller has that (`autospec.records.history`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
-from autospec.metrics.paired import Comparison, LogSpread, Side, compare, launch_spread
+from autospec.metrics.paired import Comparison, LogSpread, Side, SpreadHistory, compare, launch_spread, with_history
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
 from autospec.records.servers import launch_groups, objective_groups
 from autospec.records.stored import StoredTrial
@@ -224,8 +225,11 @@ def _sides(
     return sides, spread
 
 
-def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> PooledStudy:
-    """Pool every measured configuration of `trials` (see the module docstring)."""
+def pool_study(
+    trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef], history: Mapping[int, SpreadHistory] | None = None
+) -> PooledStudy:
+    """Pool every measured configuration of `trials` (see the module docstring); `history`, per
+    objective index, the launch spread relaunches outside the study measured (`autospec.records.history`)."""
     groups = launch_groups(trials)
     spread: dict[int, Spread] = {}
     configurations: dict[int, list[Pooled | None]] = {n: [] for n in groups}
@@ -247,6 +251,7 @@ def pool_study(trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef]) -> P
             pooled_with[n].append(tuple(sorted(m for m in pools[launches[0].number] if m != n)))
             behind[n].append(launches)
         found_sides, found_log = _sides(classes, ref, {n: configurations[n][-1] for n in classes})
+        found_log = with_history(found_log, (history or {}).get(ref.index))
         if found_log is not None:
             log_spread[ref.index] = found_log
         for n in groups:

@@ -71,7 +71,10 @@ def _factor(
 ) -> MachineFactor | None:
     new = machine_of(control)
     peers = _same_configuration(trials, control)
-    old_keys = [k for k in (machine_of(t) for t in peers) if k is not None and k != new]
+    # the machine it continues from: the last one its configuration ran on before it (a later
+    # control, on a machine the study moved to afterwards, is that machine's own comparison)
+    before = sorted((t for t in peers if t.number < control.number), key=lambda t: t.number)
+    old_keys = [k for k in (machine_of(t) for t in before) if k is not None and k != new]
     if new is None or not old_keys:
         return None
     old = old_keys[-1]

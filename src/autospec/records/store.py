@@ -30,12 +30,15 @@ asked, nor to read a live trial's storage id; the private ``study._storage`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
 import optuna
 
+from autospec.metrics.paired import SpreadHistory
+from autospec.records.history import other_studies, spread_history
+from autospec.records.launches import ObjectiveRef
 from autospec.records.retry import StorageRetry
 from autospec.records.schema import Markers, TrialRecord
 from autospec.records.stored import FIXED_PARAMS_KEY, SERVER_KEY, WORKER_KEY, StoredTrial, read_trial, read_trials
@@ -71,6 +74,9 @@ class TrialStore:
         self.maximize = list(maximize)
         self.constraint_names = list(constraint_names)
         self.retry = retry if retry is not None else StorageRetry()
+        #: per objective index, the launch spread the storage's other studies measured on this
+        #: run's hardware and target (`autospec.records.history`; read once, `read_history`)
+        self.history: dict[int, SpreadHistory] = {}
 
     @property
     def storage(self) -> optuna.storages.BaseStorage:
@@ -90,6 +96,11 @@ class TrialStore:
     def ask(self) -> optuna.Trial:
         """A new trial from the sampler (or the queue)."""
         return self.retry("ask for the next trial", self.study.ask)
+
+    def read_history(self, on: Collection[tuple[str, str]], refs: Sequence[ObjectiveRef]) -> None:
+        """Set `history` from the storage's other studies on the (hardware, model) pairs `on`."""
+        others = self.retry("read the storage's other studies", lambda: other_studies(self.study))
+        self.history = spread_history(others, on, refs)
 
     def read(self, states: Sequence[_State] | None = None) -> list[StoredTrial]:
         """Every trial of the study (or those in `states`), typed."""

@@ -33,9 +33,20 @@ import optuna
 
 from autospec.records.schema import DUPLICATE, INTERRUPTED, MEASURED_OUTCOMES, Markers, TrialRecord
 
-__all__ = ["TrialClass", "StoredTrial", "classify", "read_trial", "read_trials", "WORKER_KEY", "SERVER_KEY", "FIXED_PARAMS_KEY"]
+__all__ = [
+    "TrialClass",
+    "StoredTrial",
+    "classify",
+    "read_trial",
+    "read_trials",
+    "WORKER_KEY",
+    "SERVER_KEY",
+    "FIXED_PARAMS_KEY",
+    "FINGERPRINT_KEY",
+]
 
 WORKER_KEY = "autospec:worker"  # system attr: {host, pid, start_s, boot_id, launch_id} of the tuner running the trial
+FINGERPRINT_KEY = "autospec:fingerprint"  # study user attr: the search space's fingerprint (every autospec study)
 SERVER_KEY = "autospec:server"  # system attr: {host, pid, pgid, port, start_s, boot_id, cmdline, log_path} of its server
 FIXED_PARAMS_KEY = "fixed_params"  # Optuna 5.0's system attr of enqueued parameters
 

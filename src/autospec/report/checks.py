@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autospec.metrics import SHORT_WINDOW
-from autospec.metrics.paired import PRIOR_SD
+from autospec.metrics.paired import PRIOR_SD, LogSpread
 from autospec.metrics.relaunch import PRIOR_CV
 from autospec.records import WITHDRAWN
 from autospec.records.launches import race_check
@@ -181,6 +181,31 @@ def stall_notes(data: StudyData) -> list[str]:
     ]
 
 
+def _measured(spread: LogSpread) -> str:
+    """Where a comparison's between-launch spread comes from: this study's relaunches and
+    those of other studies on the same hardware and target (`autospec.records.history`)."""
+    here = f"measured {spread.launch_sd():.1%} over {spread.df} df" if spread.df else "not measured here"
+    past = spread.history
+    if past is None:
+        return here
+    studies = f"{past.studies} other stud{'y' if past.studies == 1 else 'ies'}"
+    return f"{here}; {past.sd:.1%} over {past.df} df in {studies} on this hardware"
+
+
+def _paired_note(data: StudyData) -> list[str]:
+    """The comparisons' own spread (`autospec.metrics.paired`): measured over the positions a
+    configuration's launches share, so the per-request spread is not in it."""
+    spreads = sorted(data.log_spread.items())
+    paired = [f"+-{s.shrunk()[0]:.1%} (1 sd) on {data.objectives[i].name} ({_measured(s)})" for i, s in spreads]
+    if not paired:
+        return []
+    return [
+        "comparisons (the x ratios) pair launches over the requests or waves both measured, so the per-request "
+        f"spread drops out; the between-launch spread in their intervals, with a prior of +-{PRIOR_SD:.0%}: "
+        f"{', '.join(paired)}"
+    ]
+
+
 def launch_notes(data: StudyData) -> list[str]:
     """What is known about the scatter between launches of the same flags."""
     if not data.front:
@@ -189,7 +214,8 @@ def launch_notes(data: StudyData) -> list[str]:
         return [
             "intervals are those of one launch; the same flags also vary from launch to launch (graph "
             "capture, memory layout, clocks): autospec optimize --confirm K relaunches front configurations "
-            "to measure that and include it"
+            "to measure that and include it",
+            *_paired_note(data),
         ]
     # the intervals use the measured cv shrunk towards a prior (`Spread.shrunk`): few relaunches that
     # happen to agree read 0.0%, which no interval assumes
@@ -197,20 +223,9 @@ def launch_notes(data: StudyData) -> list[str]:
     relaunched = max(s.configurations for s in data.spread.values())
     notes = [
         f"between-launch spread, from relaunches of {relaunched} configuration(s) and a prior of +-{PRIOR_CV:.0%}: "
-        f"{', '.join(parts)}; included in every figure's interval shown"
+        f"{', '.join(parts)}; included in every figure's interval shown",
+        *_paired_note(data),
     ]
-    paired = [
-        f"+-{found.shrunk()[0]:.1%} (1 sd) on {data.objectives[i].name} (measured {found.launch_sd():.1%} over {found.df} df)"
-        for i, found in sorted(data.log_spread.items())
-    ]
-    if paired:
-        # the comparisons' own spread (`autospec.metrics.paired`): measured over the positions a
-        # configuration's launches share, so the per-request spread is not in it
-        notes.append(
-            "comparisons (the x ratios) pair launches over the requests or waves both measured, so the per-request "
-            f"spread drops out; the between-launch spread in their intervals, with a prior of +-{PRIOR_SD:.0%}: "
-            f"{', '.join(paired)}"
-        )
     dominated = [t for t in data.front if t.between_dominates]
     if dominated:
         names = sorted({name for t in dominated for name in t.between_dominates})

@@ -37,6 +37,7 @@ from autospec.metrics.paired import Comparison, LogSpread, Side, compare
 from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
+from autospec.records.history import other_studies, served, spread_history
 from autospec.records.launches import ObjectiveRef, level_interval, level_series, level_settled, pool_levels, pool_study
 from autospec.records.machines import MachineFactor, machine_factors, machine_of, through_factor
 from autospec.records.servers import launches_elsewhere
@@ -412,7 +413,8 @@ def snapshot(study: Any) -> StudyData:
     groups = launch_groups(trials)
     views = {t.number: _view(t, on_front, set(groups)) for t in trials}
     refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
-    pooled = pool_study(trials, refs)
+    on = {key for key in map(served, trials) if key is not None}
+    pooled = pool_study(trials, refs, spread_history(other_studies(study), on, refs) if on else None)
     originals = dict(views)
     for number, group in groups.items():
         for t in group:  # every other launch of the same server is a relaunch of the configuration

@@ -22,6 +22,7 @@ from autospec.feasibility.gate import PREFETCH_LIMIT, FeasibilityGate
 from autospec.feasibility.learned import LearnedRules
 from autospec.launcher import Launcher
 from autospec.records import StorageRetry, StoredTrial, TrialStore
+from autospec.records.launches import ObjectiveRef
 from autospec.space import grid
 from autospec.study.chain import TrialChain
 from autospec.study.claims import StudyLock
@@ -80,7 +81,7 @@ def _launch_policies(
     declared, space = compiled.declared, compiled.space
     n = req.n_trials
     confirm = confirmation_launches(n, req.confirm)
-    confirmation = ConfirmationPolicy(space, store.maximize, n, confirm, req.machine) if confirm > 0 else None
+    confirmation = ConfirmationPolicy(space, store.maximize, n, confirm, req.machine, store.history) if confirm > 0 else None
     policies: list[LaunchPolicy] = [ControlPolicy(space, store.maximize, req.machine, req.space.study.control_after_hours)]
     if req.baseline:
         policies.append(BaselinePolicy(declared, space, gate.argument_verdict))
@@ -117,6 +118,10 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
         [c.name for c in req.space.constraints],
         StorageRetry(handle.description, patience_s=req.storage_patience_s, on_wait=log),
     )
+    model = req.space.server.flags.get("model_path")
+    if req.hardware is not None and isinstance(model, str):  # the launch spread other studies measured here
+        refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(req.space.objectives)]
+        store.read_history({(req.hardware, model)}, refs)
     # `--sampler model` weighs uncertain memory itself (p_start); other samplers rely on the
     # gate's bisection of the band between what failed and what worked.
     model_sampler = req.sampler == "model" and unsupported_reason(req.space) is None

@@ -52,7 +52,7 @@ from typing import Any
 
 from autospec.config import SearchSpace
 from autospec.metrics import LevelSummary
-from autospec.metrics.paired import LogSpread, Side, compare
+from autospec.metrics.paired import LogSpread, Side, SpreadHistory, compare
 from autospec.records import StorageUnavailable, StoredTrial, TrialStore, pareto_front
 from autospec.records.launches import ObjectiveRef, comparable_interval, level_series, pool_study
 
@@ -145,14 +145,17 @@ class Race:
     log_spread: dict[int, LogSpread] = field(default_factory=dict)
 
     @classmethod
-    def against(cls, space: SearchSpace, trials: Sequence[StoredTrial]) -> Race:
-        """A race against the current front of `trials` (a study measured with `space`)."""
+    def against(
+        cls, space: SearchSpace, trials: Sequence[StoredTrial], history: Mapping[int, SpreadHistory] | None = None
+    ) -> Race:
+        """A race against the current front of `trials` (a study measured with `space`;
+        `history`: the launch spread other studies measured, `pool_study`)."""
         objectives = tuple(
             RaceObjective(i, o.metric, o.concurrency, o.direction == "maximize") for i, o in enumerate(space.objectives)
         )
         bounds = tuple(_Bound(c.metric, c.concurrency, c.min, c.max) for c in space.constraints)
         refs = [ObjectiveRef(o.index, o.metric, o.concurrency) for o in objectives]
-        pooled = pool_study(trials, refs)
+        pooled = pool_study(trials, refs, history)
         members = []
         sides: dict[int, tuple[Side | None, ...]] = {}
         for t in pareto_front(trials, [o.maximize for o in objectives], [o.concurrency for o in objectives]):
@@ -178,7 +181,7 @@ class Race:
         if not enabled or not space.bench.precision:
             return None
         try:
-            return cls.against(space, store.read())
+            return cls.against(space, store.read(), store.history)
         except StorageUnavailable:
             return None
 

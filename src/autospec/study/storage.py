@@ -26,11 +26,11 @@ from optuna.storages.journal import JournalFileBackend
 
 from autospec.config import SearchSpace
 from autospec.errors import StorageError
+from autospec.records.stored import FINGERPRINT_KEY
 from autospec.study.files import StudyLayout
 
 __all__ = ["StorageHandle", "open_storage", "open_study", "FINGERPRINT_KEY", "study_exists", "missing_storage_file"]
 
-FINGERPRINT_KEY = "autospec:fingerprint"
 SPACE_SOURCE_KEY = "autospec:space_source"
 HEARTBEAT_INTERVAL_S = 20
 GRACE_PERIOD_S = 60

@@ -70,7 +70,8 @@ def _stale_depth(t: StoredTrial, by_number: Mapping[int, StoredTrial]) -> int:
 
 def requeue(store: TrialStore, t: StoredTrial, trials: Sequence[StoredTrial]) -> bool:
     """Queue `t`'s parameters again (marker ``retry_of``; a confirmation relaunch stays
-    one, ``confirm_of``, and a reference point one, ``reference``) unless a retry of it
+    one, ``confirm_of``, a reference point one, ``reference``, and a control one, ``control``:
+    else the control policy, seeing no control queued, would queue a second) unless a retry of it
     already exists, it has no parameters, or they stopped the tuner `MAX_STALE_RETRIES`
     times in a row. Idempotent; returns True when it queued."""
     if any(o.markers.retry_of == t.number for o in trials):
@@ -78,7 +79,8 @@ def requeue(store: TrialStore, t: StoredTrial, trials: Sequence[StoredTrial]) ->
     params = t.retry_params
     if not params or _stale_depth(t, {o.number: o for o in trials}) > MAX_STALE_RETRIES:
         return False
-    store.enqueue(params, Markers(retry_of=t.number, confirm_of=t.markers.confirm_of, reference=t.markers.reference))
+    m = t.markers
+    store.enqueue(params, Markers(retry_of=t.number, confirm_of=m.confirm_of, reference=m.reference, control=m.control))
     return True
 
 

@@ -11,11 +11,12 @@ towards ``--trials``; no mem-fraction push is queued within that window
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import optuna
 
 from autospec.config import SearchSpace
+from autospec.metrics.paired import SpreadHistory
 from autospec.records import Markers, StoredTrial
 from autospec.records.confirming import MIN_LAUNCHES, Contest, contests, next_confirmation
 from autospec.records.launches import ObjectiveRef
@@ -61,17 +62,25 @@ class ConfirmationPolicy(LaunchPolicy):
     confirmation is allowed (moment NOTHING_LEFT); see the module docstring. `confirm`:
     the confirmation launches of `n_trials` (`confirmation_launches`). `machine`: this
     run's machine key (None: not known); a configuration measured only on other machines
-    is not relaunched, since a launch here does not pool with those (`launch_groups`)."""
+    is not relaunched, since a launch here does not pool with those (`launch_groups`).
+    `history`: the launch spread other studies measured (`TrialStore.history`)."""
 
     moments = frozenset({Moment.TURN, Moment.NOTHING_LEFT})
 
     def __init__(
-        self, space: SearchSpace, maximize: Sequence[bool], n_trials: int, confirm: int, machine: str | None = None
+        self,
+        space: SearchSpace,
+        maximize: Sequence[bool],
+        n_trials: int,
+        confirm: int,
+        machine: str | None = None,
+        history: Mapping[int, SpreadHistory] | None = None,
     ) -> None:
         objectives = space.objectives
         self._refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
         self._where = {i: f"C={o.concurrency}" for i, o in enumerate(objectives)}
         self.maximize, self.n_trials, self.confirm, self.machine = list(maximize), n_trials, confirm, machine
+        self.history = history or {}
 
     def _elsewhere(self, trials: Sequence[StoredTrial]) -> set[int]:
         """Trials measured on another known machine than this run's. A configuration goes by
@@ -86,7 +95,7 @@ class ConfirmationPolicy(LaunchPolicy):
 
     def standing(self, trials: Sequence[StoredTrial]) -> list[Contest]:
         """What the picks rest on now (`autospec.records.confirming.contests`)."""
-        return contests(trials, self._refs, self.maximize)
+        return contests(trials, self._refs, self.maximize, self.history)
 
     def next_launch(self, view: StudyView) -> Plan | None:
         trials = view.trials
