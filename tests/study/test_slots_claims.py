@@ -159,6 +159,30 @@ def test_a_queued_trial_two_workers_popped_is_launched_by_the_first_claim_only(t
     assert stored.state == _R and stores[1].worker_of(twin) == workers[0]
 
 
+def test_a_queued_trial_the_first_worker_withdrew_is_left_by_the_second(tmp_path):
+    """The same twin pop, where the first claim is refused (the study's launches are taken) and
+    the trial withdrawn, which ends it without a worker record: the second claim leaves it
+    instead of failing to write on an ended trial (seen in CI, a worker exiting with Optuna's
+    UpdateFinishedTrialError)."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    first = optuna.create_study(storage=url, study_name="s", directions=["maximize"])
+    first.enqueue_trial({"x": 1})
+    second = optuna.load_study(study_name="s", storage=url)
+    popped = first.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    twin = optuna.Trial(second, popped._trial_id)
+    lock = StudyLock(first._storage, "s", tmp_path / "s.db")
+    stores = [TrialStore(study, [True], []) for study in (first, second)]
+    workers = [{"host": "h", "pid": pid, "launch_id": f"l{pid}"} for pid in (1, 2)]
+
+    def withdraw(reason: str) -> None:
+        first.tell(popped, state=optuna.trial.TrialState.FAIL)
+
+    assert not claim_trial(stores[0], lock, popped, 0, True, workers[0], withdraw)  # a target of 0: taken
+    withdrawn: list[str] = []
+    assert not claim_trial(stores[1], lock, twin, 5, True, workers[1], withdrawn.append)
+    assert not withdrawn and stores[1].worker_of(twin) is None
+
+
 @pytest.mark.postgres
 def test_the_study_lock_on_postgresql_admits_one_holder_at_a_time(postgres_url):
     optuna.storages.RDBStorage(postgres_url)  # the schema, once (as the worker that creates a study does)

@@ -131,10 +131,12 @@ def claim_trial(
     this worker's look and its ask) is withdrawn as well. A trial another worker has
     already claimed is left to it, untouched: Optuna 5.1 can hand one queued trial to two
     processes of an SQLite study (its pop reads WAITING and then writes RUNNING, and
-    SQLite takes no row lock), and both then ask to claim the same number. True when claimed."""
+    SQLite takes no row lock), and both then ask to claim the same number. The first may also
+    have withdrawn it, which ends it with no worker record: an ended trial is left as well.
+    True when claimed."""
     queued = store.was_queued(trial)
     with lock.held():
-        if store.worker_of(trial) is not None:
+        if store.worker_of(trial) is not None or store.is_finished(trial):
             return False
         if queued:
             reason = decide_claim(store.read(), trial.number, trial.params, target, counts_toward_target).reason
