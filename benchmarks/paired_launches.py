@@ -164,10 +164,12 @@ def check_level(
             if c is not None:
                 # one launch each, s and e taken as known: 1.96 sqrt(2 e^2 / n + 2 tau^2) (`autospec.metrics.paired`)
                 known = _Z95 * math.sqrt(2 * noise**2 / c.matched + 2 * spread.launch_sd() ** 2)
-                one_each = [series[x.number]], [series[y.number]]
-                on_prior = paired_ratio(*one_each, None, unit=unit)
-                on_history = paired_ratio(*one_each, with_history(None, history), unit=unit) if history else None
-                pairs.append(Pair(m, x.number, y.number, c, known, (on_prior, on_history)))
+                alone: tuple[Comparison | None, Comparison | None] = (None, None)
+                if history is not None:  # as a study of only these two launches would report it
+                    one_each = [series[x.number]], [series[y.number]]
+                    on_prior = paired_ratio(*one_each, None, unit=unit)
+                    alone = (on_prior, paired_ratio(*one_each, with_history(None, history), unit=unit))
+                pairs.append(Pair(m, x.number, y.number, c, known, alone))
     if not pairs:
         return None
     factors = []

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
 from autospec.metrics.paired import Comparison, LogSpread, Side, SpreadHistory, compare, launch_spread, with_history
@@ -55,6 +56,12 @@ class ObjectiveRef:
     index: int
     metric: str
     concurrency: int | None
+
+    @classmethod
+    def each(cls, objectives: Sequence[Any]) -> list[ObjectiveRef]:
+        """A ref per objective, in order (anything with `metric` and `concurrency`: a space's
+        objectives, the report's)."""
+        return [cls(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
 
 
 def level_interval(level: Mapping[str, object] | None, metric: str) -> tuple[float, float] | None:

@@ -412,7 +412,7 @@ def snapshot(study: Any) -> StudyData:
     on_front = {t.number for t in pareto_front(trials, [o.maximize for o in objectives], concurrencies)}
     groups = launch_groups(trials)
     views = {t.number: _view(t, on_front, set(groups)) for t in trials}
-    refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
+    refs = ObjectiveRef.each(objectives)
     on = {key for key in map(served, trials) if key is not None}
     pooled = pool_study(trials, refs, spread_history(other_studies(study), on, refs) if on else None)
     originals = dict(views)

@@ -120,8 +120,7 @@ def _build(req: OptimizeRequest, obs: Observer, make_chain: ChainFactory, handle
     )
     model = req.space.server.flags.get("model_path")
     if req.hardware is not None and isinstance(model, str):  # the launch spread other studies measured here
-        refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(req.space.objectives)]
-        store.read_history({(req.hardware, model)}, refs)
+        store.read_history({(req.hardware, model)}, ObjectiveRef.each(req.space.objectives))
     # `--sampler model` weighs uncertain memory itself (p_start); other samplers rely on the
     # gate's bisection of the band between what failed and what worked.
     model_sampler = req.sampler == "model" and unsupported_reason(req.space) is None

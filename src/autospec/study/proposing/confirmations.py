@@ -77,7 +77,7 @@ class ConfirmationPolicy(LaunchPolicy):
         history: Mapping[int, SpreadHistory] | None = None,
     ) -> None:
         objectives = space.objectives
-        self._refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(objectives)]
+        self._refs = ObjectiveRef.each(objectives)
         self._where = {i: f"C={o.concurrency}" for i, o in enumerate(objectives)}
         self.maximize, self.n_trials, self.confirm, self.machine = list(maximize), n_trials, confirm, machine
         self.history = history or {}

@@ -53,7 +53,7 @@ class ControlPolicy(LaunchPolicy):
         after_hours: float,
         now: Callable[[], datetime.datetime] = datetime.datetime.now,  # Optuna stores naive local times
     ) -> None:
-        self._refs = [ObjectiveRef(i, o.metric, o.concurrency) for i, o in enumerate(space.objectives)]
+        self._refs = ObjectiveRef.each(space.objectives)
         self.maximize, self.machine, self.after_hours, self._now = list(maximize), machine, after_hours, now
 
     def why(self, trials: Sequence[StoredTrial]) -> str | None:
