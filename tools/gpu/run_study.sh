@@ -31,6 +31,9 @@
 #   AUTOSPEC_SRC=""     a checkout's src/ to import autospec from instead of the archive's wheel
 #   MIN_LAUNCH_S=0      start autospec only if at least this many seconds are left for it once
 #                       the models are built (a fresh machine's first launch took over 240 s)
+#   WARM_UP_MARK=""     a file to touch once a warm-up launch succeeded: where no trial fits but
+#                       WARM_UP_S=200 seconds do, one server of the space (warm_up.py) is started,
+#                       asked two requests and stopped, so the next command's first launch is warm
 #   LAUNCH_S=""         one warm launch's seconds: when set, STUDY_TIMEOUT is autospec's budget
 #                       (known once the models are built) less LAUNCH_S, so no trial starts
 #                       that cannot finish before the deadline
@@ -103,6 +106,11 @@ cmd=(python3 -m autospec.cli.main optimize --space "$SPACE" --study "$STUDY" --s
      --server-command "python3 -m sglang.launch_server" --preflight auto ${EXTRA_ARGS:-})
 if (( budget < ${MIN_LAUNCH_S:-0} )); then
   say "no launch: ${budget}s left for autospec, under MIN_LAUNCH_S=$MIN_LAUNCH_S (the models stay built while the machine is warm)"
+  if [[ -n ${WARM_UP_MARK:-} ]] && (( budget >= ${WARM_UP_S:-200} )); then
+    warm=$(python3 "$here/warm_up.py" "$SPACE") || exit 3
+    say "warm-up launch, nothing recorded (killed after ${budget}s at the latest): $warm"
+    if timeout -k 20 -s TERM "$budget" bash -c "$warm"; then touch "$WARM_UP_MARK"; say "warmed in $((SECONDS - t0))s"; else say "warm-up exit $?"; fi
+  fi
 else
   say "autospec optimize (killed after ${budget}s at the latest): ${cmd[*]}"
   timeout -k 20 -s TERM "$budget" "${cmd[@]}"

@@ -18,7 +18,8 @@
 #                  H100: ready after about 165 s where warm ones take 62-85 s); the trained pair,
 #                  when not built yet, is built before it (about 260 s) and does not count here
 # MODELS=/tmp/sgmodels  where archive_env.sh builds the models; a file .launched there marks a
-#                  machine where a launch finished (a study's console shows a trial line)
+#                  machine where a launch finished (a study's console shows a trial line, or
+#                  run_study.sh's warm-up launch ran where the pair's build left no time for a trial)
 # A study starts only while 45 s (run_study.sh's reserve), 30 s (autospec's start) and one launch
 # are left; once started, no trial starts that cannot finish (run_study.sh's LAUNCH_S).
 set -u
@@ -48,7 +49,8 @@ for spec in "$@"; do
     [[ -n ${AUTOSPEC_SRC:-} ]] && export AUTOSPEC_SRC
     # straight into OUT: a command cut by the device's limit still returns the state run_study.sh packs every 30 s
     d=$out/$STUDY; mkdir -p "$d"
-    DEADLINE=$rest LAUNCH_S=$LAUNCH_S MIN_LAUNCH_S=$((30 + first)) bash "$here/run_study.sh" "$archive" "$STATE" "$d"
+    warm_mark=""; [[ -f $MODELS/.launched ]] || warm_mark=$MODELS/.launched   # a fresh machine warms up where no trial fits
+    DEADLINE=$rest LAUNCH_S=$LAUNCH_S MIN_LAUNCH_S=$((30 + first)) WARM_UP_MARK=$warm_mark bash "$here/run_study.sh" "$archive" "$STATE" "$d"
     grep -qE '^\[[0-9]+/[0-9]+\] trial ' "$d/console.log" 2>/dev/null && mkdir -p "$MODELS" && touch "$MODELS/.launched"
     cd "$d" && mapfile -t logs < <(ls -A | grep -vx -e study-state.tar.xz -e logs.tar)
     (( ${#logs[@]} == 0 )) || tar cf logs.tar --remove-files "${logs[@]}"
