@@ -20,7 +20,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from tests.model.replay import unpacked_storage
+from tests.model.replay import pareto_json, unpacked_storage
 
 from autospec.records import read_trials
 
@@ -79,10 +79,10 @@ def test_acceptance_is_graded_across_the_grid_and_by_depth(rows) -> None:
 
 
 def test_sampled_the_model_fitted_without_a_launch_predicts_its_accept_length(tmp_path) -> None:
-    """The same pair at temperature 1 (`real-8b-standalone-sampled`: 12 launches on two H100s and
-    two builds of the pair, tests/fixtures/real_8b_standalone_sampled_h100.db.gz;
-    docs/validation/2026-12-07-h100-pair-check-and-sampled.md). A drafted token is accepted
-    with probability min(1, p/q), 1.4-2.3 tokens per step where greedy decoding accepted
+    """The same pair at temperature 1 (`real-8b-standalone-sampled`: 17 launches on three H100s and
+    three builds of the pair, tests/fixtures/real_8b_standalone_sampled_h100.db.gz;
+    docs/validation/2026-12-07-h100-pair-check-and-sampled.md and later runs). A drafted token is accepted
+    with probability min(1, p/q), 1.4-2.6 tokens per step where greedy decoding accepted
     2.0-5.9; the model's acceptance is fitted per study, so it must find the lower curve
     from these launches alone. Read at C=32, whose levels held 64-194 requests: sampled, a C=1
     level's accept length moves with which of its 4-20 prompts it measured (5/1/6 accepted 2.09
@@ -111,3 +111,19 @@ def test_each_control_is_compared_with_the_machine_the_study_moved_from(trials) 
     assert len(order) == 4
     for f in factors:
         assert f.new == by_number[f.control].machine and order.index(f.old) == order.index(f.new) - 1
+
+
+def test_sampled_speculation_wins_at_c1_and_loses_at_c32_against_no_speculation(tmp_path) -> None:
+    """At temperature 1 the pair accepts 1.5-2.6 tokens a step, too few to pay for drafting in a
+    full batch (docs/validation/2026-12-07-h100-sampled-warm-up.md): the report must find the
+    trade-off from the records, making the no-speculation reference the throughput pick and
+    showing the latency pick's gain over it paired and separated in both directions."""
+    storage = unpacked_storage(tmp_path, "real_8b_standalone_sampled_h100.db.gz")
+    report = pareto_json("real-8b-standalone-sampled", storage)
+    picks = report["recommendations"]
+    assert picks["throughput"]["reference"] == "no_speculation"
+    assert picks["latency"]["reference"] is None
+    [gain] = [g for g in report["gains"] if "latency" in g["picks"] and g["reference"] == "no_speculation"]
+    c1, c32 = (gain["objectives"][k]["paired"] for k in ("output_tok_s@c1", "agg_output_tok_s@c32"))
+    assert c1["paired"] and c1["separated"] and c1["lo"] > 1.3
+    assert c32["paired"] and c32["separated"] and c32["hi"] < 1.0

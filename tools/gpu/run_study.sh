@@ -81,7 +81,8 @@ nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv
 # --- the study's state from the last command
 rm -rf "$STUDY_DIR"; mkdir -p "$STUDY_DIR"
 if [[ -f $state/study-state.tar.xz ]]; then
-  tar xJf "$state/study-state.tar.xz" -C "$(dirname "$STUDY_DIR")" && say "study state restored: $(ls "$STUDY_DIR" | tr '\n' ' ')"
+  # into STUDY_DIR whatever the packed folder's name (a state packed under another STUDY_DIR too)
+  tar xJf "$state/study-state.tar.xz" -C "$STUDY_DIR" --strip-components=1 && say "study state restored: $(ls "$STUDY_DIR" | tr '\n' ' ')"
 else
   say "no earlier study state: a new study"
 fi
