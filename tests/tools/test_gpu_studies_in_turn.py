@@ -13,7 +13,7 @@ from .gpu_scripts import GPU_TOOLS
 
 FAKE_RUN_STUDY = """#!/bin/bash
 # records its arguments and environment, writes what run_study.sh writes into OUT_DIR ($3)
-echo "$STUDY|$TRIALS|$SEED|$EXTRA_ARGS|${SPACE:-}|$DEADLINE|$LAUNCH_S|$MIN_LAUNCH_S|$2" >>"$CALLS"
+echo "$STUDY|$TRIALS|$SEED|$EXTRA_ARGS|${SPACE:-}|$DEADLINE|$LAUNCH_S|$MIN_LAUNCH_S|$2|$WARM_UP_MARK" >>"$CALLS"
 mkdir -p "$3"; echo "$STUDY state" >"$3/study-state.tar.xz"; echo gpu >"$3/nvml.csv"
 echo "${CONSOLE:-}" >"$3/console.log"
 """
@@ -77,6 +77,8 @@ def test_once_a_launch_finished_on_the_machine_the_next_study_is_given_a_warm_la
     sampled = _spec(tmp_path, "sampled.env", "STUDY=sampled TRIALS=40 STATE=st/s\n")
     assert _run(tools, {**env, "LAUNCH_S": "100", "CONSOLE": LAUNCHED}, tmp_path / "out", grid, sampled).returncode == 0
     assert [c[7] for c in _calls(env)] == ["330", "130"]
+    # where no trial fits on a fresh machine, run_study.sh may warm it up and mark it; once warm, it is not asked to
+    assert [c[9] for c in _calls(env)] == [str(tmp_path / "models" / ".launched"), ""]
     assert (tmp_path / "models" / ".launched").exists()  # a later command on the warm machine knows it too
 
 

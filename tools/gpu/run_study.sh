@@ -36,7 +36,8 @@
 #                       asked two requests and stopped, so the next command's first launch is warm
 #   LAUNCH_S=""         one warm launch's seconds: when set, STUDY_TIMEOUT is autospec's budget
 #                       (known once the models are built) less LAUNCH_S, so no trial starts
-#                       that cannot finish before the deadline
+#                       that cannot finish before the deadline; raised to what the study's own
+#                       warm launches took (launch_seconds.py) where that is longer
 set -u
 t0=$SECONDS
 left() { echo $((DEADLINE - (SECONDS - t0))); }
@@ -100,13 +101,21 @@ pack_pid=$!
 # --- the study (SIGTERM before the deadline: the trial in flight is torn down and recorded)
 reserve=45; [[ $FINAL == 1 ]] && reserve=150
 budget=$(( $(left) - reserve ))
+min_launch=${MIN_LAUNCH_S:-0}
+if [[ -n ${LAUNCH_S:-} && -f $STUDY_DIR/$STUDY.db ]]; then   # the study's own launches may take longer
+  measured=$(python3 "$here/launch_seconds.py" "$storage" "$STUDY" 2>/dev/null)
+  if [[ -n $measured ]] && (( measured > LAUNCH_S )); then
+    say "this study's warm launches took up to ${measured}s: LAUNCH_S $LAUNCH_S -> $measured"
+    LAUNCH_S=$measured; (( min_launch < 30 + LAUNCH_S )) && min_launch=$((30 + LAUNCH_S))
+  fi
+fi
 # --timeout 0 would mean none: at least 1 s
 [[ -n ${LAUNCH_S:-} ]] && STUDY_TIMEOUT=$(( budget - LAUNCH_S > 1 ? budget - LAUNCH_S : 1 ))
 cmd=(python3 -m autospec.cli.main optimize --space "$SPACE" --study "$STUDY" --storage "$storage"
      --studies-dir "$STUDY_DIR" --trials "$TRIALS" --seed "$SEED" --timeout "${STUDY_TIMEOUT}s"
      --server-command "python3 -m sglang.launch_server" --preflight auto ${EXTRA_ARGS:-})
-if (( budget < ${MIN_LAUNCH_S:-0} )); then
-  say "no launch: ${budget}s left for autospec, under MIN_LAUNCH_S=$MIN_LAUNCH_S (the models stay built while the machine is warm)"
+if (( budget < min_launch )); then
+  say "no launch: ${budget}s left for autospec, under the ${min_launch}s one launch needs (the models stay built while the machine is warm)"
   if [[ -n ${WARM_UP_MARK:-} ]] && (( budget >= ${WARM_UP_S:-200} )); then
     warm=$(python3 "$here/warm_up.py" "$SPACE") || exit 3
     say "warm-up launch, nothing recorded (killed after ${budget}s at the latest): $warm"
