@@ -117,9 +117,12 @@ cmd=(python3 -m autospec.cli.main optimize --space "$SPACE" --study "$STUDY" --s
 if (( budget < min_launch )); then
   say "no launch: ${budget}s left for autospec, under the ${min_launch}s one launch needs (the models stay built while the machine is warm)"
   if [[ -n ${WARM_UP_MARK:-} ]] && (( budget >= ${WARM_UP_S:-200} )); then
-    warm=$(python3 "$here/warm_up.py" "$SPACE") || exit 3
-    say "warm-up launch, nothing recorded (killed after ${budget}s at the latest): $warm"
-    if timeout -k 20 -s TERM "$budget" bash -c "$warm"; then touch "$WARM_UP_MARK"; say "warmed in $((SECONDS - t0))s"; else say "warm-up exit $?"; fi
+    if ! warm=$(python3 "$here/warm_up.py" "$SPACE"); then
+      say "warm_up.py failed: no warm-up"
+    else
+      say "warm-up launch, nothing recorded (killed after ${budget}s at the latest): $warm"
+      if timeout -k 20 -s TERM "$budget" bash -c "$warm"; then touch "$WARM_UP_MARK"; say "warmed in $((SECONDS - t0))s"; else say "warm-up exit $?"; fi
+    fi
   fi
 else
   say "autospec optimize (killed after ${budget}s at the latest): ${cmd[*]}"

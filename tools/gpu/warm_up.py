@@ -3,9 +3,9 @@
     python3 warm_up.py SPACE.toml   ->  one shell-quoted command line on stdout
 
 A machine's first SGLang launch is slow (ready after about 165 s on an H100 where later ones
-take 62-85 s: kernels are compiled and cached once per machine). When a device command has
+take 55-90 s: kernels are compiled and cached once per machine). When a device command has
 time left for a server start but not for a measured trial, run_study.sh spends it on this: one
-server of the space's fixed flags, started through autospec's own launcher, asked two short
+server of the space's command and fixed flags, started through autospec's own launcher, asked two short
 requests and stopped, so the next command's first trial starts warm. Nothing is recorded.
 
 Speculation runs at 2 steps, top-k 2 and 4 draft tokens (legal in SGLang 0.5.16 where the
@@ -31,7 +31,7 @@ def warm_up_command(space_path: str) -> list[str]:
         flags.setdefault("speculative_num_steps", 2)
         flags.setdefault("speculative_eagle_topk", 2 if tree else 1)
         flags.setdefault("speculative_num_draft_tokens", 4 if tree else 3)
-    cmd = ["python3", "-m", "autospec.cli.main", "bench", "--server-command", "python3 -m sglang.launch_server"]
+    cmd = ["python3", "-m", "autospec.cli.main", "bench", "--server-command", shlex.join(space.server.command)]
     cmd += ["--model-path", model_path, "--concurrency", "1", "--num-requests", "2", "--output-len", "32"]
     cmd += ["--ready-timeout", str(space.server.ready_timeout_s), "--quiet"]
     for name, value in flags.items():
