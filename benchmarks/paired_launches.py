@@ -17,7 +17,8 @@ there, and by request, where long levels kept request speeds), prints:
   (the machine factor, paired);
 - with `--beside FIXTURE:STUDY` (studies that would share the storage), each pair as a study
   holding only those two launches would report it: on the prior alone, and with the launch
-  spread the other studies measured on the same hardware and target (`autospec.records.history`).
+  spread the other studies measured on the same hardware and target (`autospec.records.history`);
+  with `--history-depth DF`, with a history of DF degrees of freedom at the launches' own tau.
 
     .venv/bin/python benchmarks/paired_launches.py [--fixture real_8b_paired_two_machines.db.gz]
     .venv/bin/python benchmarks/paired_launches.py --storage sqlite:///x.db --study NAME
@@ -66,7 +67,8 @@ LEVELS = ((1, "output_tok_s"), (32, "agg_output_tok_s"))
 class Pair:
     """A's and B's i-th launches on one machine (trial numbers `a`, `b`) and their paired ratio;
     `known_half`: its log half-width with s and e taken as known (z, no prior); `alone`: as a
-    study of only these two launches reports it, on the prior and with the history (if any)."""
+    study of only these two launches reports it, on the prior and with the history (if any);
+    `in_study`: as this study reports it with the history added to its own relaunches."""
 
     machine: str
     a: int
@@ -74,6 +76,7 @@ class Pair:
     comparison: Comparison
     known_half: float
     alone: tuple[Comparison | None, Comparison | None] = (None, None)
+    in_study: Comparison | None = None
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,11 @@ class LevelCheck:
         return pair.known_half / self.floor if self.floor > 0 else math.inf
 
     def alone_over_floor(self, pair: Pair) -> list[float | None]:
-        """`over_floor` of the pair as a study of only its two launches reports it: [prior, history]."""
-        return [None if c is None or self.floor <= 0 else math.log(c.hi / c.ratio) / self.floor for c in pair.alone]
+        """`over_floor` of the pair as a study of only its two launches reports it: [prior, history],
+        then as this study reports it with the history."""
+        return [
+            None if c is None or self.floor <= 0 else math.log(c.hi / c.ratio) / self.floor for c in (*pair.alone, pair.in_study)
+        ]
 
 
 def launches_by_config(trials: list[StoredTrial]) -> list[list[StoredTrial]]:
@@ -165,11 +171,13 @@ def check_level(
                 # one launch each, s and e taken as known: 1.96 sqrt(2 e^2 / n + 2 tau^2) (`autospec.metrics.paired`)
                 known = _Z95 * math.sqrt(2 * noise**2 / c.matched + 2 * spread.launch_sd() ** 2)
                 alone: tuple[Comparison | None, Comparison | None] = (None, None)
-                if history is not None:  # as a study of only these two launches would report it
+                in_study = None
+                if history is not None:  # as a study of only these two launches would report it, and this one
                     one_each = [series[x.number]], [series[y.number]]
                     on_prior = paired_ratio(*one_each, None, unit=unit)
                     alone = (on_prior, paired_ratio(*one_each, with_history(None, history), unit=unit))
-                pairs.append(Pair(m, x.number, y.number, c, known, alone))
+                    in_study = paired_ratio(*one_each, with_history(spread, history), unit=unit)
+                pairs.append(Pair(m, x.number, y.number, c, known, alone, in_study))
     if not pairs:
         return None
     factors = []
@@ -250,9 +258,13 @@ def fixtures_trials(names: list[str], study: str, folder: Path) -> list[StoredTr
 
 
 def report(
-    trials: list[StoredTrial], pair: tuple[int, int] | None = None, history: Mapping[int, SpreadHistory] | None = None
+    trials: list[StoredTrial],
+    pair: tuple[int, int] | None = None,
+    history: Mapping[int, SpreadHistory] | None = None,
+    depths: tuple[int, ...] = (),
 ) -> list[str]:
-    """The printed check; `history`, per index of LEVELS, the launch spread other studies measured."""
+    """The printed check; `history`, per index of LEVELS, the launch spread other studies measured;
+    `depths`, history sizes (df) at the pair's own measured tau to judge one launch each with."""
     a, b = relaunched_pair(trials, pair)
     machines = machines_of([*a, *b])
     shares = dict(measuring_shares([*a, *b]))
@@ -281,11 +293,21 @@ def report(
                 f"{f.dropped} dropped){inside}; {c.over_floor(p):.2f} x the floor as reported, "
                 f"{c.known_over_floor(p):.2f} x with s and e known"
             )
-            prior, past = c.alone_over_floor(p)
+            prior, past, _ = c.alone_over_floor(p)
             if past is not None:
                 lines.append(
                     f"    from these two launches alone: {prior:.2f} x the floor on the prior, {past:.2f} x with the history"
                 )
+        for depth in depths if usual else ():
+            deep = check_level(a, b, concurrency, metric, unit, SpreadHistory(c.spread.launch_sd(), depth, 0))
+            over = [deep.alone_over_floor(p) for p in deep.pairs] if deep else []
+            lines.append(
+                f"  one launch each, with {depth} df of history at tau {c.spread.launch_sd():.2%}: "
+                + ", ".join(f"{o[1]:.2f}" for o in over if o[1] is not None)
+                + " x the floor alone, "
+                + ", ".join(f"{o[2]:.2f}" for o in over if o[2] is not None)
+                + " x in this study (its relaunches measured e)"
+            )
         lines.append(
             "  the first two launches unpaired (each one's own interval): "
             + (f"x{c.unpaired.ratio:.4f} (95% {c.unpaired.lo:.4f}-{c.unpaired.hi:.4f})" if c.unpaired else "none")
@@ -325,6 +347,15 @@ def main(argv: list[str] | None = None) -> int:
         help="a study as if it shared the storage (a gzipped fixture under tests/fixtures): its relaunches on the "
         "same hardware and target make the history a pair of one launch each is also judged with",
     )
+    p.add_argument(
+        "--history-depth",
+        action="append",
+        type=int,
+        default=[],
+        metavar="DF",
+        help="also judge each pair of one launch each with a history of DF degrees of freedom at the tau these "
+        "launches measured: how much history elsewhere brings it how close to the floor (repeatable)",
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         names = args.fixture or ([] if args.storage else ["real_8b_paired_two_machines.db.gz"])
@@ -336,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
             others.append(study_trials(fixture_storage(fixture, Path(tmp) / f"beside{i}"), study))
         refs = [ObjectiveRef(i, metric, c) for i, (c, metric) in enumerate(LEVELS)]
         history = spread_history(others, {k for k in map(served, trials) if k}, refs) if others else None
-        for line in report(trials, (args.pair[0], args.pair[1]) if args.pair else None, history):
+        pair = (args.pair[0], args.pair[1]) if args.pair else None
+        for line in report(trials, pair, history, tuple(args.history_depth)):
             print(line)
     return 0
 

@@ -187,6 +187,30 @@ def test_one_launch_each_on_one_h100_pairs_at_the_floor_and_the_relaunches_land_
     assert f"+-{tau:.1%} (1 sd) on {metric}@c{concurrency} (measured {check.spread.launch_sd():.1%} over 3 df)" in note
 
 
+def test_history_at_the_measured_spread_brings_one_launch_each_towards_the_floor(tmp_path) -> None:
+    """The same A B A B A records at C=1, one launch each judged with a history of other studies'
+    relaunches at the tau these launches measured (docs/validation/2026-12-07-h100-history-depth.md):
+    the interval narrows with every degree of freedom the history adds, alone and in the study; in
+    the study, whose relaunches measured the per-request noise e, 40 df bring it within 1.3x the
+    floor. Alone, the per-request differences stand in for e and keep it wider."""
+    storage = unpacked_storage(tmp_path, "real_8b_standalone_topk_1_2c_h100.db.gz")
+    a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "topk-1-2c"))
+    check = paired_launches.check_level(a, b, 1, "output_tok_s")
+    assert check is not None
+    tau = check.spread.launch_sd()
+    by_depth = []
+    for depth in (5, 10, 20, 40):
+        deep = paired_launches.check_level(a, b, 1, "output_tok_s", history=paired_launches.SpreadHistory(tau, depth, 0))
+        assert deep is not None
+        by_depth.append([deep.alone_over_floor(p)[1:] for p in deep.pairs])
+    for pair in range(len(check.pairs)):
+        for kind in (0, 1):  # alone, in the study
+            series = [depth[pair][kind] for depth in by_depth]
+            assert all(x is not None for x in series) and series == sorted(series, reverse=True), series
+        alone, in_study = by_depth[-1][pair]
+        assert in_study is not None and alone is not None and in_study <= 1.3 < alone
+
+
 def test_the_default_study_continued_on_a_second_h100_pools_no_launch_across_machines(tmp_path) -> None:
     """real_8b_standalone_default_h100.db.gz's last 4 launches ran on a second H100 with the
     pair rebuilt there (docs/validation/2026-12-07-h100-grid-and-default-study-finished.md):
