@@ -112,9 +112,9 @@ class LevelCheck:
     def known_over_floor(self, pair: Pair) -> float:
         return pair.known_half / self.floor if self.floor > 0 else math.inf
 
-    def alone_over_floor(self, pair: Pair) -> list[float | None]:
-        """`over_floor` of the pair as a study of only its two launches reports it: [prior, history],
-        then as this study reports it with the history."""
+    def one_each_over_floor(self, pair: Pair) -> list[float | None]:
+        """`over_floor` of the pair of one launch each: as a study of only these two launches
+        reports it [on the prior, with the history], then as this study does with the history."""
         return [
             None if c is None or self.floor <= 0 else math.log(c.hi / c.ratio) / self.floor for c in (*pair.alone, pair.in_study)
         ]
@@ -293,14 +293,14 @@ def report(
                 f"{f.dropped} dropped){inside}; {c.over_floor(p):.2f} x the floor as reported, "
                 f"{c.known_over_floor(p):.2f} x with s and e known"
             )
-            prior, past, _ = c.alone_over_floor(p)
+            prior, past, _ = c.one_each_over_floor(p)
             if past is not None:
                 lines.append(
                     f"    from these two launches alone: {prior:.2f} x the floor on the prior, {past:.2f} x with the history"
                 )
         for depth in depths if usual else ():
             deep = check_level(a, b, concurrency, metric, unit, SpreadHistory(c.spread.launch_sd(), depth, 0))
-            over = [deep.alone_over_floor(p) for p in deep.pairs] if deep else []
+            over = [deep.one_each_over_floor(p) for p in deep.pairs] if deep else []
             lines.append(
                 f"  one launch each, with {depth} df of history at tau {c.spread.launch_sd():.2%}: "
                 + ", ".join(f"{o[1]:.2f}" for o in over if o[1] is not None)

@@ -202,7 +202,7 @@ def test_history_at_the_measured_spread_brings_one_launch_each_towards_the_floor
     for depth in (5, 10, 20, 40):
         deep = paired_launches.check_level(a, b, 1, "output_tok_s", history=paired_launches.SpreadHistory(tau, depth, 0))
         assert deep is not None
-        by_depth.append([deep.alone_over_floor(p)[1:] for p in deep.pairs])
+        by_depth.append([deep.one_each_over_floor(p)[1:] for p in deep.pairs])
     for pair in range(len(check.pairs)):
         for kind in (0, 1):  # alone, in the study
             series = [depth[pair][kind] for depth in by_depth]
