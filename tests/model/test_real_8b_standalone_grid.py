@@ -127,3 +127,8 @@ def test_sampled_speculation_wins_at_c1_and_loses_at_c32_against_no_speculation(
     c1, c32 = (gain["objectives"][k]["paired"] for k in ("output_tok_s@c1", "agg_output_tok_s@c32"))
     assert c1["paired"] and c1["separated"] and c1["lo"] > 1.3
     assert c32["paired"] and c32["separated"] and c32["hi"] < 1.0
+    # against its runner-up (5/1/6: 4 waves, 3 after the ramp) the throughput pick cannot pair, and
+    # says what would make the next launches pair; the latency pick paired over requests needs no hint
+    assert "unpaired: only 3 waves matched" in picks["throughput"]["why"]
+    assert "[bench] requests_multiplier = 5" in picks["throughput"]["why"]
+    assert "requests_multiplier" not in picks["latency"]["why"]

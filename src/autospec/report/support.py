@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autospec.metrics.paired import MIN_MATCHED, Comparison
 from autospec.metrics.relaunch import LaunchFigure, Pooled
 from autospec.records.confirming import MIN_LAUNCHES, launches_disagree, overlap
 from autospec.report.data import Measure, StudyData, TrialView
@@ -111,10 +112,23 @@ def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, la
     if c.unsettled:
         return f"{head}: {ratio}: tied, a launch's rate never settled"
     if not c.separated:
-        return f"{head}: {ratio}: tied, the interval holds 1"
+        return f"{head}: {ratio}: tied, the interval holds 1{_pairing_hint(c)}"
     if not c.paired and launches < MIN_LAUNCHES and o.name not in data.spread:
         return f"{head}: {ratio}: separated, but the between-launch spread is not measured yet, so one launch cannot settle it"
     return f"{head}: {ratio}: separated"
+
+
+def _pairing_hint(c: Comparison) -> str:
+    """How a comparison left unpaired by too few matched waves would pair in later launches
+    (empty where it paired, or has no per-position figures). Wave 0, the ramp, never pairs
+    (`autospec.records.launches.RAMP_WAVE`), so a level needs MIN_MATCHED + 1 waves."""
+    if c.paired or c.unit != "waves":
+        return ""
+    need = MIN_MATCHED + 1
+    return (
+        f"; a C>1 comparison pairs over {MIN_MATCHED} waves after the first: [bench] requests_multiplier = "
+        f"{need} makes every later launch measure at least {need}"
+    )
 
 
 def versus_json(data: StudyData, chosen: TrialView, i: int) -> dict[str, Any] | None:
