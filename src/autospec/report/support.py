@@ -126,8 +126,8 @@ def _pairing_hint(c: Comparison) -> str:
         return ""
     need = MIN_MATCHED + 1
     return (
-        f"; a C>1 comparison pairs over {MIN_MATCHED} waves after the first: [bench] requests_multiplier = "
-        f"{need} makes every later launch measure at least {need}"
+        f"; a C>1 comparison pairs over {MIN_MATCHED} waves after the first, so launches whose levels hold "
+        f"{need} or more ([bench] requests_multiplier = {need}) would pair"
     )
 
 
