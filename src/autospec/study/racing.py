@@ -154,7 +154,7 @@ class Race:
             RaceObjective(i, o.metric, o.concurrency, o.direction == "maximize") for i, o in enumerate(space.objectives)
         )
         bounds = tuple(_Bound(c.metric, c.concurrency, c.min, c.max) for c in space.constraints)
-        refs = [ObjectiveRef(o.index, o.metric, o.concurrency) for o in objectives]
+        refs = ObjectiveRef.each(space.objectives)
         pooled = pool_study(trials, refs, history)
         members = []
         sides: dict[int, tuple[Side | None, ...]] = {}
