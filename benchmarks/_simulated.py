@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autospec.feasibility.verdict import Verdict
+from autospec.feasibility.sim_preflight import ResolverAnswers
 from autospec.launcher import classify_failure, flag_words, parse_startup
 from autospec.sim import ArgumentRejected, classify_prompt, init_outcome, resolve_args
 from autospec.sim import args as sim_args
@@ -162,7 +162,7 @@ def _parse(words: Sequence[str]) -> tuple[Any | None, str]:
 # ----------------------------------------------------------------------------- preflight
 
 
-class InProcessSimPreflight:
+class InProcessSimPreflight(ResolverAnswers):
     """The simulator's resolver as a preflight oracle, in-process: the same answers as
     `autospec.feasibility.sim_preflight.SimPreflight` (which runs ``python -m
     autospec.sim.resolve`` per argv), the profile's SGLang version included."""
@@ -170,31 +170,15 @@ class InProcessSimPreflight:
     batch_saves_time = False  # as SimPreflight: no batch to save an interpreter start on
 
     def __init__(self, profile: Profile, command: Sequence[str] = ()) -> None:
+        super().__init__()
         self.profile = profile
         self._options = _sim_options(command)
-        self._cache: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def available(self) -> tuple[bool, str]:
         return True, ""
 
     def sglang_version(self) -> str:
         return self.profile.sglang_version
-
-    def check(self, argv: Sequence[str]) -> Verdict:
-        out = self._run(argv)
-        if not out.get("ok"):
-            reason = out.get("error") or "rejected by the simulator's argument checks (no message)"
-            return Verdict(status="rejected", reason=reason, source="preflight", rule=None, resolved={})
-        return Verdict(status="ok", reason="", source="preflight", rule=None, resolved=out.get("resolved", {}))
-
-    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Verdict]:
-        return [self.check(argv) for argv in argvs]
-
-    def _run(self, argv: Sequence[str]) -> dict[str, Any]:
-        key = tuple(argv)
-        if key not in self._cache:
-            self._cache[key] = self._resolve(list(argv))
-        return self._cache[key]
 
     def _resolve(self, argv: list[str]) -> dict[str, Any]:
         """`autospec.sim.resolve.main` + `SimPreflight._resolve`, without the subprocess."""

@@ -19,14 +19,10 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import signal
-import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-import httpx
+from _sim_server import cpu_seconds, pick_free_port, sim_argv, spawn_ready, stop_sim
 
 from autospec.bench import LevelPlan, Workload, run_levels
 
@@ -43,59 +39,17 @@ SPEC_FLAGS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _start_sim(port: int, time_scale: float, spec: bool, max_running: int) -> subprocess.Popen:
+    """The simulator pinned to the last CPU, so that it does not take the client's."""
     cpus = sorted(os.sched_getaffinity(0))
-    argv = [
-        sys.executable,
-        "-m",
-        "autospec.sim",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--model-path",
-        "sim",
-        "--sim-noise",
-        "off",
-        "--sim-load-seconds",
-        "0",
-        "--sim-time-scale",
-        f"{time_scale:g}",
-        "--max-running-requests",
-        str(max_running),
-        *(SPEC_FLAGS if spec else []),
-    ]
+    options = ["--model-path", "sim", "--sim-noise", "off", "--sim-load-seconds", "0"]
+    options += ["--sim-time-scale", f"{time_scale:g}", "--max-running-requests", str(max_running)]
     preexec = (lambda: os.sched_setaffinity(0, {cpus[-1]})) if len(cpus) > 1 else None
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the simulator exited with {proc.returncode}; run it by hand to see why: {argv}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health_generate", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise SystemExit("the simulator did not become ready within 60 s")
+    return spawn_ready(sim_argv(port, *options, *(SPEC_FLAGS if spec else [])), port, preexec)
 
 
 def measure(spec: bool, concurrency: int, seconds: float, time_scale: float, output_len: int) -> dict:
-    port = _free_port()
+    port = pick_free_port()
     sim = _start_sim(port, time_scale, spec, max_running=concurrency)
     try:
         # ignore_eos off: the sim ends requests at seeded lengths, so they finish at
@@ -103,16 +57,15 @@ def measure(spec: bool, concurrency: int, seconds: float, time_scale: float, out
         # for the next burst of arrivals, which would throttle the sim, not the client).
         workload = Workload("synthetic", output_len=output_len, ignore_eos=False)
         plan = LevelPlan(concurrency, duration_s=seconds, warmup_requests=concurrency)
-        sim_cpu0 = _cpu_seconds(sim.pid)
+        sim_cpu0 = cpu_seconds(sim.pid)
         usage0 = resource.getrusage(resource.RUSAGE_SELF)
         wall0 = time.perf_counter()
         result = run_levels(f"http://127.0.0.1:{port}", workload, [plan], timeout_s=120)[concurrency]
         wall = time.perf_counter() - wall0
         usage1 = resource.getrusage(resource.RUSAGE_SELF)
-        sim_cpu = _cpu_seconds(sim.pid) - sim_cpu0
+        sim_cpu = cpu_seconds(sim.pid) - sim_cpu0
     finally:
-        os.killpg(sim.pid, signal.SIGTERM)
-        sim.wait(timeout=10)
+        stop_sim(sim)
     client_cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
     ok = [r for r in result.records if r.ok]
     tokens = sum(r.completion_tokens for r in ok)

@@ -20,13 +20,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.request
+
+from _sim_server import cpu_seconds, flag_words, pick_free_port, sim_argv, spawn_ready, stop_sim
 
 from autospec.sim import load_profile, predict
 
@@ -39,36 +37,9 @@ FLAGS = {
 PROMPT = " ".join(f"w{i}" for i in range(32))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.loads(response.read())
-
-
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"sim exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/health_generate", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit("sim not ready in time")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def stream_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int, output_len: int) -> int:
@@ -130,29 +101,11 @@ def main() -> int:
 
     profile = load_profile()
     calibrated = predict(profile, {"model_path": "sim", **FLAGS}, 32, "synthetic", input_len=32, output_len=1000)
-    port = free_port()
+    port = pick_free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = [
-        sys.executable,
-        "-m",
-        "autospec.sim",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--model-path",
-        "sim",
-        *[item for name, value in FLAGS.items() for item in (f"--{name.replace('_', '-')}", str(value))],
-        "--sim-noise",
-        "off",
-        "--sim-load-seconds",
-        "0",
-        "--sim-time-scale",
-        str(args.scale),
-    ]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    options = ["--model-path", "sim", *flag_words(FLAGS), "--sim-noise", "off", "--sim-load-seconds", "0"]
+    proc = spawn_ready(sim_argv(port, *options, "--sim-time-scale", str(args.scale)), port)
     try:
-        wait_ready(url, proc)
         before = get_json(url + "/server_info")["internal_states"][0]
         cpu_before, wall_before = cpu_seconds(proc.pid), time.perf_counter()
         tokens, wall = asyncio.run(drive(port, args.concurrency, requests, args.output_len))
@@ -160,12 +113,7 @@ def main() -> int:
         server_wall = time.perf_counter() - wall_before
         after = get_json(url + "/server_info")["internal_states"][0]
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_sim(proc)
 
     emitted = after["sim_emitted_tokens"] - before["sim_emitted_tokens"]
     scheduled_s = after["sim_scheduled_seconds"] - before["sim_scheduled_seconds"]

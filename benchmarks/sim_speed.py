@@ -43,17 +43,15 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from _sim_server import flag_words, pick_free_port, sim_argv, spawn_ready, stop_sim
 
 from autospec.bench import BenchClient, LevelPlan, Workload, run_level_with
 from autospec.metrics import summarize
@@ -90,57 +88,9 @@ class Case:
         return all(abs(x - 1) <= tolerance for x in (self.per_request, self.whole, self.steady, self.schedule))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_sim(port: int, time_scale: float) -> subprocess.Popen:
-    argv = [
-        sys.executable,
-        "-m",
-        "autospec.sim",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        *[item for name, value in FLAGS.items() for item in (f"--{name.replace('_', '-')}", str(value))],
-        "--sim-noise",
-        "off",
-        "--sim-load-seconds",
-        "0",
-        "--sim-time-scale",
-        f"{time_scale:g}",
-    ]
-    return spawn_ready(argv, port)
-
-
-def spawn_ready(argv: list[str], port: int) -> subprocess.Popen:
-    """Start the simulator `argv` in its own session and wait until it answers
-    /health_generate on `port` (one line and exit when it dies or takes over 60 s)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the simulator exited with {proc.returncode}; run it by hand to see why: {argv}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health_generate", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    stop_sim(proc)
-    raise SystemExit("the simulator did not become ready within 60 s")
-
-
-def stop_sim(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    options = [*flag_words(FLAGS), "--sim-noise", "off", "--sim-load-seconds", "0", "--sim-time-scale", f"{time_scale:g}"]
+    return spawn_ready(sim_argv(port, *options), port)
 
 
 async def counters(url: str) -> dict[str, float]:
@@ -253,7 +203,7 @@ def main() -> int:
     )
     parser.add_argument("--stall-runs", type=int, default=1, help="clean/stalled level pairs (0: none)")
     args = parser.parse_args()
-    port = free_port()
+    port = pick_free_port()
     url = f"http://127.0.0.1:{port}"
     proc = start_sim(port, args.time_scale)
     cases: dict[tuple[str, int], list[Case]] = {}

@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import socket
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 
 import httpx
-from sim_speed import spawn_ready, stop_sim
+from _sim_server import pick_free_port, sim_argv, spawn_ready, stop_sim
 
 TARGETS = {"per request": 0.15, "between launches": 0.015, "between machines": 0.05}
 PROMPT = " ".join(f"w{i % 50}" for i in range(32))  # machine-made: the simulator's "synthetic" kind
@@ -51,20 +49,14 @@ class Launch:
         return statistics.fmean(self.speeds)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start(args: argparse.Namespace, machine: str, seed: int) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    argv = [
-        sys.executable, "-m", "autospec.sim", "--model-path", "sim", "--host", "127.0.0.1", "--port", str(port),
+    port = pick_free_port()
+    argv = sim_argv(
+        port, "--model-path", "sim",
         "--speculative-algorithm", args.algorithm, "--sim-profile", args.profile, "--sim-seed", str(seed),
         "--sim-machine", machine, "--sim-load-seconds", "0", "--sim-warmup-seconds", "0",
         "--sim-time-scale", f"{args.time_scale:g}",
-    ]  # fmt: skip
+    )  # fmt: skip
     return spawn_ready(argv, port), f"http://127.0.0.1:{port}"
 
 

@@ -5,6 +5,7 @@ import itertools
 import json
 import re
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from autospec.metrics import summarize
 from autospec.metrics.steady import steady_window
 
 from .fake_server import Reply
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import sim_speed
 
 
 @pytest.fixture(autouse=True)
@@ -276,30 +280,7 @@ def test_a_one_off_stall_is_left_out_of_a_precise_level(tmp_path: Path, capsys, 
     rc = main(
         [
             "bench",
-            "--sim",
-            "--sim-noise",
-            "off",
-            "--sim-load-seconds",
-            "0.1",
-            "--sim-time-scale",
-            "0.5",
-            "--flag",
-            "speculative_algorithm=NEXTN",
-            "--flag",
-            "speculative_num_steps=2",
-            "--flag",
-            "speculative_eagle_topk=1",
-            "--flag",
-            "speculative_num_draft_tokens=3",
-            "--concurrency",
-            "8",
-            "--output-len",
-            "32",
-            "--precise",
-            "--target-ci",
-            "0.03",
-            "--max-seconds",
-            "60",
+            *sim_speed.STALL_LEVEL,  # the level benchmarks/sim_speed.py's stall table measures
             "--json",
             str(out_json),
             "--records",

@@ -13,13 +13,42 @@ from autospec.feasibility.preflight import PreflightError
 from autospec.feasibility.verdict import Verdict
 from autospec.sglang_facts import DEFAULT_SGLANG_VERSION
 
-__all__ = ["SimPreflight"]
+__all__ = ["ResolverAnswers", "SimPreflight"]
 
 #: autospec.sim.resolve's flag that prints the profile's SGLang version (no model path needed)
 PRINT_VERSION = "--sim-print-version"
 
 
-class SimPreflight:
+class ResolverAnswers:
+    """Verdicts from the simulator resolver's JSON answers (``{"ok", "error", "resolved",
+    "sglang_version"}``, as ``autospec.sim.resolve`` prints them): each distinct argv is
+    resolved once by `_resolve` and its answer cached."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def check(self, argv: Sequence[str]) -> Verdict:
+        out = self._run(argv)
+        if not out.get("ok"):
+            reason = out.get("error") or "rejected by the simulator's argument checks (no message)"
+            return Verdict(status="rejected", reason=reason, source="preflight", rule=None, resolved={})
+        return Verdict(status="ok", reason="", source="preflight", rule=None, resolved=out.get("resolved", {}))
+
+    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Verdict]:
+        """One verdict per argv, in order (each distinct argv is resolved once)."""
+        return [self.check(argv) for argv in argvs]
+
+    def _run(self, argv: Sequence[str]) -> dict[str, Any]:
+        key = tuple(argv)
+        if key not in self._cache:
+            self._cache[key] = self._resolve(list(argv))
+        return self._cache[key]
+
+    def _resolve(self, argv: list[str]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class SimPreflight(ResolverAnswers):
     """`command` is the simulator launch command (``PY -m autospec.sim --sim-...``).
 
     Each distinct argv is resolved once (one subprocess) and its answer cached. A
@@ -37,7 +66,7 @@ class SimPreflight:
         i = command.index("autospec.sim")
         self._base = command[:i] + ["autospec.sim.resolve"] + command[i + 1 :]
         self._timeout = timeout_s
-        self._cache: dict[tuple[str, ...], dict[str, Any]] = {}
+        super().__init__()
         self._version: str | None = None
 
     def available(self) -> tuple[bool, str]:
@@ -59,23 +88,6 @@ class SimPreflight:
                 raise PreflightError(f"the simulator could not say its SGLang version: {answer['error']}")
             self._version = str(answer.get("sglang_version") or DEFAULT_SGLANG_VERSION)
         return self._version
-
-    def check(self, argv: Sequence[str]) -> Verdict:
-        out = self._run(argv)
-        if not out.get("ok"):
-            reason = out.get("error") or "rejected by the simulator's argument checks (no message)"
-            return Verdict(status="rejected", reason=reason, source="preflight", rule=None, resolved={})
-        return Verdict(status="ok", reason="", source="preflight", rule=None, resolved=out.get("resolved", {}))
-
-    def check_many(self, argvs: Sequence[Sequence[str]]) -> list[Verdict]:
-        """One verdict per argv, in order (each distinct argv is resolved once)."""
-        return [self.check(argv) for argv in argvs]
-
-    def _run(self, argv: Sequence[str]) -> dict[str, Any]:
-        key = tuple(argv)
-        if key not in self._cache:
-            self._cache[key] = self._resolve(list(argv))
-        return self._cache[key]
 
     def _resolve(self, argv: list[str]) -> dict[str, Any]:
         try:
