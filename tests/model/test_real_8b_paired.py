@@ -162,19 +162,26 @@ def test_c32_compares_the_waves_both_launches_measured_not_their_different_count
 
 @pytest.mark.parametrize(("concurrency", "metric"), paired_launches.LEVELS)
 def test_one_launch_each_on_one_h100_pairs_at_the_floor_and_the_relaunches_land_inside(tmp_path, concurrency, metric) -> None:
-    """6/1/7 three times and 6/2/7 twice on one H100 (real_8b_standalone_topk_1_2c_h100.db.gz,
-    A B A B A; docs/validation/2026-12-07-h100-topk-floor.md), compared in the unit the study
-    pairs in (requests at C=1, waves at C=32): each pair of one launch each is separated,
-    within 1.3x the floor the between-launch spread sets once that spread is known, and the
-    later pair lands inside the first pair's interval."""
+    """6/1/7 and 6/2/7 on two H100s (real_8b_standalone_topk_1_2c_h100.db.gz): A B A B A on the
+    first (docs/validation/2026-12-07-h100-topk-floor.md), then the study continued on a second,
+    whose control relaunched A (trial 5) before B (6) (docs/validation/2026-12-07-h100-topk-second-machine.md).
+    Compared in the unit the study pairs in (requests at C=1, waves at C=32): each pair of one
+    launch each is separated; on the first machine within 1.3x the floor the between-launch
+    spread sets once that spread is known; every later pair, the second machine's too, lands
+    inside the first pair's interval; and both configurations move by the same machine factor."""
     storage = unpacked_storage(tmp_path, "real_8b_standalone_topk_1_2c_h100.db.gz")
     a, b = paired_launches.launches_by_config(paired_launches.study_trials(storage, "topk-1-2c"))
-    assert [t.number for t in a] == [0, 2, 4] and [t.number for t in b] == [1, 3]
+    assert [t.number for t in a] == [0, 2, 4, 5] and [t.number for t in b] == [1, 3, 6]
     check = paired_launches.check_level(a, b, concurrency, metric)
-    assert check is not None and check.spread.df == 3 and check.spread.noise_df >= 8
-    assert len(check.pairs) == 2 and all(p.comparison.lo > 1.0 for p in check.pairs)
-    assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs)
-    assert check.later and all(inside for _, inside in check.later)
+    assert check is not None and check.spread.df == 3 and check.spread.noise_df >= 8  # spread: within machines only
+    first_machine = check.pairs[0].machine
+    assert [(p.a, p.b, p.machine == first_machine) for p in check.pairs] == [(0, 1, True), (2, 3, True), (5, 6, False)]
+    assert all(p.comparison.lo > 1.0 for p in check.pairs)
+    assert all(check.known_over_floor(p) <= 1.3 for p in check.pairs if p.machine == first_machine)
+    assert len(check.later) == 2 and all(inside for _, inside in check.later)
+    # the second machine moves A and B alike: their factors' intervals overlap, and each holds the other's ratio
+    (_, _, fa), (_, _, fb) = check.factors
+    assert fa.lo <= fb.ratio <= fa.hi and fb.lo <= fa.ratio <= fb.hi
     # the study reports the pick against its runner-up paired, separated, over this unit
     report = pareto_json("topk-1-2c", storage)
     pick = report["recommendations"]["latency" if concurrency == 1 else "throughput"]

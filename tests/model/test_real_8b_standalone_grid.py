@@ -79,8 +79,8 @@ def test_acceptance_is_graded_across_the_grid_and_by_depth(rows) -> None:
 
 
 def test_sampled_the_model_fitted_without_a_launch_predicts_its_accept_length(tmp_path) -> None:
-    """The same pair at temperature 1 (`real-8b-standalone-sampled`: 17 launches on three H100s and
-    three builds of the pair, tests/fixtures/real_8b_standalone_sampled_h100.db.gz;
+    """The same pair at temperature 1 (`real-8b-standalone-sampled`: 18 launches on four H100s and
+    four builds of the pair, tests/fixtures/real_8b_standalone_sampled_h100.db.gz;
     docs/validation/2026-12-07-h100-pair-check-and-sampled.md and later runs). A drafted token is accepted
     with probability min(1, p/q), 1.4-2.6 tokens per step where greedy decoding accepted
     2.0-5.9; the model's acceptance is fitted per study, so it must find the lower curve
