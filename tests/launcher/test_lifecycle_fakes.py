@@ -108,6 +108,28 @@ def test_crash_mid_benchmark_raises_from_check_alive(fake_request, quick_launche
         server.stop()
 
 
+def test_a_grace_wait_catches_a_crash_that_comes_a_moment_later(fake_request, quick_launcher, ledger):
+    """What the chain does after a level whose requests failed (`CRASH_GRACE_S`): the process
+    is still running when asked at once, and has died, classified, within the grace."""
+    server = quick_launcher().start(fake_request(fake_mode="crash_after_ready", fake_crash_after=1.0))
+    try:
+        server.check_alive()  # running: no exception, and no wait
+        with pytest.raises(ServerCrashed) as caught:
+            server.check_alive(grace_s=10.0)
+        assert "illegal memory access" in caught.value.detail and server.stopped
+    finally:
+        server.stop()
+
+
+def test_a_server_that_keeps_running_passes_the_grace_wait(fake_request, quick_launcher, ledger):
+    server = quick_launcher().start(fake_request())
+    try:
+        server.check_alive(grace_s=0.3)  # waited 0.3 s, still running: no exception
+        assert not server.stopped
+    finally:
+        server.stop()
+
+
 def test_server_ignoring_term_is_killed_after_timeout(fake_request, quick_launcher, ledger):
     server = quick_launcher(term_timeout_s=0.3).start(fake_request(fake_ignore_term=True))
     report = server.stop()

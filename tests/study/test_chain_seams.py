@@ -67,7 +67,7 @@ class Server:
     def runtime_events(self) -> dict[str, int]:
         return {}
 
-    def check_alive(self) -> None:
+    def check_alive(self, grace_s: float = 0.0) -> None:
         return None
 
 

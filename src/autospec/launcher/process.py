@@ -181,9 +181,13 @@ class RunningServer:
     def log_text(self) -> str:
         return self._drain.text()
 
-    def check_alive(self) -> None:
-        """Return if the server process runs; else stop what is left and raise ServerCrashed."""
-        returncode = self.popen.poll()
+    def check_alive(self, grace_s: float = 0.0) -> None:
+        """Return if the server process runs (still, after waiting up to `grace_s` for it to
+        exit); else stop what is left and raise the classified error (ServerCrashed)."""
+        try:
+            returncode = self.popen.wait(timeout=grace_s) if grace_s > 0 else self.popen.poll()
+        except subprocess.TimeoutExpired:
+            return
         if returncode is None:
             return
         report = self.stop()

@@ -49,6 +49,12 @@ from autospec.study.slots import crowded_out
 
 __all__ = ["TrialChain", "ChainHooks", "HttpBench", "LevelBench", "ServerHandle", "ServerStarter"]
 
+#: after a level whose requests failed, how long the chain waits for the server's process to exit
+#: before it classifies the launch: a crashing server (SGLang's scheduler, the simulator's
+#: crash_after_requests fault) drops its connections a moment before its process is gone, and
+#: a launch classified in that moment read as a failed benchmark, not a crash
+CRASH_GRACE_S = 5.0
+
 
 @dataclass
 class ChainHooks:
@@ -85,7 +91,7 @@ class ServerHandle(Protocol):
     def log_path(self) -> Path | None: ...
     def stop(self) -> TeardownReport: ...
     def runtime_events(self) -> dict[str, int]: ...
-    def check_alive(self) -> None: ...
+    def check_alive(self, grace_s: float = 0.0) -> None: ...
 
 
 class ServerStarter(Protocol):
@@ -395,8 +401,8 @@ class TrialChain:
                 summary = hooks.level_done(c, measured) or measured
                 summaries[c] = summary
                 record.bench[c] = summary.as_dict()
-                try:
-                    server.check_alive()
+                try:  # a server that dies mid-level fails its requests before its process has exited
+                    server.check_alive(grace_s=CRASH_GRACE_S if summary.failed_reason else 0.0)
                 except LaunchError as err:
                     record.outcome, record.reason = err.kind, str(err)
                     break
