@@ -10,7 +10,10 @@ import pytest
 from autospec.metrics.paired import (
     PRIOR_SD,
     LogSpread,
+    Side,
     SpreadHistory,
+    across_machines,
+    compare,
     launch_spread,
     paired_ratio,
     unpaired_ratio,
@@ -151,3 +154,42 @@ def test_relaunches_measure_the_noise_so_one_launch_each_is_bounded_by_the_floor
     for i in (1, 2):  # the later launches land inside the first interval
         later = paired_ratio([a[i]], [b[i]], spread)
         assert later is not None and first.lo < later.ratio < first.hi
+
+
+def _side(series: dict[str, float], unit: str = "requests") -> Side:
+    return Side(sum(series.values()) / len(series), None, 1, (series,), 0, unit)
+
+
+def test_a_second_machine_that_moves_both_configurations_alike_narrows_the_ratio_and_keeps_it() -> None:
+    """A and B once each on a home machine and once each on a machine 6% slower: each machine's
+    pair says x1.08, and together they say it over twice the requests, 4 launches, 2 machines."""
+    effect = stream(16, seed=7)
+    spread = LogSpread(0.01, 8, 4, noise_sd=0.03, noise_df=40, ids=16)
+    home_a, home_b = _side(launch(effect, 1.08, 0.0, 1)), _side(launch(effect, 1.0, 0.0, 2))
+    away_a, away_b = _side(launch(effect, 1.08 * 0.94, 0.0, 3)), _side(launch(effect, 0.94, 0.0, 4))
+    home = compare(home_a, home_b, spread)
+    there = compare(away_a, away_b, spread)
+    assert home is not None and there is not None and home.paired and there.paired
+    both = across_machines(home, {"m2": away_a}, {"m2": away_b}, spread)
+    assert both is not None and both.paired and both.machines == 2
+    assert both.matched == home.matched + there.matched and both.launches == (2, 2)
+    assert min(home.ratio, there.ratio) <= both.ratio <= max(home.ratio, there.ratio)
+    assert both.lo < 1.08 < both.hi
+    assert math.log(both.hi / both.lo) < min(math.log(c.hi / c.lo) for c in (home, there))
+    # both of the second machine's figures are 6% lower; paired there, the ratio is the home machine's
+    assert there.ratio == pytest.approx(home.ratio, rel=0.02)
+
+
+def test_only_paired_comparisons_on_machines_both_ran_on_combine() -> None:
+    effect = stream(16, seed=8)
+    spread = LogSpread(0.01, 8, 4, noise_sd=0.03, noise_df=40, ids=16)
+    a, b = _side(launch(effect, 1.05, 0.0, 1)), _side(launch(effect, 1.0, 0.0, 2))
+    home = compare(a, b, spread)
+    assert home is not None
+    few = _side({"0.0": 300.0, "1.0": 310.0})  # 2 ids: too few to pair
+    assert across_machines(home, {"m2": a}, {"m3": b}, spread) == home  # no machine in common
+    assert across_machines(home, {"m2": few}, {"m2": few}, spread) == home  # there they do not pair
+    assert across_machines(home, {"m2": _side(a.series[0], "waves")}, {"m2": _side(b.series[0], "waves")}, spread) == home
+    unpaired = unpaired_ratio(105.0, 5.0, 100.0, 5.0)
+    assert across_machines(unpaired, {"m2": a}, {"m2": b}, spread) == unpaired  # home unpaired: kept as it is
+    assert across_machines(None, {"m2": a}, {"m2": b}, spread) is None

@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 from tests.model.replay import pareto_json, unpacked_storage
 
+from autospec.metrics.paired import paired_ratio
+from autospec.records.launches import level_series
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import paired_launches
 
@@ -186,8 +189,17 @@ def test_one_launch_each_on_one_h100_pairs_at_the_floor_and_the_relaunches_land_
     report = pareto_json("topk-1-2c", storage)
     pick = report["recommendations"]["latency" if concurrency == 1 else "throughput"]
     versus = pick["versus_runner_up"]
-    assert pick["number"] == 0 and versus["paired"] and versus["separated"] and versus["launches"] == [3, 2]
-    assert versus["unit"] == check.first.unit
+    assert pick["number"] == 0 and versus["paired"] and versus["separated"] and versus["unit"] == check.first.unit
+    # it pools the first machine's launches (3 and 2) and adds the second machine's pair (5 / 6)
+    assert versus["launches"] == [4, 3] and versus["machines"] == 2
+
+    def series(side: list) -> list[dict[str, float]]:
+        return [level_series(t.record.bench.get(concurrency), metric)[0] for t in side]
+
+    home = paired_ratio(series(a[:3]), series(b[:2]), check.spread, unit=check.first.unit)
+    there = check.pairs[-1].comparison
+    assert home is not None and min(home.ratio, there.ratio) <= versus["ratio"] <= max(home.ratio, there.ratio)
+    assert math.log(versus["hi"] / versus["lo"]) < min(math.log(c.hi / c.lo) for c in (home, there))
     # and its notes name the spread its comparisons use, apart from the absolute figures' own
     [note] = [n for n in report["notes"] if n.startswith("comparisons (the x ratios) pair launches")]
     tau, _ = check.spread.shrunk()

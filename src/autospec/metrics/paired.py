@@ -66,6 +66,7 @@ __all__ = [
     "LogSpread",
     "Side",
     "SpreadHistory",
+    "across_machines",
     "compare",
     "launch_spread",
     "paired_ratio",
@@ -208,6 +209,7 @@ class Comparison:
     paired: bool
     unit: str = "requests"
     unsettled: int = 0
+    machines: int = 1  # machines whose paired comparisons it combines (`across_machines`)
 
     @property
     def separated(self) -> bool:
@@ -231,6 +233,7 @@ class Comparison:
             self.paired,
             self.unit,
             self.unsettled,
+            self.machines,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -245,6 +248,7 @@ class Comparison:
             "dropped": self.dropped,
             "launches": list(self.launches),
             "unsettled": self.unsettled,
+            "machines": self.machines,
         }
 
 
@@ -331,3 +335,42 @@ def compare(a: Side, b: Side, spread: LogSpread | None) -> Comparison | None:
     # both have per-position figures, but too few match: say how many, in their unit
     matched = len(set(_per_id([s for s in a.series if s])[0]) & set(_per_id([s for s in b.series if s])[0]))
     return replace(found, matched=matched, unit=a.unit)
+
+
+def across_machines(
+    home: Comparison | None, away_a: Mapping[str, Side], away_b: Mapping[str, Side], spread: LogSpread | None
+) -> Comparison | None:
+    """`home` (A over B on the machine both were measured on) combined with their paired
+    comparison on every other machine both ran on (`away_a`, `away_b`: machine -> that side).
+    A machine moves both configurations alike (measured on two H100s: 6/1/7 and 6/2/7 both
+    x0.95 at C=32), so each machine's paired ratio estimates the same ratio, its own launches
+    apart: the log ratios are weighted by their inverse squared 95% half-widths, and the half
+    is 1 / sqrt(sum of weights). Every part uses the same spread, so the same t, which the
+    combination keeps. Only paired comparisons combine; `home` is returned as it is otherwise."""
+    if home is None or not home.paired:
+        return home
+    parts = [home]
+    for machine in sorted(away_a.keys() & away_b.keys()):
+        found = compare(away_a[machine], away_b[machine], spread)
+        if found is not None and found.paired and found.unit == home.unit:
+            parts.append(found)
+    if len(parts) == 1:
+        return home
+    logs = [(math.log(c.ratio), (math.log(c.hi) - math.log(c.lo)) / 2) for c in parts]
+    weights = [1 / half**2 if half > 0 else math.inf for _, half in logs]
+    if any(math.isinf(w) for w in weights):
+        return home
+    centre = sum(w * x for w, (x, _) in zip(weights, logs, strict=True)) / sum(weights)
+    q = 1 / math.sqrt(sum(weights))
+    return Comparison(
+        math.exp(centre),
+        math.exp(centre - q),
+        math.exp(centre + q),
+        sum(c.matched for c in parts),
+        sum(c.dropped for c in parts),
+        (sum(c.launches[0] for c in parts), sum(c.launches[1] for c in parts)),
+        True,
+        home.unit,
+        sum(c.unsettled for c in parts),
+        len(parts),
+    )

@@ -14,7 +14,9 @@ Two configurations are compared here too (`PooledStudy.compare`): each is a pair
 (`autospec.metrics.paired.Side`: its pooled figure and each launch's per-position figures,
 `level_series`), and the study's between-launch spread of a launch's log figure is pooled
 over the same launches (`launch_spread`), with what relaunches in other studies measured of it
-where the caller has that (`autospec.records.history`).
+where the caller has that (`autospec.records.history`). Launches pool only within a machine;
+where both configurations also ran on another machine (a control, a relaunch there), their
+paired comparison there is combined with the home machine's (`across_machines`).
 """
 
 from __future__ import annotations
@@ -25,9 +27,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
-from autospec.metrics.paired import Comparison, LogSpread, Side, SpreadHistory, compare, launch_spread, with_history
+from autospec.metrics.paired import (
+    Comparison,
+    LogSpread,
+    Side,
+    SpreadHistory,
+    across_machines,
+    compare,
+    launch_spread,
+    with_history,
+)
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
-from autospec.records.servers import launch_groups, objective_groups
+from autospec.records.servers import launch_groups, launches_elsewhere, objective_groups
 from autospec.records.stored import StoredTrial
 
 __all__ = [
@@ -187,19 +198,61 @@ class PooledStudy:
     # (`autospec.metrics.paired`), and each configuration's paired sides
     log_spread: dict[int, LogSpread] = field(default_factory=dict)
     sides: dict[int, list[Side | None]] = field(default_factory=dict)
+    # per configuration, per objective: its sides on machines other than its own (machine -> side)
+    away: dict[int, list[dict[str, Side]]] = field(default_factory=dict)
 
     def compare(self, a: int, b: int, index: int) -> Comparison | None:
         """Trial `a`'s configuration over trial `b`'s on objective `index`: paired over matched
-        requests or waves where both have them, else from the pooled figures."""
+        requests or waves where both have them, with their pairs on other machines where both
+        were measured on one machine (`away_from_home`), else from the pooled figures."""
         sa, sb = _side(self, a, index), _side(self, b, index)
         if sa is None or sb is None:
             return None
-        return compare(sa, sb, self.log_spread.get(index))
+        found = compare(sa, sb, self.log_spread.get(index))
+        if _home(self, a, index) != _home(self, b, index):
+            return found
+        return across_machines(found, self.away_from_home(a, index), self.away_from_home(b, index), self.log_spread.get(index))
+
+    def away_from_home(self, number: int, index: int) -> dict[str, Side]:
+        """Configuration `number`'s sides on objective `index` on the other machines it ran on."""
+        per = self.away.get(number, [])
+        return per[index] if index < len(per) else {}
 
     def sharing(self, number: int, index: int) -> tuple[int, ...]:
         """The other measured trials whose launches are in trial `number`'s figure of objective `index`."""
         per = self.pooled_with.get(number, [])
         return per[index] if index < len(per) else ()
+
+
+def _home(pooled: PooledStudy, number: int, index: int) -> str | None:
+    """The machine of the configuration's first launch pooled at objective `index`."""
+    per = pooled.launches.get(number, [])
+    return per[index][0].machine if index < len(per) and per[index] else None
+
+
+def _away_sides(
+    trials: Sequence[StoredTrial], groups: Mapping[int, list[StoredTrial]], ref: ObjectiveRef, spread: Spread | None
+) -> dict[int, dict[str, Side]]:
+    """Per configuration, its launches on other machines (`launches_elsewhere`) as one side a
+    machine: pooled figure and per-position figures at `ref`."""
+    by_number = {t.number: t for t in trials}
+    away: dict[int, dict[str, list[StoredTrial]]] = {}
+    for number, name in launches_elsewhere(trials, dict(groups)).items():
+        t = by_number[number]
+        away.setdefault(name, {}).setdefault(t.machine or "", []).append(t)
+    out: dict[int, dict[str, Side]] = {}
+    for name, machines in away.items():
+        for machine, launches in machines.items():
+            figures = [f for f in (launch_figure(t, ref) for t in launches) if f is not None]
+            found = [level_series(_level(t, ref), ref.metric) for t in launches]
+            if not figures or not any(found):
+                continue
+            pooled = pool_launches(figures, spread)
+            unit = next(f[1] for f in found if f is not None)
+            series = tuple(f[0] if f is not None else {} for f in found)
+            unsettled = sum(1 for t in launches if not level_settled(_level(t, ref)))
+            out.setdefault(name, {})[machine] = Side(pooled.value, pooled.half, len(launches), series, unsettled, unit)
+    return out
 
 
 def _side(pooled: PooledStudy, number: int, index: int) -> Side | None:
@@ -243,6 +296,7 @@ def pool_study(
     pooled_with: dict[int, list[tuple[int, ...]]] = {n: [] for n in groups}
     behind: dict[int, list[list[StoredTrial]]] = {n: [] for n in groups}
     sides: dict[int, list[Side | None]] = {n: [] for n in groups}
+    away: dict[int, list[dict[str, Side]]] = {n: [] for n in groups}
     log_spread: dict[int, LogSpread] = {}
     for ref in refs:
         classes = objective_groups(trials, ref.concurrency, groups)
@@ -261,9 +315,11 @@ def pool_study(
         found_log = with_history(found_log, (history or {}).get(ref.index))
         if found_log is not None:
             log_spread[ref.index] = found_log
+        found_away = _away_sides(trials, groups, ref, spread.get(ref.index))
         for n in groups:
             sides[n].append(found_sides.get(n))
-    return PooledStudy(spread, configurations, pooled_with, behind, log_spread, sides)
+            away[n].append(found_away.get(n, {}))
+    return PooledStudy(spread, configurations, pooled_with, behind, log_spread, sides, away)
 
 
 def _level_launch(trial: StoredTrial, metric: str, concurrency: int) -> LaunchFigure | None:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from autospec.metrics import SHORT_WINDOW
-from autospec.metrics.paired import Comparison, LogSpread, Side, compare
+from autospec.metrics.paired import Comparison, LogSpread, Side, across_machines, compare
 from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
@@ -259,6 +259,8 @@ class StudyData:
     # and per measured configuration, per objective, the machine keys of its launches
     machines: dict[int, list[MachineFactor]] = field(default_factory=dict)
     ran_on: dict[int, list[frozenset[str]]] = field(default_factory=dict)
+    # per measured configuration, per objective: its sides on the other machines it ran on
+    away: dict[int, list[dict[str, Side]]] = field(default_factory=dict)
 
     def side(self, t: TrialView, i: int) -> Side | None:
         """Trial `t`'s configuration on objective `i` as one side of a comparison: pooled over
@@ -281,14 +283,25 @@ class StudyData:
         if sa is None or sb is None:
             return None
         found = compare(sa, sb, self.log_spread.get(i))
+        homes = self._homes(a.number, b.number, i)
+        if len(homes[0]) == 1 and homes[0] == homes[1]:  # one machine: with their pairs on the others both ran on
+            return across_machines(found, self._away(a.number, i), self._away(b.number, i), self.log_spread.get(i))
         factor = self._factor(a.number, b.number, i)
         return found if found is None or factor is None else through_factor(found, factor)
+
+    def _homes(self, a: int, b: int, i: int) -> list[frozenset[str]]:
+        """The machines each configuration's pooled launches ran on, on objective `i`."""
+        where = [self.ran_on.get(n, []) for n in (a, b)]
+        return [w[i] if i < len(w) else frozenset() for w in where]
+
+    def _away(self, number: int, i: int) -> dict[str, Side]:
+        per = self.away.get(number, [])
+        return per[i] if i < len(per) else {}
 
     def _factor(self, a: int, b: int, i: int) -> Comparison | None:
         """The machine factor of `a`'s one machine over `b`'s other one on objective `i`, where
         a control measured it; None where they share a machine or none did."""
-        where = [self.ran_on.get(n, []) for n in (a, b)]
-        keys = [w[i] if i < len(w) else frozenset() for w in where]
+        keys = self._homes(a, b, i)
         if any(len(k) != 1 for k in keys) or keys[0] == keys[1]:
             return None
         new, old = next(iter(keys[0])), next(iter(keys[1]))
@@ -442,6 +455,7 @@ def snapshot(study: Any) -> StudyData:
         log_spread=pooled.log_spread,
         machines={i: f for i, f in machines.items() if f},
         ran_on=ran_on,
+        away=pooled.away,
     )
 
 

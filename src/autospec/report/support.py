@@ -108,7 +108,8 @@ def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, la
         if c.paired
         else (f"unpaired: only {c.matched} {c.unit} matched" if c.unit != "figures" else "unpaired: no per-request figures")
     )
-    ratio = f"x{c.ratio:.3f} (95% {c.lo:.3f}-{c.hi:.3f}, {how}, {c.launches[0]} and {c.launches[1]} launches)"
+    on = f" on {c.machines} machines" if c.machines > 1 else ""
+    ratio = f"x{c.ratio:.3f} (95% {c.lo:.3f}-{c.hi:.3f}, {how}, {c.launches[0]} and {c.launches[1]} launches{on})"
     if c.unsettled:
         return f"{head}: {ratio}: tied, a launch's rate never settled"
     if not c.separated:
