@@ -230,16 +230,23 @@ def _home(pooled: PooledStudy, number: int, index: int) -> str | None:
     return per[index][0].machine if index < len(per) and per[index] else None
 
 
-def _away_sides(
-    trials: Sequence[StoredTrial], groups: Mapping[int, list[StoredTrial]], ref: ObjectiveRef, spread: Spread | None
-) -> dict[int, dict[str, Side]]:
-    """Per configuration, its launches on other machines (`launches_elsewhere`) as one side a
-    machine: pooled figure and per-position figures at `ref`."""
+def _launches_away(
+    trials: Sequence[StoredTrial], groups: dict[int, list[StoredTrial]]
+) -> dict[int, dict[str, list[StoredTrial]]]:
+    """Per configuration, its launches on other machines (`launches_elsewhere`), by machine."""
     by_number = {t.number: t for t in trials}
     away: dict[int, dict[str, list[StoredTrial]]] = {}
-    for number, name in launches_elsewhere(trials, dict(groups)).items():
+    for number, name in launches_elsewhere(trials, groups).items():
         t = by_number[number]
         away.setdefault(name, {}).setdefault(t.machine or "", []).append(t)
+    return away
+
+
+def _away_sides(
+    away: Mapping[int, Mapping[str, list[StoredTrial]]], ref: ObjectiveRef, spread: Spread | None
+) -> dict[int, dict[str, Side]]:
+    """Per configuration, each other machine's launches of it (`_launches_away`) as one side:
+    pooled figure and per-position figures at `ref`."""
     out: dict[int, dict[str, Side]] = {}
     for name, machines in away.items():
         for machine, launches in machines.items():
@@ -297,6 +304,7 @@ def pool_study(
     behind: dict[int, list[list[StoredTrial]]] = {n: [] for n in groups}
     sides: dict[int, list[Side | None]] = {n: [] for n in groups}
     away: dict[int, list[dict[str, Side]]] = {n: [] for n in groups}
+    launches_away = _launches_away(trials, groups)
     log_spread: dict[int, LogSpread] = {}
     for ref in refs:
         classes = objective_groups(trials, ref.concurrency, groups)
@@ -315,7 +323,7 @@ def pool_study(
         found_log = with_history(found_log, (history or {}).get(ref.index))
         if found_log is not None:
             log_spread[ref.index] = found_log
-        found_away = _away_sides(trials, groups, ref, spread.get(ref.index))
+        found_away = _away_sides(launches_away, ref, spread.get(ref.index))
         for n in groups:
             sides[n].append(found_sides.get(n))
             away[n].append(found_away.get(n, {}))
