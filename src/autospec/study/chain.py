@@ -50,9 +50,9 @@ from autospec.study.slots import crowded_out
 __all__ = ["TrialChain", "ChainHooks", "HttpBench", "LevelBench", "ServerHandle", "ServerStarter"]
 
 #: after a level whose requests failed, how long the chain waits for the server's process to exit
-#: before it classifies the launch: a crashing server (SGLang's scheduler, the simulator's
-#: crash_after_requests fault) drops its connections a moment before its process is gone, and
-#: a launch classified in that moment read as a failed benchmark, not a crash
+#: before it classifies the launch: a crashing server's connections drop a moment before its
+#: process is gone (seen with the simulator's crash_after_requests fault on a loaded machine),
+#: and a launch classified in that moment read as a failed benchmark, not a crash
 CRASH_GRACE_S = 5.0
 
 
