@@ -342,7 +342,7 @@ def across_machines(
 ) -> Comparison | None:
     """`home` (A over B on the machine both were measured on) combined with their paired
     comparison on every other machine both ran on (`away_a`, `away_b`: machine -> that side).
-    A machine moves both configurations alike (measured on two H100s: 6/1/7 and 6/2/7 both
+    A machine moves both configurations alike (SGLang 0.5.16 on two H100s: 6/1/7 and 6/2/7 both
     x0.95 at C=32), so each machine's paired ratio estimates the same ratio, its own launches
     apart: the log ratios are weighted by their inverse squared 95% half-widths, and the half
     is 1 / sqrt(sum of weights). Every part uses the same spread, so the same t, which the
