@@ -18,7 +18,10 @@ there, and by request, where long levels kept request speeds), prints:
 - with `--beside FIXTURE:STUDY` (studies that would share the storage), each pair as a study
   holding only those two launches would report it: on the prior alone, and with the launch
   spread the other studies measured on the same hardware and target (`autospec.records.history`);
-  with `--history-depth DF`, with a history of DF degrees of freedom at the launches' own tau.
+  with `--history-depth DF`, with a history of DF degrees of freedom at the launches' own tau;
+- with `--prior-sd X`, every interval as it would read were the ratios' prior on a launch's
+  own shift (`autospec.metrics.paired.PRIOR_SD`, 2%) X instead: a what-if, since that prior
+  decides the reading "as reported" while relaunches have measured the spread over few df.
 
     .venv/bin/python benchmarks/paired_launches.py [--fixture real_8b_paired_two_machines.db.gz]
     .venv/bin/python benchmarks/paired_launches.py --storage sqlite:///x.db --study NAME
@@ -45,6 +48,7 @@ from pathlib import Path
 
 import optuna
 
+from autospec.metrics import paired
 from autospec.metrics.paired import (
     Comparison,
     LogSpread,
@@ -356,7 +360,18 @@ def main(argv: list[str] | None = None) -> int:
         help="also judge each pair of one launch each with a history of DF degrees of freedom at the tau these "
         "launches measured: how much history elsewhere brings it how close to the floor (repeatable)",
     )
+    p.add_argument(
+        "--prior-sd",
+        type=float,
+        metavar="X",
+        help="read every interval with the ratios' prior on a launch's own shift at X (default "
+        f"{paired.PRIOR_SD:g}, autospec.metrics.paired.PRIOR_SD): what a prior of that size would report",
+    )
     args = p.parse_args(argv)
+    if args.prior_sd is not None:
+        if not 0 < args.prior_sd < 1:
+            p.error(f"--prior-sd {args.prior_sd:g} must lie between 0 and 1 (a relative sd, e.g. 0.01 for 1%)")
+        paired.PRIOR_SD = args.prior_sd  # read at call time by LogSpread.shrunk and the prior-only case
     with tempfile.TemporaryDirectory() as tmp:
         names = args.fixture or ([] if args.storage else ["real_8b_paired_two_machines.db.gz"])
         trials = (study_trials(args.storage, args.study) if args.storage else []) + fixtures_trials(names, args.study, Path(tmp))

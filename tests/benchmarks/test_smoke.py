@@ -247,6 +247,25 @@ def test_paired_launches_joins_two_fixtures_and_compares_the_relaunched_pair(tmp
     assert "must name measured launches of two configurations" in bad
 
 
+def test_paired_launches_reads_the_intervals_with_another_prior(tmp_path: Path) -> None:
+    """topk-1-2c's C=1 pairs as reported: the 2% prior on a launch's shift sits above the 0.7% its
+    relaunches measured, so a 1% prior reads every pair narrower, closer to the floor."""
+    study = ("--fixture", "real_8b_standalone_topk_1_2c_h100.db.gz", "--study", "topk-1-2c")
+    as_reported = r"^  machine \d, trials \d/\d .*?; (\d\.\d\d) x the floor as reported"
+
+    def c1_readings(out: str) -> list[float]:
+        c1 = out.split("C=32 ", 1)[0]
+        return [float(x) for x in re.findall(as_reported, c1, re.MULTILINE)]
+
+    default, narrower = (
+        c1_readings(run_script(tmp_path, "paired_launches.py", *study, *extra)) for extra in ((), ("--prior-sd", "0.01"))
+    )
+    assert len(default) == len(narrower) == 3
+    assert all(n < d for n, d in zip(narrower, default, strict=True)), (default, narrower)
+    bad = run_script(tmp_path, "paired_launches.py", *study, "--prior-sd", "2", ok=False)
+    assert "--prior-sd 2 must lie between 0 and 1" in bad
+
+
 def test_seed_predictions_prints_the_seed_table(tmp_path: Path) -> None:
     out = run_script(tmp_path, "seed_predictions.py")
     rows = table_rows(out, "| fitted on steps |")
