@@ -14,7 +14,7 @@ from autospec.cli.main import main
 from autospec.config import parse_search_space
 from autospec.metrics.paired import Comparison, compare
 from autospec.records import Markers, StoredTrial, TrialClass, TrialRecord, TrialStore, read_trials
-from autospec.records.machines import machine_key, machine_of, through_factor
+from autospec.records.machines import MachineFactor, between_machines, machine_key, machine_of, through_factor
 from autospec.report.data import snapshot
 from autospec.sim import machine_factor
 from autospec.sim.profile import load_profile
@@ -219,3 +219,29 @@ def test_a_comparison_across_machines_divides_by_the_factor_and_widens_by_its_in
     assert seen.ratio == pytest.approx(1.10 / 1.05)
     assert math.log(seen.hi / seen.ratio) == pytest.approx(math.hypot(math.log(1.02), math.log(1.02)))
     assert seen.lo < seen.ratio < seen.hi
+
+
+def _factor(new: str, old: str, ratio: float, control: int, half: float = 1.02) -> MachineFactor:
+    c = Comparison(ratio=ratio, lo=ratio / half, hi=ratio * half, matched=12, dropped=0, launches=(1, 1), paired=True)
+    return MachineFactor(new, old, control, 0, c)
+
+
+def test_machines_no_control_joined_directly_compare_through_a_chain_of_factors():
+    """A study that moved A -> B -> C -> D over four sessions: D over A is the product of the
+    steps between, each step's log half-width in quadrature; read backwards it is the inverse."""
+    factors = [_factor("B", "A", 1.05, 3), _factor("C", "B", 0.90, 7), _factor("D", "C", 1.10, 9, half=1.04)]
+    d_over_a = between_machines(factors, "D", "A")
+    assert d_over_a is not None and d_over_a.ratio == pytest.approx(1.05 * 0.90 * 1.10)
+    half = math.sqrt(2 * math.log(1.02) ** 2 + math.log(1.04) ** 2)
+    assert math.log(d_over_a.hi / d_over_a.ratio) == pytest.approx(half)
+    a_over_d = between_machines(factors, "A", "D")
+    assert a_over_d is not None and a_over_d.ratio == pytest.approx(1 / d_over_a.ratio)
+    assert a_over_d.hi == pytest.approx(1 / d_over_a.lo)
+    # a direct factor is used as it is; the latest control of a pair, read either way, decides
+    assert between_machines(factors, "C", "B") == factors[1].comparison
+    later = [*factors, _factor("B", "C", 1.2, 11)]
+    c_over_b = between_machines(later, "C", "B")
+    assert c_over_b is not None and c_over_b.ratio == pytest.approx(1 / 1.2)
+    # no chain, or the same machine: nothing to divide by
+    assert between_machines(factors, "E", "A") is None and between_machines(factors, "A", "A") is None
+    assert between_machines([], "B", "A") is None

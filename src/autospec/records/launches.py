@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
 from autospec.metrics.paired import (
@@ -51,6 +51,7 @@ __all__ = [
     "level_settled",
     "pool_study",
     "pool_levels",
+    "per_objective",
     "race_check",
     "RACE_CHECKS",
 ]
@@ -215,13 +216,20 @@ class PooledStudy:
 
     def away_from_home(self, number: int, index: int) -> dict[str, Side]:
         """Configuration `number`'s sides on objective `index` on the other machines it ran on."""
-        per = self.away.get(number, [])
-        return per[index] if index < len(per) else {}
+        return per_objective(self.away, number, index, {})
 
     def sharing(self, number: int, index: int) -> tuple[int, ...]:
         """The other measured trials whose launches are in trial `number`'s figure of objective `index`."""
-        per = self.pooled_with.get(number, [])
-        return per[index] if index < len(per) else ()
+        return per_objective(self.pooled_with, number, index, ())
+
+
+T = TypeVar("T")
+
+
+def per_objective(table: Mapping[int, Sequence[T]], number: int, index: int, empty: T) -> T:
+    """`table[number][index]`: configuration `number`'s entry for objective `index`, `empty` where it has none."""
+    per = table.get(number, ())
+    return per[index] if index < len(per) else empty
 
 
 def _home(pooled: PooledStudy, number: int, index: int) -> str | None:
@@ -263,11 +271,10 @@ def _away_sides(
 
 
 def _side(pooled: PooledStudy, number: int, index: int) -> Side | None:
-    per = pooled.sides.get(number, [])
-    if index < len(per) and per[index] is not None:
-        return per[index]
-    figures = pooled.configurations.get(number, [])
-    p = figures[index] if index < len(figures) else None
+    found = per_objective(pooled.sides, number, index, None)
+    if found is not None:
+        return found
+    p = per_objective(pooled.configurations, number, index, None)
     return None if p is None else Side(p.value, p.half, p.launches)
 
 

@@ -10,7 +10,9 @@ reference point) made first when a study continues on another machine or after a
 pause (`autospec.study.proposing.control`). The *machine factor* is the paired ratio
 (`autospec.metrics.paired`) of the control's launches on the new machine over that
 configuration's launches on the old one, at the first objective; figures measured only on
-the new machine are compared with figures from the old one through it (`through_factor`).
+the new machine are compared with figures from the old one through it (`through_factor`),
+and machines no control joined directly through a chain of such factors (`between_machines`:
+a study that moved over four machines in four sessions).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from autospec.metrics.paired import Comparison, LogSpread, paired_ratio, unpaire
 from autospec.records.launches import ObjectiveRef, launch_figure, level_series
 from autospec.records.stored import StoredTrial
 
-__all__ = ["MachineFactor", "machine_key", "machine_of", "machine_factors", "through_factor"]
+__all__ = ["MachineFactor", "between_machines", "machine_key", "machine_of", "machine_factors", "through_factor"]
 
 
 def machine_key(host: str, gpus: Sequence[str] = ()) -> str:
@@ -121,3 +123,27 @@ def through_factor(comparison: Comparison, factor: Comparison) -> Comparison:
         unit=comparison.unit,
         unsettled=comparison.unsettled + factor.unsettled,
     )
+
+
+def between_machines(factors: Sequence[MachineFactor], new: str, old: str) -> Comparison | None:
+    """Machine `new` over machine `old` through the controls' `factors` (one objective's, in
+    trial order): the latest factor between the two, else a chain through other machines
+    (the fewest steps, each the latest factor of its pair, inverted where it was measured the
+    other way; the ratios multiply and the log half-widths add in quadrature); None where no
+    chain joins them or `new` is `old`."""
+    steps: dict[str, dict[str, Comparison]] = {}  # x -> y -> y over x
+    for f in factors:  # later controls of a pair replace earlier ones
+        steps.setdefault(f.old, {})[f.new] = f.comparison
+        steps.setdefault(f.new, {})[f.old] = f.comparison.inverse()
+    reached: dict[str, Comparison | None] = {old: None}  # machine -> it over `old`
+    frontier = [old]
+    while frontier and new not in reached:
+        following = []
+        for x in frontier:
+            for y, step in steps.get(x, {}).items():
+                if y not in reached:
+                    over_x = reached[x]
+                    reached[y] = step if over_x is None else through_factor(step, over_x.inverse())
+                    following.append(y)
+        frontier = following
+    return reached.get(new)

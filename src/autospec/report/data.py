@@ -38,8 +38,16 @@ from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
 from autospec.records.history import other_studies, served, spread_history
-from autospec.records.launches import ObjectiveRef, level_interval, level_series, level_settled, pool_levels, pool_study
-from autospec.records.machines import MachineFactor, machine_factors, machine_of, through_factor
+from autospec.records.launches import (
+    ObjectiveRef,
+    level_interval,
+    level_series,
+    level_settled,
+    per_objective,
+    pool_levels,
+    pool_study,
+)
+from autospec.records.machines import MachineFactor, between_machines, machine_factors, machine_of, through_factor
 from autospec.records.servers import launches_elsewhere
 
 __all__ = [
@@ -265,9 +273,9 @@ class StudyData:
     def side(self, t: TrialView, i: int) -> Side | None:
         """Trial `t`'s configuration on objective `i` as one side of a comparison: pooled over
         its launches where it is a measured configuration, else its own launch (a reference)."""
-        per = self.sides.get(t.number, [])
-        if i < len(per) and per[i] is not None:
-            return per[i]
+        pooled = per_objective(self.sides, t.number, i, None)
+        if pooled is not None:
+            return pooled
         o = self.objectives[i]
         m = t.objective_measure(o, i)
         if m is None:
@@ -285,32 +293,23 @@ class StudyData:
         found = compare(sa, sb, self.log_spread.get(i))
         homes = self._homes(a.number, b.number, i)
         if len(homes[0]) == 1 and homes[0] == homes[1]:  # one machine: with their pairs on the others both ran on
-            return across_machines(found, self._away(a.number, i), self._away(b.number, i), self.log_spread.get(i))
+            away_a, away_b = (per_objective(self.away, n, i, {}) for n in (a.number, b.number))
+            return across_machines(found, away_a, away_b, self.log_spread.get(i))
         factor = self._factor(a.number, b.number, i)
         return found if found is None or factor is None else through_factor(found, factor)
 
     def _homes(self, a: int, b: int, i: int) -> list[frozenset[str]]:
         """The machines each configuration's pooled launches ran on, on objective `i`."""
-        where = [self.ran_on.get(n, []) for n in (a, b)]
-        return [w[i] if i < len(w) else frozenset() for w in where]
-
-    def _away(self, number: int, i: int) -> dict[str, Side]:
-        per = self.away.get(number, [])
-        return per[i] if i < len(per) else {}
+        return [per_objective(self.ran_on, n, i, frozenset()) for n in (a, b)]
 
     def _factor(self, a: int, b: int, i: int) -> Comparison | None:
         """The machine factor of `a`'s one machine over `b`'s other one on objective `i`, where
-        a control measured it; None where they share a machine or none did."""
+        controls measured it, directly or through other machines (`between_machines`); None
+        where they share a machine or no control joins them."""
         keys = self._homes(a, b, i)
         if any(len(k) != 1 for k in keys) or keys[0] == keys[1]:
             return None
-        new, old = next(iter(keys[0])), next(iter(keys[1]))
-        for f in reversed(self.machines.get(i, [])):
-            if (f.new, f.old) == (new, old):
-                return f.comparison
-            if (f.new, f.old) == (old, new):
-                return f.comparison.inverse()
-        return None
+        return between_machines(self.machines.get(i, []), next(iter(keys[0])), next(iter(keys[1])))
 
     @property
     def counts(self) -> TrialCounts:

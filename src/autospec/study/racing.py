@@ -54,7 +54,7 @@ from autospec.config import SearchSpace
 from autospec.metrics import LevelSummary
 from autospec.metrics.paired import LogSpread, Side, SpreadHistory, compare
 from autospec.records import StorageUnavailable, StoredTrial, TrialStore, pareto_front
-from autospec.records.launches import ObjectiveRef, comparable_interval, level_series, pool_study
+from autospec.records.launches import ObjectiveRef, comparable_interval, level_series, per_objective, pool_study
 
 __all__ = ["Race", "RaceObjective"]
 
@@ -247,8 +247,7 @@ class Race:
     ) -> bool:
         """Front member `number` is better than the trial on `o`: by the paired ratio over the
         positions both measured where both have them, else beyond both intervals."""
-        per = self.sides.get(number, ())
-        side = per[o.index] if o.index < len(per) else None
+        side = per_objective(self.sides, number, o.index, None)
         level = known.get(o.concurrency)
         found = None if level is None else level_series(_series_of(level), o.metric)
         if side is not None and found is not None:
