@@ -191,6 +191,9 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     seen = data.compare(views[later.number], views[pick.number], 0)
     assert seen == through_factor(raw, factor) and seen.ratio == pytest.approx(raw.ratio / factor.ratio)
     assert seen.hi / seen.lo > raw.hi / raw.lo  # the factor's uncertainty widens it
+    from autospec.report.support import versus_text
+
+    assert "launches, through 1 machine factor)" in versus_text(data, views[later.number], views[pick.number], 0, 1)
 
 
 def test_workers_of_one_study_at_once_are_not_a_continuation():
@@ -218,7 +221,7 @@ def test_a_comparison_across_machines_divides_by_the_factor_and_widens_by_its_in
     seen = through_factor(raw, factor)
     assert seen.ratio == pytest.approx(1.10 / 1.05)
     assert math.log(seen.hi / seen.ratio) == pytest.approx(math.hypot(math.log(1.02), math.log(1.02)))
-    assert seen.lo < seen.ratio < seen.hi
+    assert seen.lo < seen.ratio < seen.hi and seen.factors == 1 and seen.as_dict()["factors"] == 1
 
 
 def _factor(new: str, old: str, ratio: float, control: int, half: float = 1.02) -> MachineFactor:
@@ -234,11 +237,13 @@ def test_machines_no_control_joined_directly_compare_through_a_chain_of_factors(
     assert d_over_a is not None and d_over_a.ratio == pytest.approx(1.05 * 0.90 * 1.10)
     half = math.sqrt(2 * math.log(1.02) ** 2 + math.log(1.04) ** 2)
     assert math.log(d_over_a.hi / d_over_a.ratio) == pytest.approx(half)
+    assert d_over_a.factors == 3 and through_factor(d_over_a, factors[0].comparison).factors == 4
     a_over_d = between_machines(factors, "A", "D")
     assert a_over_d is not None and a_over_d.ratio == pytest.approx(1 / d_over_a.ratio)
     assert a_over_d.hi == pytest.approx(1 / d_over_a.lo)
     # a direct factor is used as it is; the latest control of a pair, read either way, decides
-    assert between_machines(factors, "C", "B") == factors[1].comparison
+    direct = between_machines(factors, "C", "B")
+    assert direct is not None and (direct.ratio, direct.lo, direct.factors) == (0.90, factors[1].comparison.lo, 1)
     later = [*factors, _factor("B", "C", 1.2, 11)]
     c_over_b = between_machines(later, "C", "B")
     assert c_over_b is not None and c_over_b.ratio == pytest.approx(1 / 1.2)

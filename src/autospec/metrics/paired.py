@@ -210,6 +210,7 @@ class Comparison:
     unit: str = "requests"
     unsettled: int = 0
     machines: int = 1  # machines whose paired comparisons it combines (`across_machines`)
+    factors: int = 0  # machine factors it went through (`autospec.records.machines.through_factor`)
 
     @property
     def separated(self) -> bool:
@@ -234,6 +235,7 @@ class Comparison:
             self.unit,
             self.unsettled,
             self.machines,
+            self.factors,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -249,6 +251,7 @@ class Comparison:
             "launches": list(self.launches),
             "unsettled": self.unsettled,
             "machines": self.machines,
+            "factors": self.factors,
         }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autospec.metrics.paired import Comparison, LogSpread, paired_ratio, unpaired_ratio
@@ -108,7 +108,9 @@ def machine_factors(trials: Sequence[StoredTrial], ref: ObjectiveRef, spread: Lo
 
 def through_factor(comparison: Comparison, factor: Comparison) -> Comparison:
     """A over B where A was measured only on the factor's new machine and B only on its old
-    one: the ratio divided by the factor, the log half-widths added in quadrature."""
+    one: the ratio divided by the factor, the log half-widths added in quadrature, and the
+    factors it went through counted (`Comparison.factors`: a measured factor is one, a chain
+    from `between_machines` its steps)."""
     log_r = math.log(comparison.ratio) - math.log(factor.ratio)
     halves = [(math.log(c.hi) - math.log(c.lo)) / 2 for c in (comparison, factor)]
     half = math.hypot(*halves)
@@ -122,6 +124,7 @@ def through_factor(comparison: Comparison, factor: Comparison) -> Comparison:
         paired=comparison.paired,
         unit=comparison.unit,
         unsettled=comparison.unsettled + factor.unsettled,
+        factors=comparison.factors + max(factor.factors, 1),
     )
 
 
@@ -130,7 +133,7 @@ def between_machines(factors: Sequence[MachineFactor], new: str, old: str) -> Co
     trial order): the latest factor between the two, else a chain through other machines
     (the fewest steps, each the latest factor of its pair, inverted where it was measured the
     other way; the ratios multiply and the log half-widths add in quadrature); None where no
-    chain joins them or `new` is `old`."""
+    chain joins them or `new` is `old`. Its `factors` counts the steps."""
     steps: dict[str, dict[str, Comparison]] = {}  # x -> y -> y over x
     for f in factors:  # later controls of a pair replace earlier ones
         steps.setdefault(f.old, {})[f.new] = f.comparison
@@ -143,7 +146,8 @@ def between_machines(factors: Sequence[MachineFactor], new: str, old: str) -> Co
             for y, step in steps.get(x, {}).items():
                 if y not in reached:
                     over_x = reached[x]
-                    reached[y] = step if over_x is None else through_factor(step, over_x.inverse())
+                    over_old = step if over_x is None else through_factor(step, over_x.inverse())
+                    reached[y] = replace(over_old, factors=1 if over_x is None else over_x.factors + 1)
                     following.append(y)
         frontier = following
     return reached.get(new)

@@ -109,6 +109,8 @@ def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, la
         else (f"unpaired: only {c.matched} {c.unit} matched" if c.unit != "figures" else "unpaired: no per-request figures")
     )
     on = f" on {c.machines} machines" if c.machines > 1 else ""
+    if c.factors:
+        on += f", through {c.factors} machine factor{'s' if c.factors > 1 else ''}"
     ratio = f"x{c.ratio:.3f} (95% {c.lo:.3f}-{c.hi:.3f}, {how}, {c.launches[0]} and {c.launches[1]} launches{on})"
     if c.unsettled:
         return f"{head}: {ratio}: tied, a launch's rate never settled"
