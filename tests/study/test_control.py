@@ -16,6 +16,7 @@ from autospec.metrics.paired import Comparison, compare
 from autospec.records import Markers, StoredTrial, TrialClass, TrialRecord, TrialStore, read_trials
 from autospec.records.machines import MachineFactor, between_machines, machine_key, machine_of, through_factor
 from autospec.report.data import snapshot
+from autospec.report.support import versus_text
 from autospec.sim import machine_factor
 from autospec.sim.profile import load_profile
 from autospec.study.processes.recovery import requeue
@@ -191,8 +192,6 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     seen = data.compare(views[later.number], views[pick.number], 0)
     assert seen == through_factor(raw, factor) and seen.ratio == pytest.approx(raw.ratio / factor.ratio)
     assert seen.hi / seen.lo > raw.hi / raw.lo  # the factor's uncertainty widens it
-    from autospec.report.support import versus_text
-
     assert "launches, through 1 machine factor)" in versus_text(data, views[later.number], views[pick.number], 0, 1)
 
 
