@@ -3,6 +3,7 @@ machine factor it measures (`autospec.records.machines`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -193,6 +194,14 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
     assert seen == through_factor(raw, factor) and seen.ratio == pytest.approx(raw.ratio / factor.ratio)
     assert seen.hi / seen.lo > raw.hi / raw.lo  # the factor's uncertainty widens it
     assert "launches, through 1 machine factor)" in versus_text(data, views[later.number], views[pick.number], 0, 1)
+    # without the control's factor, nothing joins the two machines: the ratio holds their
+    # difference, so it is reported but decides nothing
+    apart = dataclasses.replace(data, machines={})
+    unjoined = apart.compare(views[later.number], views[pick.number], 0)
+    assert unjoined is not None and unjoined.unjoined and not unjoined.separated and unjoined.ratio == raw.ratio
+    assert unjoined.as_dict()["unjoined"] is True and unjoined.inverse().unjoined
+    said = versus_text(apart, views[later.number], views[pick.number], 0, 1)
+    assert said.endswith("not decided, measured on two machines no control relaunch joins, so their difference is in it")
 
 
 def test_workers_of_one_study_at_once_are_not_a_continuation():

@@ -211,11 +211,14 @@ class Comparison:
     unsettled: int = 0
     machines: int = 1  # machines whose paired comparisons it combines (`across_machines`)
     factors: int = 0  # machine factors it went through (`autospec.records.machines.through_factor`)
+    #: its sides ran on two machines no control joins, so the machines' difference is in it
+    unjoined: bool = False
 
     @property
     def separated(self) -> bool:
-        """The interval excludes 1, and every launch behind it settled."""
-        return self.unsettled == 0 and (self.lo > 1.0 or self.hi < 1.0)
+        """The interval excludes 1, every launch behind it settled, and no machine difference
+        is left in it (`unjoined`)."""
+        return self.unsettled == 0 and not self.unjoined and (self.lo > 1.0 or self.hi < 1.0)
 
     @property
     def half(self) -> float:
@@ -236,6 +239,7 @@ class Comparison:
             self.unsettled,
             self.machines,
             self.factors,
+            self.unjoined,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -252,6 +256,7 @@ class Comparison:
             "unsettled": self.unsettled,
             "machines": self.machines,
             "factors": self.factors,
+            "unjoined": self.unjoined,
         }
 
 

@@ -295,21 +295,15 @@ class StudyData:
         if len(homes[0]) == 1 and homes[0] == homes[1]:  # one machine: with their pairs on the others both ran on
             away_a, away_b = (per_objective(self.away, n, i, {}) for n in (a.number, b.number))
             return across_machines(found, away_a, away_b, self.log_spread.get(i))
-        factor = self._factor(a.number, b.number, i)
-        return found if found is None or factor is None else through_factor(found, factor)
+        if found is None or any(len(h) != 1 for h in homes):
+            return found
+        # two machines: through the controls' factors between them, directly or in a chain
+        factor = between_machines(self.machines.get(i, []), next(iter(homes[0])), next(iter(homes[1])))
+        return replace(found, unjoined=True) if factor is None else through_factor(found, factor)
 
     def _homes(self, a: int, b: int, i: int) -> list[frozenset[str]]:
         """The machines each configuration's pooled launches ran on, on objective `i`."""
         return [per_objective(self.ran_on, n, i, frozenset()) for n in (a, b)]
-
-    def _factor(self, a: int, b: int, i: int) -> Comparison | None:
-        """The machine factor of `a`'s one machine over `b`'s other one on objective `i`, where
-        controls measured it, directly or through other machines (`between_machines`); None
-        where they share a machine or no control joins them."""
-        keys = self._homes(a, b, i)
-        if any(len(k) != 1 for k in keys) or keys[0] == keys[1]:
-            return None
-        return between_machines(self.machines.get(i, []), next(iter(keys[0])), next(iter(keys[1])))
 
     @property
     def counts(self) -> TrialCounts:

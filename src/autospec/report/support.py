@@ -114,6 +114,8 @@ def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, la
     ratio = f"x{c.ratio:.3f} (95% {c.lo:.3f}-{c.hi:.3f}, {how}, {c.launches[0]} and {c.launches[1]} launches{on})"
     if c.unsettled:
         return f"{head}: {ratio}: tied, a launch's rate never settled"
+    if c.unjoined:
+        return f"{head}: {ratio}: not decided, measured on two machines no control relaunch joins, so their difference is in it"
     if not c.separated:
         return f"{head}: {ratio}: tied, the interval holds 1{_pairing_hint(c)}"
     if not c.paired and launches < MIN_LAUNCHES and o.name not in data.spread:
