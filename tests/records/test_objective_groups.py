@@ -117,3 +117,19 @@ def test_a_contest_counts_the_relaunches_of_every_configuration_in_its_members_f
     latency, throughput = contests(trials, REFS, [True, True])
     assert latency.leader == 0 and latency.relaunched == 1  # trial 1's relaunch measured the leader's server at C=1
     assert throughput.leader == 1 and throughput.relaunched == 1
+
+
+def test_another_memory_fraction_of_a_server_that_held_every_level_is_not_proposed():
+    """The model sampler leaves out what a launch surely repeats: a server that held every
+    level runs the same batches with a larger pool and the same or fewer with a smaller one
+    (simulated deepseek, seed 1: 6 of 20 launches went to such fractions of one server)."""
+    from autospec.study.proposing.samplers import repeats_server
+
+    held, queued = launch(0, 3, 0.8, 200.0, 2000.0), launch(1, 5, 0.8, 210.0, 1500.0, running=21)
+    repeats = repeats_server([held, queued], [1, 32])
+    assert repeats({"speculative_num_steps": 3, "mem_fraction_static": 0.7})
+    assert repeats({"speculative_num_steps": 3, "mem_fraction_static": 0.9})
+    assert not repeats({"speculative_num_steps": 4, "mem_fraction_static": 0.8})  # another server
+    assert not repeats({"speculative_num_steps": 5, "mem_fraction_static": 0.9})  # it queued at C=32: a larger pool may not
+    assert not repeats({"speculative_num_steps": 3})  # no memory fraction to vary
+    assert not repeats_server([held], [])({"speculative_num_steps": 3, "mem_fraction_static": 0.9})

@@ -6,7 +6,8 @@ proposer's scratch study (`autospec.study.proposing.proposer`) it
 1. reads every trial of that study: launches become `autospec.model.Observation`s (start-up
    facts, per-level summaries, accept length, or the init failure), and every configuration
    already launched, answered (rejected, predicted to fail, a duplicate) or in flight is
-   left out of the choice;
+   left out of the choice, and so is another `mem_fraction_static` of a measured server that
+   held every level, which could measure nothing better (`repeats_server`);
 2. fits `autospec.model.SpecModel` on the launches and predicts every other configuration
    of the space that passes SGLang's argument checks (at most `MAX_CANDIDATES`, drawn at
    random when the grid is larger);
@@ -38,6 +39,8 @@ from autospec.errors import UsageError
 from autospec.model import Choice, SpecModel, Target, explain, observation_from, rank
 from autospec.model.performance import SUPPORTED_METRICS
 from autospec.records import OK, StoredTrial, TrialClass, read_trials
+from autospec.records.servers import holds_level
+from autospec.sglang_facts import MEM_FRACTION
 from autospec.space import grid, to_distribution_params
 
 __all__ = [
@@ -104,6 +107,24 @@ def _settled(trial: StoredTrial, last_launch: int) -> bool:
 
 def _key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, round(v, 6) if isinstance(v, float) else v) for k, v in params.items()))
+
+
+def repeats_server(trials: Sequence[StoredTrial], concurrencies: Sequence[int]) -> Callable[[Mapping[str, Any]], bool]:
+    """A test of a configuration's Optuna parameters: True where a measured launch of `trials`
+    has the same parameters but another `mem_fraction_static` and held every level of
+    `concurrencies` (`holds_level`: all its requests at once, with room for their tokens).
+    A larger pool then runs the same batches, a smaller one the same or fewer at once, so a
+    launch could measure nothing better (and a larger one risks its start)."""
+    held = {
+        _key({k: v for k, v in t.params.items() if k != MEM_FRACTION})
+        for t in trials
+        if MEM_FRACTION in t.params and t.has_measurement and concurrencies and all(holds_level(t, c) for c in concurrencies)
+    }
+
+    def repeats(params: Mapping[str, Any]) -> bool:
+        return MEM_FRACTION in params and _key({k: v for k, v in params.items() if k != MEM_FRACTION}) in held
+
+    return repeats
 
 
 class ModelSampler(optuna.samplers.BaseSampler):
@@ -190,6 +211,13 @@ class ModelSampler(optuna.samplers.BaseSampler):
             self._grid = out
         return self._grid
 
+    def _open(
+        self, trials: Sequence[StoredTrial], taken: set[tuple[tuple[str, Any], ...]]
+    ) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+        """The candidates not `taken`, less those `repeats_server` finds in `trials`."""
+        repeats = repeats_server(trials, self.space.bench.concurrency)
+        return [c for c in self._candidates() if _key(c[0]) not in taken and not repeats(c[0])]
+
     def _choose(self, study: optuna.Study, exclude_number: int) -> dict[str, Any] | None:
         """Optuna parameters of the configuration to launch next, or None when none is left;
         what the model expects of it is kept for `prediction_for`."""
@@ -197,7 +225,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
         last_launch = max((t.number for t in trials if t.launched), default=-1)
         taken = {_key(t.params) for t in trials if _settled(t, last_launch)}
         taken |= {_key(p) for p in self._chosen.values()}
-        open_ = [c for c in self._candidates() if _key(c[0]) not in taken]
+        open_ = self._open(trials, taken)
         if not open_:
             return None
         if len(open_) > MAX_CANDIDATES:
@@ -249,8 +277,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
         init, predicted dominated (expected to add less than `NEGLIGIBLE` of the objective
         box), or could still improve the front; a few of each with the model's reason.
         None when the space holds nothing else."""
-        known = {_key(t.params) for t in trials if t.launched or t.has_measurement}
-        open_ = [c for c in self._candidates() if _key(c[0]) not in known]
+        open_ = self._open(trials, {_key(t.params) for t in trials if t.launched or t.has_measurement})
         if not open_:
             return None
         _, choice = self._rank(trials, [c[2] for c in open_])
