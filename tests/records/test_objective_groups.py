@@ -133,3 +133,21 @@ def test_another_memory_fraction_of_a_server_that_held_every_level_is_not_propos
     assert not repeats({"speculative_num_steps": 5, "mem_fraction_static": 0.9})  # it queued at C=32: a larger pool may not
     assert not repeats({"speculative_num_steps": 3})  # no memory fraction to vary
     assert not repeats_server([held], [])({"speculative_num_steps": 3, "mem_fraction_static": 0.9})
+    # a server held to 16 running requests by the flag it was given, with room for their tokens:
+    # its pool bound nothing at C=32 either; one whose pool set a lower cap than the flag did bind
+    capped = _given(launch(2, 4, 0.8, 220.0, 1200.0, running=16, pool=16 * (PROMPT + OUTPUT)), 16)
+    pool_bound = _given(launch(3, 6, 0.8, 220.0, 1200.0, running=15), 16)
+    repeats = repeats_server([capped, pool_bound], [1, 32])
+    assert repeats({"speculative_num_steps": 4, "mem_fraction_static": 0.9, "max_running_requests": 16})
+    assert not repeats({"speculative_num_steps": 6, "mem_fraction_static": 0.9, "max_running_requests": 16})
+    too_small = _given(launch(4, 4, 0.8, 220.0, 1200.0, running=16, pool=16 * (PROMPT + OUTPUT) - 1), 16)
+    assert not repeats_server([too_small], [1, 32])(
+        {"speculative_num_steps": 4, "mem_fraction_static": 0.9, "max_running_requests": 16}
+    )
+
+
+def _given(t: StoredTrial, running: int) -> StoredTrial:
+    """`t` launched with `max_running_requests` = `running` among its tuned flags."""
+    params = {**t.params, "max_running_requests": running}
+    record = TrialRecord(**{**t.record.__dict__, "candidate": params})
+    return StoredTrial(**{**t.__dict__, "params": params, "record": record})

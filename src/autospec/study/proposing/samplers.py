@@ -43,6 +43,8 @@ from autospec.records.servers import holds_level
 from autospec.sglang_facts import MEM_FRACTION
 from autospec.space import grid, to_distribution_params
 
+MAX_RUNNING = "max_running_requests"  # the ServerArgs field (sglang 0.5.x)
+
 __all__ = [
     "ModelSampler",
     "unsupported_reason",
@@ -109,22 +111,49 @@ def _key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, round(v, 6) if isinstance(v, float) else v) for k, v in params.items()))
 
 
-def repeats_server(trials: Sequence[StoredTrial], concurrencies: Sequence[int]) -> Callable[[Mapping[str, Any]], bool]:
+def repeats_server(
+    trials: Sequence[StoredTrial], concurrencies: Sequence[int], base_flags: Mapping[str, Any] | None = None
+) -> Callable[[Mapping[str, Any]], bool]:
     """A test of a configuration's Optuna parameters: True where a measured launch of `trials`
-    has the same parameters but another `mem_fraction_static` and held every level of
-    `concurrencies` (`holds_level`: all its requests at once, with room for their tokens).
-    A larger pool then runs the same batches, a smaller one the same or fewer at once, so a
-    launch could measure nothing better (and a larger one risks its start)."""
+    has the same parameters but another `mem_fraction_static`, and its KV pool bound nothing
+    at any level of `concurrencies` (`pool_binds_nothing`). A larger pool then runs the same
+    batches and a smaller one the same or fewer at once, so a launch could measure nothing
+    better (and a larger one risks its start). `base_flags`: the space's fixed flags."""
     held = {
         _key({k: v for k, v in t.params.items() if k != MEM_FRACTION})
         for t in trials
-        if MEM_FRACTION in t.params and t.has_measurement and concurrencies and all(holds_level(t, c) for c in concurrencies)
+        if MEM_FRACTION in t.params
+        and t.has_measurement
+        and concurrencies
+        and all(pool_binds_nothing(t, c, base_flags) for c in concurrencies)
     }
 
     def repeats(params: Mapping[str, Any]) -> bool:
         return MEM_FRACTION in params and _key({k: v for k, v in params.items() if k != MEM_FRACTION}) in held
 
     return repeats
+
+
+def pool_binds_nothing(t: StoredTrial, concurrency: int, base_flags: Mapping[str, Any] | None = None) -> bool:
+    """At `concurrency` the launch's KV pool set neither how many requests ran at once nor
+    left them short of room: it held the level (`holds_level`), or its running requests were
+    capped by the `max_running_requests` it was given (its candidate's, else `base_flags`'),
+    below the level, with room in the pool for that many requests' tokens."""
+    if holds_level(t, concurrency):
+        return True
+    record = t.record
+    if record is None:
+        return False
+    given = record.candidate.get(MAX_RUNNING, (base_flags or {}).get(MAX_RUNNING))
+    facts, level = record.startup or {}, record.bench.get(concurrency) or {}
+    pool, n_ok = facts.get("max_total_num_tokens"), level.get("n_ok")
+    prompt, completion = level.get("prompt_tokens_mean"), level.get("completion_tokens")
+    numbers = (pool, n_ok, prompt, completion)
+    if not isinstance(given, int) or given >= concurrency or facts.get("max_running_requests") != given:
+        return False
+    if not all(isinstance(x, (int, float)) for x in numbers) or not n_ok:
+        return False
+    return float(pool) >= given * (float(prompt) + float(completion) / float(n_ok))  # type: ignore[arg-type]
 
 
 class ModelSampler(optuna.samplers.BaseSampler):
@@ -215,7 +244,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
         self, trials: Sequence[StoredTrial], taken: set[tuple[tuple[str, Any], ...]]
     ) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
         """The candidates not `taken`, less those `repeats_server` finds in `trials`."""
-        repeats = repeats_server(trials, self.space.bench.concurrency)
+        repeats = repeats_server(trials, self.space.bench.concurrency, self.base_flags)
         return [c for c in self._candidates() if _key(c[0]) not in taken and not repeats(c[0])]
 
     def _choose(self, study: optuna.Study, exclude_number: int) -> dict[str, Any] | None:
