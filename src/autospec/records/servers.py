@@ -129,10 +129,11 @@ def _name(group: Sequence[StoredTrial]) -> int:
     return next((t.number for t in group if t.markers.reference is not None), group[0].number)
 
 
-def holds_level(t: StoredTrial, concurrency: int) -> bool:
+def holds_level(t: StoredTrial, concurrency: int, at_once: int | None = None) -> bool:
     """The launch ran every request of its level at `concurrency` at once, with room in the
     KV pool for all their tokens (startup facts against the level's request sizes), so the
-    pool's size could not change what it measured there. False where a fact is missing."""
+    pool's size could not change what it measured there (`at_once`: that many of them, not
+    all). False where a fact is missing."""
     record = t.record
     level = record.bench.get(concurrency) if record is not None else None
     facts = record.startup if record is not None else None
@@ -142,7 +143,8 @@ def holds_level(t: StoredTrial, concurrency: int) -> bool:
     n_ok, prompt, completion = (_number(level.get(k)) for k in ("n_ok", "prompt_tokens_mean", "completion_tokens"))
     if running is None or pool is None or not n_ok or prompt is None or completion is None:
         return False
-    return running >= concurrency and pool >= concurrency * (prompt + completion / n_ok)
+    count = concurrency if at_once is None else at_once
+    return running >= count and pool >= count * (prompt + completion / n_ok)
 
 
 def _number(x: object) -> float | None:

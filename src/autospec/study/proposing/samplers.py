@@ -6,8 +6,8 @@ proposer's scratch study (`autospec.study.proposing.proposer`) it
 1. reads every trial of that study: launches become `autospec.model.Observation`s (start-up
    facts, per-level summaries, accept length, or the init failure), and every configuration
    already launched, answered (rejected, predicted to fail, a duplicate) or in flight is
-   left out of the choice, and so is another `mem_fraction_static` of a measured server that
-   held every level, which could measure nothing better (`repeats_server`);
+   left out of the choice, and so is another `mem_fraction_static` of a measured server whose
+   KV pool bound nothing at any level, which could measure nothing better (`repeats_server`);
 2. fits `autospec.model.SpecModel` on the launches and predicts every other configuration
    of the space that passes SGLang's argument checks (at most `MAX_CANDIDATES`, drawn at
    random when the grid is larger);
@@ -136,24 +136,14 @@ def repeats_server(
 
 def pool_binds_nothing(t: StoredTrial, concurrency: int, base_flags: Mapping[str, Any] | None = None) -> bool:
     """At `concurrency` the launch's KV pool set neither how many requests ran at once nor
-    left them short of room: it held the level (`holds_level`), or its running requests were
-    capped by the `max_running_requests` it was given (its candidate's, else `base_flags`'),
-    below the level, with room in the pool for that many requests' tokens."""
+    left them short of room: it held the level (`holds_level`), or as many requests as the
+    `max_running_requests` it was given (its candidate's, else `base_flags`'), below the level,
+    ran at once with room for their tokens (SGLang caps the running requests at the smaller
+    of that flag and what the pool holds)."""
     if holds_level(t, concurrency):
         return True
-    record = t.record
-    if record is None:
-        return False
-    given = record.candidate.get(MAX_RUNNING, (base_flags or {}).get(MAX_RUNNING))
-    facts, level = record.startup or {}, record.bench.get(concurrency) or {}
-    pool, n_ok = facts.get("max_total_num_tokens"), level.get("n_ok")
-    prompt, completion = level.get("prompt_tokens_mean"), level.get("completion_tokens")
-    numbers = (pool, n_ok, prompt, completion)
-    if not isinstance(given, int) or given >= concurrency or facts.get("max_running_requests") != given:
-        return False
-    if not all(isinstance(x, (int, float)) for x in numbers) or not n_ok:
-        return False
-    return float(pool) >= given * (float(prompt) + float(completion) / float(n_ok))  # type: ignore[arg-type]
+    given = (t.record.candidate if t.record is not None else {}).get(MAX_RUNNING, (base_flags or {}).get(MAX_RUNNING))
+    return isinstance(given, int) and given < concurrency and holds_level(t, concurrency, at_once=given)
 
 
 class ModelSampler(optuna.samplers.BaseSampler):
