@@ -150,7 +150,7 @@ def test_the_model_says_what_it_expected_and_why_the_rest_was_not_launched(tmp_p
         assert 0 < p["p_start"] <= 1 and p["launches"] >= 0 and p["why"]
     summary = study.user_attrs["model_unlaunched"]
     assert summary["launches"] == 5
-    assert sum(summary[g]["count"] for g in ("fail", "dominated", "open")) == summary["candidates"] > 0
+    assert sum(summary[g]["count"] for g in ("fail", "dominated", "open", "repeats")) == summary["candidates"] > 0
 
     capsys.readouterr()
     assert run("pareto", "--study", "m", "--studies-dir", studies) == 0

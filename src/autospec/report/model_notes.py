@@ -19,7 +19,12 @@ from autospec.report.recommend import Pick
 
 __all__ = ["model_lines", "model_json"]
 
-_GROUPS = (("fail", "predicted to fail at init"), ("dominated", "predicted dominated"), ("open", "could still improve the front"))
+_GROUPS = (
+    ("fail", "predicted to fail at init"),
+    ("dominated", "predicted dominated"),
+    ("repeats", "another memory fraction of a server whose pool bound nothing"),
+    ("open", "could still improve the front"),
+)
 
 
 def _prediction_text(t: TrialView, data: StudyData) -> str | None:

@@ -294,14 +294,26 @@ class ModelSampler(optuna.samplers.BaseSampler):
         """Why the configurations never launched (nor imported) were not worth a launch, from the model
         fitted on every launch of `trials` (a study's): how many are predicted to fail at
         init, predicted dominated (expected to add less than `NEGLIGIBLE` of the objective
-        box), or could still improve the front; a few of each with the model's reason.
-        None when the space holds nothing else."""
-        open_ = self._open(trials, {_key(t.params) for t in trials if t.launched or t.has_measurement})
-        if not open_:
+        box), or could still improve the front, and how many are another memory fraction of a
+        measured server that could measure nothing better (`repeats_server`); a few of each
+        with the reason. None when the space holds nothing else."""
+        known = {_key(t.params) for t in trials if t.launched or t.has_measurement}
+        unknown = [c for c in self._candidates() if _key(c[0]) not in known]
+        if not unknown:
             return None
-        _, choice = self._rank(trials, [c[2] for c in open_])
-        groups: dict[str, list[tuple[float, str]]] = {"fail": [], "dominated": [], "open": []}
+        open_ = self._open(trials, known)
+        ranked = {_key(c[0]) for c in open_}
+        why_repeat = "another memory fraction of a measured server whose KV pool bound nothing: nothing better to measure"
+        groups: dict[str, list[tuple[float, str]]] = {
+            "fail": [],
+            "dominated": [],
+            "open": [],
+            "repeats": [(0.0, f"{_describe(c[1])}: {why_repeat}") for c in unknown if _key(c[0]) not in ranked],
+        }
+        choice = self._rank(trials, [c[2] for c in open_])[1] if open_ else None
         for j, (_, candidate, _) in enumerate(open_):
+            if choice is None:
+                break
             mean = ", ".join(f"{v:,.4g}" for v in choice.prediction.mean[j])
             if choice.p_start[j] < 0.5:
                 group, why = "fail", explain(choice, j)
@@ -316,7 +328,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
                     f"(p_start {choice.p_start[j]:.2f})"
                 )
             groups[group].append((float(choice.score[j]), f"{_describe(candidate)}: {why}"))
-        out: dict[str, Any] = {"launches": sum(1 for t in trials if t.launched), "candidates": len(open_)}
+        out: dict[str, Any] = {"launches": sum(1 for t in trials if t.launched), "candidates": len(unknown)}
         for group, rows in groups.items():
             rows.sort(key=lambda r: -r[0])
             out[group] = {"count": len(rows), "examples": [text for _, text in rows[:examples]]}
