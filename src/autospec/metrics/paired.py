@@ -227,20 +227,7 @@ class Comparison:
 
     def inverse(self) -> Comparison:
         """B over A."""
-        return Comparison(
-            1 / self.ratio,
-            1 / self.hi,
-            1 / self.lo,
-            self.matched,
-            self.dropped,
-            self.launches[::-1],
-            self.paired,
-            self.unit,
-            self.unsettled,
-            self.machines,
-            self.factors,
-            self.unjoined,
-        )
+        return replace(self, ratio=1 / self.ratio, lo=1 / self.hi, hi=1 / self.lo, launches=self.launches[::-1])
 
     def as_dict(self) -> dict[str, Any]:
         return {

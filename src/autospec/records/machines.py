@@ -135,9 +135,10 @@ def between_machines(factors: Sequence[MachineFactor], new: str, old: str) -> Co
     other way; the ratios multiply and the log half-widths add in quadrature); None where no
     chain joins them or `new` is `old`. Its `factors` counts the steps."""
     steps: dict[str, dict[str, Comparison]] = {}  # x -> y -> y over x
-    for f in factors:  # later controls of a pair replace earlier ones
-        steps.setdefault(f.old, {})[f.new] = f.comparison
-        steps.setdefault(f.new, {})[f.old] = f.comparison.inverse()
+    for f in factors:  # later controls of a pair replace earlier ones; each is one step
+        step = replace(f.comparison, factors=1)
+        steps.setdefault(f.old, {})[f.new] = step
+        steps.setdefault(f.new, {})[f.old] = step.inverse()
     reached: dict[str, Comparison | None] = {old: None}  # machine -> it over `old`
     frontier = [old]
     while frontier and new not in reached:
@@ -145,9 +146,8 @@ def between_machines(factors: Sequence[MachineFactor], new: str, old: str) -> Co
         for x in frontier:
             for y, step in steps.get(x, {}).items():
                 if y not in reached:
-                    over_x = reached[x]
-                    over_old = step if over_x is None else through_factor(step, over_x.inverse())
-                    reached[y] = replace(over_old, factors=1 if over_x is None else over_x.factors + 1)
+                    over_x = reached[x]  # through_factor counts over_x's steps onto this one
+                    reached[y] = step if over_x is None else through_factor(step, over_x.inverse())
                     following.append(y)
         frontier = following
     return reached.get(new)

@@ -310,24 +310,23 @@ class ModelSampler(optuna.samplers.BaseSampler):
             "open": [],
             "repeats": [(0.0, f"{_describe(c[1])}: {why_repeat}") for c in unknown if _key(c[0]) not in ranked],
         }
-        choice = self._rank(trials, [c[2] for c in open_])[1] if open_ else None
-        for j, (_, candidate, _) in enumerate(open_):
-            if choice is None:
-                break
-            mean = ", ".join(f"{v:,.4g}" for v in choice.prediction.mean[j])
-            if choice.p_start[j] < 0.5:
-                group, why = "fail", explain(choice, j)
-            elif choice.ehvi[j] < NEGLIGIBLE:
-                group, why = "dominated", explain(choice, j)
-                if not why.startswith("predicted dominated"):
-                    why = f"predicted {mean}: would add {choice.ehvi[j]:.1e} of the objective box at best"
-            else:
-                group = "open"
-                why = (
-                    f"predicted {mean}: could still add {choice.ehvi[j]:.1%} of the objective box "
-                    f"(p_start {choice.p_start[j]:.2f})"
-                )
-            groups[group].append((float(choice.score[j]), f"{_describe(candidate)}: {why}"))
+        if open_:
+            _, choice = self._rank(trials, [c[2] for c in open_])
+            for j, (_, candidate, _) in enumerate(open_):
+                mean = ", ".join(f"{v:,.4g}" for v in choice.prediction.mean[j])
+                if choice.p_start[j] < 0.5:
+                    group, why = "fail", explain(choice, j)
+                elif choice.ehvi[j] < NEGLIGIBLE:
+                    group, why = "dominated", explain(choice, j)
+                    if not why.startswith("predicted dominated"):
+                        why = f"predicted {mean}: would add {choice.ehvi[j]:.1e} of the objective box at best"
+                else:
+                    group = "open"
+                    why = (
+                        f"predicted {mean}: could still add {choice.ehvi[j]:.1%} of the objective box "
+                        f"(p_start {choice.p_start[j]:.2f})"
+                    )
+                groups[group].append((float(choice.score[j]), f"{_describe(candidate)}: {why}"))
         out: dict[str, Any] = {"launches": sum(1 for t in trials if t.launched), "candidates": len(unknown)}
         for group, rows in groups.items():
             rows.sort(key=lambda r: -r[0])
