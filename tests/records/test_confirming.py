@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import optuna
 import pytest
 
 from autospec.metrics.relaunch import LaunchFigure, Pooled
+from autospec.records import StoredTrial, TrialClass
 from autospec.records.confirming import (
     MAX_LAUNCHES,
     Contest,
     _contest,
+    contests,
     launches_disagree,
     launches_needed,
     next_confirmation,
@@ -156,3 +159,48 @@ def test_a_paired_separation_settles_a_pick_on_one_launch_where_unpaired_it_woul
     assert standing is not None and standing.settled and standing.versus[2].separated
     unpaired = _contest(PooledStudy({}, figures), 0, maximize=True)
     assert unpaired is not None and not unpaired.paired and unpaired.contenders == (2,)  # +-50 each: they overlap
+
+
+def _launch(number: int, steps: int, machine: str, speed: float, **markers) -> StoredTrial:
+    """A launch of `steps` on `machine` at C=1: 12 requests whose speeds spread 30% (the same
+    in every launch) times `speed`, a 95% interval of +-1% around the mean."""
+    from autospec.records import Markers, TrialRecord
+
+    speeds = {f"r{i}": speed * (0.85 + 0.025 * i) for i in range(12)}
+    value = sum(speeds.values()) / len(speeds)
+    level = {"concurrency": 1, "output_tok_s": value, "cis": {"output_tok_s": [0.99 * value, 1.01 * value]}}
+    level["request_speeds"] = speeds
+    params = {"speculative_num_steps": steps}
+    record = TrialRecord(outcome="ok", candidate=params, launched=True, values=[value], bench={1: level})
+    return StoredTrial(
+        number=number,
+        trial_id=number,
+        state=optuna.trial.TrialState.COMPLETE,
+        trial_class=TrialClass.RELAUNCH if markers.get("confirm_of") is not None else TrialClass.MEASURED,
+        params=params,
+        values=(value,),
+        constraints={},
+        record=record,
+        markers=Markers(**markers),
+        worker={"host": machine.split("/")[0], "machine": machine},
+    )
+
+
+def test_a_contest_across_two_machines_compares_through_the_control_and_never_separates_without_one():
+    """Steps 3 measured 100 on machine a; the study moved to machine b, 10% faster, whose
+    control relaunch of steps 3 read 110, and measured steps 4 there at 110.5. Read raw, steps 4
+    leads by 10.5% and steps 3 is out of the contest; through the machine factor the two are
+    0.5% apart and steps 3 stays a contender. Without the control nothing joins the machines:
+    the comparison is unjoined and decides nothing."""
+    refs = [ObjectiveRef(0, "output_tok_s", 1)]
+    a, b = "host-a/GPU-1", "host-b/GPU-2"
+    first, later = _launch(0, 3, a, 100.0), _launch(2, 4, b, 110.5)
+    control = _launch(1, 3, b, 110.0, control="machine", confirm_of=0)
+    joined = contests([first, control, later], refs, [True])[0]
+    assert joined.leader == 2 and 0 in joined.contenders
+    through = joined.versus[0]
+    assert through.factors == 1 and not through.separated and through.ratio == pytest.approx(110.5 / 110.0)
+    raw = contests([first, replace(later, number=1, trial_id=1)], refs, [True])[0].versus[0]
+    assert raw.unjoined and not raw.separated and raw.ratio == pytest.approx(1.105)
+    same_machine = contests([first, replace(later, number=1, trial_id=1, worker={"host": "host-a", "machine": a})], refs, [True])
+    assert same_machine[0].versus[0].separated and same_machine[0].contenders == ()  # on one machine 10.5% is clear

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from autospec.metrics.paired import Comparison, SpreadHistory
 from autospec.metrics.relaunch import LaunchFigure, Pooled
 from autospec.records.launches import ObjectiveRef, PooledStudy, launch_figure, pool_study
+from autospec.records.machines import MachineFactor, compare_pooled, study_factors
 from autospec.records.servers import launch_groups
 from autospec.records.stored import StoredTrial, TrialClass
 
@@ -149,7 +150,9 @@ def overlap(a: Pooled, b: Pooled) -> bool:
     return abs(a.value - b.value) <= math.hypot(a.half or 0.0, b.half or 0.0)
 
 
-def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
+def _contest(
+    pooled: PooledStudy, index: int, maximize: bool, factors: Mapping[int, Sequence[MachineFactor]] | None = None
+) -> Contest | None:
     figures: dict[int, Pooled] = {}
     for n, per in pooled.configurations.items():
         p = per[index]
@@ -165,7 +168,7 @@ def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
             ranked.append(n)
     leader, others = ranked[0], ranked[1:]
     best = figures[leader]
-    versus = {n: pooled.compare(leader, n, index) for n in others}
+    versus = {n: compare_pooled(pooled, leader, n, index, factors or {}) for n in others}
     paired = bool(others) and all(c is not None and c.paired for c in versus.values())
     contenders = tuple(n for n in others if _not_separated(versus[n], best, figures[n]))
     close = all(abs(best.value - figures[n].value) <= TIE_MARGIN * abs(best.value) for n in contenders)
@@ -187,8 +190,11 @@ def _contest(pooled: PooledStudy, index: int, maximize: bool) -> Contest | None:
 
 def _not_separated(c: Comparison | None, a: Pooled, b: Pooled) -> bool:
     """The leader and `b` cannot be told apart: the ratio's interval holds 1 (paired over
-    matched requests or waves), else, unpaired, their pooled intervals overlap."""
-    return overlap(a, b) if c is None or not c.paired else not c.separated
+    matched requests or waves, or measured on two machines: through their factor, and never
+    separated where no control joins them), else, unpaired, their pooled intervals overlap."""
+    if c is None or not (c.paired or c.factors or c.unjoined):
+        return overlap(a, b)
+    return not c.separated
 
 
 def _distance(a: Pooled, b: Pooled, c: Comparison | None = None) -> float:
@@ -211,7 +217,8 @@ def contests(
     """The contest of each pick objective (`pick_objectives`) over the study's `trials`
     (`history`: the launch spread other studies measured, `pool_study`)."""
     pooled = pool_study(trials, refs, history)
-    found = [_contest(pooled, i, maximize[i]) for i in pick_objectives(refs)]
+    factors = study_factors(trials, refs, pooled)
+    found = [_contest(pooled, i, maximize[i], factors) for i in pick_objectives(refs)]
     relaunches = [t.markers.confirm_of for t in trials if t.trial_class == TrialClass.RELAUNCH]
     return [
         replace(c, relaunched=sum(1 for n in relaunches if n in c.members or _pooled_into(pooled, c, n)))

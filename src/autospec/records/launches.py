@@ -10,13 +10,13 @@ the KV pool's size, which that level did not reach); the study's between-launch 
 configuration's interval once relaunches measured it. The report and the study's racing
 both read intervals from here.
 
-Two configurations are compared here too (`PooledStudy.compare`): each is a paired side
-(`autospec.metrics.paired.Side`: its pooled figure and each launch's per-position figures,
+Each configuration is also a paired side (`PooledStudy.side`,
+`autospec.metrics.paired.Side`: its pooled figure and each launch's per-position figures,
 `level_series`), and the study's between-launch spread of a launch's log figure is pooled
 over the same launches (`launch_spread`), with what relaunches in other studies measured of it
 where the caller has that (`autospec.records.history`). Launches pool only within a machine;
-where both configurations also ran on another machine (a control, a relaunch there), their
-paired comparison there is combined with the home machine's (`across_machines`).
+its sides on other machines are kept apart (`PooledStudy.away_from_home`). Two configurations
+are compared, wherever they ran, by `autospec.records.machines.compare_pooled`.
 """
 
 from __future__ import annotations
@@ -27,16 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from autospec.metrics import BATCH_MEANS, PRECISE_SLICES, REPEATS
-from autospec.metrics.paired import (
-    Comparison,
-    LogSpread,
-    Side,
-    SpreadHistory,
-    across_machines,
-    compare,
-    launch_spread,
-    with_history,
-)
+from autospec.metrics.paired import LogSpread, Side, SpreadHistory, launch_spread, with_history
 from autospec.metrics.relaunch import LaunchFigure, Pooled, Spread, between_launch_spread, pool_launches
 from autospec.records.servers import launch_groups, launches_elsewhere, objective_groups
 from autospec.records.stored import StoredTrial
@@ -202,17 +193,20 @@ class PooledStudy:
     # per configuration, per objective: its sides on machines other than its own (machine -> side)
     away: dict[int, list[dict[str, Side]]] = field(default_factory=dict)
 
-    def compare(self, a: int, b: int, index: int) -> Comparison | None:
-        """Trial `a`'s configuration over trial `b`'s on objective `index`: paired over matched
-        requests or waves where both have them, with their pairs on other machines where both
-        were measured on one machine (`away_from_home`), else from the pooled figures."""
-        sa, sb = _side(self, a, index), _side(self, b, index)
-        if sa is None or sb is None:
-            return None
-        found = compare(sa, sb, self.log_spread.get(index))
-        if _home(self, a, index) != _home(self, b, index):
+    def side(self, number: int, index: int) -> Side | None:
+        """Configuration `number` on objective `index` as one side of a comparison: its pooled
+        figure, with per-position figures where its launches kept them."""
+        found = per_objective(self.sides, number, index, None)
+        if found is not None:
             return found
-        return across_machines(found, self.away_from_home(a, index), self.away_from_home(b, index), self.log_spread.get(index))
+        p = per_objective(self.configurations, number, index, None)
+        return None if p is None else Side(p.value, p.half, p.launches)
+
+    def ran_on(self, number: int, index: int) -> frozenset[str]:
+        """The machines configuration `number`'s pooled launches on objective `index` ran on
+        (empty where none is known)."""
+        launches = per_objective(self.launches, number, index, [])
+        return frozenset(t.machine for t in launches if t.machine)
 
     def away_from_home(self, number: int, index: int) -> dict[str, Side]:
         """Configuration `number`'s sides on objective `index` on the other machines it ran on."""
@@ -230,12 +224,6 @@ def per_objective(table: Mapping[int, Sequence[T]], number: int, index: int, emp
     """`table[number][index]`: configuration `number`'s entry for objective `index`, `empty` where it has none."""
     per = table.get(number, ())
     return per[index] if index < len(per) else empty
-
-
-def _home(pooled: PooledStudy, number: int, index: int) -> str | None:
-    """The machine of the configuration's first launch pooled at objective `index`."""
-    per = pooled.launches.get(number, [])
-    return per[index][0].machine if index < len(per) and per[index] else None
 
 
 def _launches_away(
@@ -268,14 +256,6 @@ def _away_sides(
             unsettled = sum(1 for t in launches if not level_settled(_level(t, ref)))
             out.setdefault(name, {})[machine] = Side(pooled.value, pooled.half, len(launches), series, unsettled, unit)
     return out
-
-
-def _side(pooled: PooledStudy, number: int, index: int) -> Side | None:
-    found = per_objective(pooled.sides, number, index, None)
-    if found is not None:
-        return found
-    p = per_objective(pooled.configurations, number, index, None)
-    return None if p is None else Side(p.value, p.half, p.launches)
 
 
 def _sides(

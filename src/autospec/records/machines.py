@@ -18,15 +18,25 @@ a study that moved over four machines in four sessions).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from autospec.metrics.paired import Comparison, LogSpread, paired_ratio, unpaired_ratio
-from autospec.records.launches import ObjectiveRef, launch_figure, level_series
+from autospec.metrics.paired import Comparison, LogSpread, Side, across_machines, compare, paired_ratio, unpaired_ratio
+from autospec.records.launches import ObjectiveRef, PooledStudy, launch_figure, level_series
 from autospec.records.stored import StoredTrial
 
-__all__ = ["MachineFactor", "between_machines", "machine_key", "machine_of", "machine_factors", "through_factor"]
+__all__ = [
+    "MachineFactor",
+    "between_machines",
+    "compare_on_machines",
+    "compare_pooled",
+    "machine_key",
+    "machine_of",
+    "machine_factors",
+    "study_factors",
+    "through_factor",
+]
 
 
 def machine_key(host: str, gpus: Sequence[str] = ()) -> str:
@@ -104,6 +114,50 @@ def machine_factors(trials: Sequence[StoredTrial], ref: ObjectiveRef, spread: Lo
     controls = [t for t in trials if t.markers.control is not None and t.has_measurement]
     found = (_factor(trials, t, ref, spread) for t in sorted(controls, key=lambda t: t.number))
     return [f for f in found if f is not None]
+
+
+def study_factors(
+    trials: Sequence[StoredTrial], refs: Sequence[ObjectiveRef], pooled: PooledStudy
+) -> dict[int, list[MachineFactor]]:
+    """Per objective index, the factors its controls measured (`machine_factors`); only
+    objectives with one."""
+    found = {r.index: machine_factors(trials, r, pooled.log_spread.get(r.index)) for r in refs}
+    return {i: f for i, f in found.items() if f}
+
+
+def compare_on_machines(
+    a: Side,
+    b: Side,
+    spread: LogSpread | None,
+    homes: tuple[frozenset[str], frozenset[str]],
+    away: tuple[Mapping[str, Side], Mapping[str, Side]],
+    factors: Sequence[MachineFactor],
+) -> Comparison | None:
+    """A over B wherever they ran (`homes`: the machines each side's launches ran on; `away`:
+    each one's sides on the other machines). On one machine: with their pairs on the others
+    both ran on (`across_machines`). On two: through the controls' factors between them,
+    directly or in a chain, else flagged `unjoined` (it then decides nothing). Where a side's
+    machine is not known (records from before machine keys) or spans several: as measured."""
+    found = compare(a, b, spread)
+    if len(homes[0]) == 1 and homes[0] == homes[1]:
+        return across_machines(found, away[0], away[1], spread)
+    if found is None or any(len(h) != 1 for h in homes):
+        return found
+    factor = between_machines(factors, next(iter(homes[0])), next(iter(homes[1])))
+    return replace(found, unjoined=True) if factor is None else through_factor(found, factor)
+
+
+def compare_pooled(
+    pooled: PooledStudy, a: int, b: int, index: int, factors: Mapping[int, Sequence[MachineFactor]]
+) -> Comparison | None:
+    """Measured configuration `a` over `b` on objective `index` (`compare_on_machines`), from
+    their pooled launches (`factors`: `study_factors`)."""
+    sa, sb = pooled.side(a, index), pooled.side(b, index)
+    if sa is None or sb is None:
+        return None
+    homes = (pooled.ran_on(a, index), pooled.ran_on(b, index))
+    away = (pooled.away_from_home(a, index), pooled.away_from_home(b, index))
+    return compare_on_machines(sa, sb, pooled.log_spread.get(index), homes, away, factors.get(index, ()))
 
 
 def through_factor(comparison: Comparison, factor: Comparison) -> Comparison:

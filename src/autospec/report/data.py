@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from autospec.metrics import SHORT_WINDOW
-from autospec.metrics.paired import Comparison, LogSpread, Side, across_machines, compare
+from autospec.metrics.paired import Comparison, LogSpread, Side
 from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
@@ -47,7 +47,7 @@ from autospec.records.launches import (
     pool_levels,
     pool_study,
 )
-from autospec.records.machines import MachineFactor, between_machines, machine_factors, machine_of, through_factor
+from autospec.records.machines import MachineFactor, compare_on_machines, study_factors
 from autospec.records.servers import launches_elsewhere
 
 __all__ = [
@@ -290,20 +290,9 @@ class StudyData:
         sa, sb = self.side(a, i), self.side(b, i)
         if sa is None or sb is None:
             return None
-        found = compare(sa, sb, self.log_spread.get(i))
-        homes = self._homes(a.number, b.number, i)
-        if len(homes[0]) == 1 and homes[0] == homes[1]:  # one machine: with their pairs on the others both ran on
-            away_a, away_b = (per_objective(self.away, n, i, {}) for n in (a.number, b.number))
-            return across_machines(found, away_a, away_b, self.log_spread.get(i))
-        if found is None or any(len(h) != 1 for h in homes):
-            return found
-        # two machines: through the controls' factors between them, directly or in a chain
-        factor = between_machines(self.machines.get(i, []), next(iter(homes[0])), next(iter(homes[1])))
-        return replace(found, unjoined=True) if factor is None else through_factor(found, factor)
-
-    def _homes(self, a: int, b: int, i: int) -> list[frozenset[str]]:
-        """The machines each configuration's pooled launches ran on, on objective `i`."""
-        return [per_objective(self.ran_on, n, i, frozenset()) for n in (a, b)]
+        homes = (per_objective(self.ran_on, a.number, i, frozenset()), per_objective(self.ran_on, b.number, i, frozenset()))
+        away = (per_objective(self.away, a.number, i, {}), per_objective(self.away, b.number, i, {}))
+        return compare_on_machines(sa, sb, self.log_spread.get(i), homes, away, self.machines.get(i, []))
 
     @property
     def counts(self) -> TrialCounts:
@@ -436,8 +425,7 @@ def snapshot(study: Any) -> StudyData:
         measures = {key: Measure(p.value, p.half) for key, p in figures.items() if math.isfinite(p.value)}
         views[number] = replace(views[number], level_pooled=measures)
     spread = {objectives[i].name: s for i, s in pooled.spread.items()}
-    machines = {r.index: machine_factors(trials, r, pooled.log_spread.get(r.index)) for r in refs}
-    ran_on = {n: [frozenset(k for k in map(machine_of, ls) if k) for ls in per] for n, per in pooled.launches.items()}
+    ran_on = {n: [pooled.ran_on(n, i) for i in range(len(per))] for n, per in pooled.launches.items()}
     return StudyData(
         study.study_name,
         objectives,
@@ -446,7 +434,7 @@ def snapshot(study: Any) -> StudyData:
         spread,
         sides=pooled.sides,
         log_spread=pooled.log_spread,
-        machines={i: f for i, f in machines.items() if f},
+        machines=study_factors(trials, refs, pooled),
         ran_on=ran_on,
         away=pooled.away,
     )
