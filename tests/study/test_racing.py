@@ -177,3 +177,42 @@ def test_the_race_compares_by_the_paired_ratio_over_the_positions_both_measured(
     assert why is not None and why.startswith("outclassed")
     assert r.verdict(1, running(RACE_MIN_MATCHED - 1, 1.0)) is None  # too few positions yet: the intervals overlap
     assert r.verdict(1, running(10, 1.1)) is None  # as fast as trial 7 request by request
+
+
+def test_a_front_member_on_another_machine_stops_a_level_only_through_a_control_factor():
+    """Trial 3 was measured on machine a, 20% faster request by request than this run's
+    trial on machine b. Without a control joining a and b, that could be the machines: the
+    level goes on, whatever the intervals say. With a factor of x1.18 (a is 18% faster) the
+    paired ratio through it holds 1 (goes on); with a factor of x1.0 it stops, as on one machine."""
+    from autospec.metrics.paired import Comparison, LogSpread, Side
+    from autospec.records.machines import MachineFactor
+
+    climb = {f"{i}.0": 150.0 + 10.0 * i for i in range(30)}
+    member = Side(300.0, 10.0, 1, ({k: v * 1.2 for k, v in climb.items()},))
+    level = dataclasses.replace(summary(1, output_tok_s=(200.0, 210.0)), request_speeds=dict(climb))
+    front = ((3, ((290.0, 310.0), (1500.0, 1600.0))),)
+
+    def on(machine: str, factor: float | None = None) -> Race:
+        factors = (
+            []
+            if factor is None
+            else [MachineFactor("a", "b", 9, 0, Comparison(factor, factor / 1.01, factor * 1.01, 20, 0, (1, 1), True))]
+        )
+        return Race(
+            objectives=(C1, C32),
+            bounds=(),
+            members=front,
+            sides={3: (member, None)},
+            log_spread={0: LogSpread(0.01, 20, 10)},
+            machine=machine,
+            homes={3: (frozenset({"a"}), frozenset({"a"}))},
+            factors={0: factors},
+        )
+
+    assert on("a").verdict(1, level).startswith("outclassed")  # one machine
+    assert on("b").verdict(1, level) is None  # nothing joins a and b
+    assert on("b", 1.18).verdict(1, level) is None  # a's 18% explains most of it
+    assert on("b", 1.0).verdict(1, level).startswith("outclassed")
+    unpaired = dataclasses.replace(on("b", 1.0), sides={})
+    assert unpaired.verdict(1, level) is None  # across machines only a paired ratio may stop it
+    assert dataclasses.replace(on("a"), sides={}).verdict(1, level).startswith("outclassed")  # beyond both intervals

@@ -29,7 +29,10 @@ requests or waves, `autospec.metrics.series`), "better beyond both intervals" me
 paired ratio of the front configuration over the trial, over the positions both measured so
 far (never over different counts: NGRAM's rate climbs over a launch), excludes 1 in the
 front configuration's favour (`autospec.metrics.paired`, the between-launch spread
-included); at least `RACE_MIN_MATCHED` positions must match. Otherwise:
+included); at least `RACE_MIN_MATCHED` positions must match. A front configuration measured
+on another machine than this run's (`autospec.records.machines`) is compared only so, through
+the controls' factor between the two machines, and never where no control joins them: a
+machine's few percent must not stop a level. Otherwise:
 
 Only intervals that can carry such a decision are compared (`comparable_interval`): a
 figure without an interval is unknown, never exact, on either side, and the steady
@@ -52,9 +55,10 @@ from typing import Any
 
 from autospec.config import SearchSpace
 from autospec.metrics import LevelSummary
-from autospec.metrics.paired import LogSpread, Side, SpreadHistory, compare
+from autospec.metrics.paired import Comparison, LogSpread, Side, SpreadHistory, compare
 from autospec.records import StorageUnavailable, StoredTrial, TrialStore, pareto_front
 from autospec.records.launches import ObjectiveRef, comparable_interval, level_series, per_objective, pool_study
+from autospec.records.machines import MachineFactor, between_machines, study_factors, through_factor
 
 __all__ = ["Race", "RaceObjective"]
 
@@ -143,13 +147,23 @@ class Race:
     # per front member, its paired side per objective; per objective the study's log spread
     sides: dict[int, tuple[Side | None, ...]] = field(default_factory=dict)
     log_spread: dict[int, LogSpread] = field(default_factory=dict)
+    # this run's machine key (None: not known); per front member, per objective, the machines
+    # its pooled launches ran on; per objective, the factors the study's controls measured
+    machine: str | None = None
+    homes: dict[int, tuple[frozenset[str], ...]] = field(default_factory=dict)
+    factors: dict[int, list[MachineFactor]] = field(default_factory=dict)
 
     @classmethod
     def against(
-        cls, space: SearchSpace, trials: Sequence[StoredTrial], history: Mapping[int, SpreadHistory] | None = None
+        cls,
+        space: SearchSpace,
+        trials: Sequence[StoredTrial],
+        history: Mapping[int, SpreadHistory] | None = None,
+        machine: str | None = None,
     ) -> Race:
         """A race against the current front of `trials` (a study measured with `space`;
-        `history`: the launch spread other studies measured, `pool_study`)."""
+        `history`: the launch spread other studies measured, `pool_study`) of a trial
+        launched on `machine`."""
         objectives = tuple(
             RaceObjective(i, o.metric, o.concurrency, o.direction == "maximize") for i, o in enumerate(space.objectives)
         )
@@ -158,8 +172,10 @@ class Race:
         pooled = pool_study(trials, refs, history)
         members = []
         sides: dict[int, tuple[Side | None, ...]] = {}
+        homes: dict[int, tuple[frozenset[str], ...]] = {}
         for t in pareto_front(trials, [o.maximize for o in objectives], [o.concurrency for o in objectives]):
             sides[t.number] = tuple(pooled.sides.get(t.number, []))
+            homes[t.number] = tuple(pooled.ran_on(t.number, r.index) for r in refs)
             figures = pooled.configurations.get(t.number, [])
             launches = pooled.launches[t.number]  # the front is made of the pooled configurations
             members.append(
@@ -171,17 +187,27 @@ class Race:
                     ),
                 )
             )
-        return cls(objectives, bounds, tuple(members), sides=sides, log_spread=dict(pooled.log_spread))
+        found = study_factors(trials, refs, pooled) if machine is not None else {}
+        return cls(
+            objectives,
+            bounds,
+            tuple(members),
+            sides=sides,
+            log_spread=dict(pooled.log_spread),
+            machine=machine,
+            homes=homes,
+            factors=found,
+        )
 
     @classmethod
-    def for_trial(cls, space: SearchSpace, store: TrialStore, enabled: bool = True) -> Race | None:
-        """The race of a trial starting now against the study in `store`; None when racing
-        is off (`enabled` false, or no precision loop) or the storage is away. A
+    def for_trial(cls, space: SearchSpace, store: TrialStore, enabled: bool = True, machine: str | None = None) -> Race | None:
+        """The race of a trial starting now on `machine` against the study in `store`; None
+        when racing is off (`enabled` false, or no precision loop) or the storage is away. A
         confirmation relaunch gets none: it is measured in full."""
         if not enabled or not space.bench.precision:
             return None
         try:
-            return cls.against(space, store.read(), store.history)
+            return cls.against(space, store.read(), store.history, machine)
         except StorageUnavailable:
             return None
 
@@ -246,7 +272,11 @@ class Race:
         known: Mapping[int, LevelSummary],
     ) -> bool:
         """Front member `number` is better than the trial on `o`: by the paired ratio over the
-        positions both measured where both have them, else beyond both intervals."""
+        positions both measured where both have them, else beyond both intervals; measured on
+        another machine, only by the paired ratio through the machines' factor."""
+        elsewhere, factor = self._machine_factor(number, o.index)
+        if elsewhere and factor is None:
+            return False
         side = per_objective(self.sides, number, o.index, None)
         level = known.get(o.concurrency)
         found = None if level is None else level_series(_series_of(level), o.metric)
@@ -254,8 +284,20 @@ class Race:
             value = 0.5 * (mine[0] + mine[1])
             c = compare(side, Side(value, 0.5 * (mine[1] - mine[0]), 1, (found[0],), unit=found[1]), self.log_spread.get(o.index))
             if c is not None and c.paired and c.matched >= RACE_MIN_MATCHED:
+                c = c if factor is None else through_factor(c, factor)
                 return c.separated and (c.ratio > 1.0) == o.maximize
-        return _surely_better(theirs[o.index], mine, o.maximize)
+        return not elsewhere and _surely_better(theirs[o.index], mine, o.maximize)
+
+    def _machine_factor(self, number: int, index: int) -> tuple[bool, Comparison | None]:
+        """Whether front member `number` was measured on objective `index` on another machine
+        than this run's, and if so that machine over this one through the controls (None: no
+        control joins them, or it spans several)."""
+        home = per_objective(self.homes, number, index, frozenset())
+        if self.machine is None or not home or home == {self.machine}:
+            return False, None
+        if len(home) != 1:
+            return True, None
+        return True, between_machines(self.factors.get(index, []), next(iter(home)), self.machine)
 
     def _broken_slo(self, concurrency: int, summary: LevelSummary) -> str | None:
         for b in self.bounds:

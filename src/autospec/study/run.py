@@ -354,7 +354,7 @@ class StudyRun:
         if current.reference is None:  # a reference point is not shown to the proposer (`proposing.references`)
             hooks.measured = lambda record: self.queue.measured(current.trial, record, self.launched + 1)
         off_search = current.confirm_of is not None or current.reference is not None
-        race = None if off_search else Race.for_trial(self.compiled.space, self.store, self.req.race)
+        race = None if off_search else Race.for_trial(self.compiled.space, self.store, self.req.race, self.req.machine)
         if race is not None:
             hooks.stop_level, hooks.level_done = race.verdict, race.level_done
         return hooks
