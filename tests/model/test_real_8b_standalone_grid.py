@@ -130,5 +130,6 @@ def test_sampled_speculation_wins_at_c1_and_loses_at_c32_against_no_speculation(
     # against its runner-up (5/1/6: 4 waves, 3 after the ramp) the throughput pick cannot pair, and
     # says what would make the next launches pair; the latency pick paired over requests needs no hint
     assert "unpaired: only 3 waves matched" in picks["throughput"]["why"]
-    assert "[bench] requests_multiplier = 5" in picks["throughput"]["why"]
+    assert "and trial 11's 3 waves after the first are fewer" in picks["throughput"]["why"]
+    assert "[bench] requests_multiplier = 5, where the space sets fewer" in picks["throughput"]["why"]
     assert "requests_multiplier" not in picks["latency"]["why"]

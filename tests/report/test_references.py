@@ -182,3 +182,24 @@ def test_a_gain_over_a_reference_that_measured_the_same_requests_is_the_paired_r
     c1, c32 = line.split(": ", 1)[1].split("; ")
     assert c1.startswith("output_tok_s@c1 x1.08") and "(unpaired)" not in c1
     assert c32.startswith("agg_output_tok_s@c32 x") and c32.endswith("(unpaired) within noise")
+
+
+def test_a_comparison_unpaired_for_short_levels_names_the_short_launches_and_how_they_would_pair():
+    """At C=32 a comparison pairs over 4 waves after the ramp. Two 2-wave levels hold one each:
+    the sentence names both; beside a 6-wave level only the short one is named."""
+    from autospec.report.support import versus_text
+
+    def with_waves(view: TrialView, count: int, speed: float) -> TrialView:
+        view.bench[32]["concurrency"] = 32
+        view.bench[32]["wave_speeds"] = {str(w): speed * (1.0 + 0.01 * w) for w in range(count)}
+        return view
+
+    pick = with_waves(_view(5, (200.0, 10.0), (1000.0, 60.0)), 2, 1000.0)
+    short = with_waves(_view(3, (190.0, 10.0), (990.0, 60.0)), 2, 990.0)
+    said = versus_text(StudyData("s", OBJECTIVES, [pick, short]), pick, short, 1, 1)
+    assert "unpaired: only 1 wave matched" in said
+    assert "trial 5's 1 wave and trial 3's 1 wave after the first are fewer" in said and said.endswith("they would pair")
+    long = with_waves(_view(3, (190.0, 10.0), (990.0, 60.0)), 6, 990.0)
+    said = versus_text(StudyData("s", OBJECTIVES, [pick, long]), pick, long, 1, 1)
+    assert "and trial 5's 1 wave after the first are fewer" in said and said.endswith("it would pair")
+    assert "[bench] requests_multiplier = 5, where the space sets fewer" in said

@@ -14,6 +14,7 @@ separated only once the study has measured the spread.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +107,11 @@ def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, la
     how = (
         f"paired over {c.matched} {c.unit}" + (f", {c.dropped} unmatched left out" if c.dropped else "")
         if c.paired
-        else (f"unpaired: only {c.matched} {c.unit} matched" if c.unit != "figures" else "unpaired: no per-request figures")
+        else (
+            f"unpaired: only {c.matched} {c.unit[:-1] if c.matched == 1 else c.unit} matched"
+            if c.unit != "figures"
+            else "unpaired: no per-request figures"
+        )
     )
     on = f" on {c.machines} machines" if c.machines > 1 else ""
     if c.factors:
@@ -117,22 +122,37 @@ def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, la
     if c.unjoined:
         return f"{head}: {ratio}: not decided, measured on two machines no control relaunch joins, so their difference is in it"
     if not c.separated:
-        return f"{head}: {ratio}: tied, the interval holds 1{_pairing_hint(c)}"
+        return f"{head}: {ratio}: tied, the interval holds 1{_pairing_hint(c, _short_sides(data, (chosen, other), i))}"
     if not c.paired and launches < MIN_LAUNCHES and o.name not in data.spread:
         return f"{head}: {ratio}: separated, but the between-launch spread is not measured yet, so one launch cannot settle it"
     return f"{head}: {ratio}: separated"
 
 
-def _pairing_hint(c: Comparison) -> str:
-    """How a comparison left unpaired by too few matched waves would pair in later launches
-    (empty where it paired, or has no per-position figures). Wave 0, the ramp, never pairs
-    (`autospec.records.launches.RAMP_WAVE`), so a level needs MIN_MATCHED + 1 waves."""
+def _short_sides(data: StudyData, trials: Sequence[TrialView], i: int) -> list[tuple[int, int]]:
+    """(trial number, positions its launches hold) of each of `trials` whose launches hold
+    fewer than MIN_MATCHED positions on objective `i` (steady waves at C>1, the ramp left out)."""
+    short = []
+    for t in trials:
+        side = data.side(t, i)
+        held = len(set().union(*(s.keys() for s in side.series))) if side is not None and side.series else 0
+        if held < MIN_MATCHED:
+            short.append((t.number, held))
+    return short
+
+
+def _pairing_hint(c: Comparison, short: Sequence[tuple[int, int]]) -> str:
+    """How a comparison left unpaired by too few matched waves would pair (empty where it
+    paired, or has no per-position figures): the `short` sides (`_short_sides`) relaunched with
+    longer levels. Wave 0, the ramp, never pairs (`autospec.records.launches.RAMP_WAVE`), so a
+    level needs MIN_MATCHED + 1 waves."""
     if c.paired or c.unit != "waves":
         return ""
     need = MIN_MATCHED + 1
+    held = " and ".join(f"trial {n}'s {w} wave{'s' if w != 1 else ''}" for n, w in short) or "the waves both hold"
     return (
-        f"; a C>1 comparison pairs over {MIN_MATCHED} waves after the first, so launches whose levels hold "
-        f"{need} or more ([bench] requests_multiplier = {need}) would pair"
+        f"; a C>1 comparison pairs over {MIN_MATCHED} waves after the first, and {held} after the first are fewer: "
+        f"launched again with levels of {need} or more waves ([bench] requests_multiplier = {need}, where the space "
+        f"sets fewer), {'they' if len(short) != 1 else 'it'} would pair"
     )
 
 
