@@ -106,7 +106,8 @@ def test_pick_decisions_reads_each_picks_paired_ratio_and_tallies_it(tmp_path: P
     out = run_script(tmp_path, "pick_decisions.py", "--profiles", SEED, "--seeds", "1", "--trials", "4")
     lines = re.findall(
         rf"{SEED} seed 1 (latency|throughput): trial \d+ / runner-up \d+: reported x({RATIO}) "
-        rf"\(95% ({RATIO})-({RATIO}), (?:un)?paired\) (?:separated|tied); noiseless x{RATIO} \((?:NOT )?covered\)",
+        rf"\(95% ({RATIO})-({RATIO}), (?:un)?paired\) (?:separated|tied); noiseless x{RATIO} \((?:NOT )?covered\); "
+        r"launches [1-9]\d* and [1-9]\d*;",
         out,
     )
     assert lines and all(float(lo) <= float(r) <= float(hi) for _, r, lo, hi in lines), out
@@ -114,6 +115,7 @@ def test_pick_decisions_reads_each_picks_paired_ratio_and_tallies_it(tmp_path: P
     assert [r[0] for r in rows] == [SEED, "overall"]
     assert all(r[1] == "1" and r[2] == str(len(lines)) for r in rows)
     assert all(re.fullmatch(r"\d+/\d+ \(\d+%\)", r[4]) for r in rows)
+    assert all(re.fullmatch(r"\d+% of \d+|-", r[8]) for r in rows)  # attainable, over the separated decisions
     one = rf"\S+ front ({RATIO}) pick ({RATIO}|-)"
     gaps = re.findall(rf"^{SEED} seed 1 gap: {one}; {one}$", out, re.M)
     assert len(gaps) == 1 and all(0 < float(g) <= 1.0 for g in gaps[0] if g != "-"), out  # nothing beats the optimum
@@ -319,3 +321,20 @@ def test_accept_by_depth_prints_measured_and_predicted_acceptance(tmp_path: Path
     rows = table_rows(out, "| steps | top-k |")
     assert len(rows) >= 10 and all(len(r[5].split()) == int(r[0]) for r in rows)  # one share per depth
     assert re.search(r"^accept length, predicted over measured: median \|log\| \d\.\d{3}, worst \d\.\d{3}$", out, re.M), out
+
+
+def test_the_attainable_share_is_the_oracle_chance_of_separating_with_the_launches_behind_each_side() -> None:
+    """1.05 over one launch each, at a 2% between-launch spread: 1.73 sd from 1, 41%; four
+    launches each: 93%; launches unknown (older logs): none."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from pick_decisions import Decision, attainable
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def at(launches: tuple[int, int] | None) -> float | None:
+        return attainable(Decision("p", 1, "latency", 1, 2, 1.05, 1.0, 1.1, False, True, 1.05, "", launches), 0.02)
+
+    assert at((1, 1)) == pytest.approx(0.407, abs=0.002)
+    assert at((4, 4)) == pytest.approx(0.932, abs=0.002)
+    assert at(None) is None
