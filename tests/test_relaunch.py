@@ -62,7 +62,7 @@ def test_a_known_spread_widens_every_configuration_and_relaunches_narrow_it_agai
     spread = Spread(cv=0.03, df=4, configurations=2)
     once = pool_launches([LaunchFigure(1000.0, 10.0)], spread)
     cv, df = spread.shrunk()
-    assert 0.03 < cv < PRIOR_CV and df == 4 + PRIOR_DF  # between the measurement and the prior
+    assert PRIOR_CV < cv < 0.03 and df == 4 + PRIOR_DF  # between the prior and the measurement
     t = stats.t.ppf(0.975, df)
     assert once.between_half == pytest.approx(t * cv * 1000.0)
     assert once.half == pytest.approx(math.hypot(t * cv * 1000.0, 10.0))

@@ -25,9 +25,11 @@ taken at face value it widens every configuration's interval many times over (se
 H200: one relaunch, cv 5.8%, made every C=1 interval +-74%). So the intervals use the
 measured cv shrunk towards a prior, `PRIOR_CV` worth `PRIOR_DF` degrees of freedom (the
 conjugate scaled-inverse-chi-square update: cv^2 = (df0 cv0^2 + df cv^2) / (df0 + df), known
-to df0 + df degrees of freedom). The prior is what launches of SGLang 0.5.16 on one H200
-showed (NGRAM-4 at C=32, three launches: 2.6%; the 8B-shaped target, one relaunch: 5.8% at
-C=1, 7.3% at C=32) and within the 7-20% reported between identical runs elsewhere; with
+to df0 + df degrees of freedom). It is the prior of the paired comparisons
+(`autospec.metrics.paired.PRIOR_SD`): the same quantity, a launch's own shift, once every launch
+sends the same requests. Relaunches of one configuration on one request stream spread by
+0.9-2.0% (SGLang 0.5.16 on an H200 and an H100, issue 37); the 5.8-7.3% above, and the 5% prior
+taken from them until 2026-12-07, were measured before a study had one request stream. With
 many relaunches the data decide.
 """
 
@@ -40,11 +42,12 @@ from dataclasses import dataclass
 
 from scipy import stats as _stats
 
+from autospec.metrics.paired import PRIOR_DF, PRIOR_SD
+
 __all__ = ["LaunchFigure", "Spread", "Pooled", "between_launch_spread", "pool_launches", "PRIOR_CV", "PRIOR_DF"]
 
 _Z95 = 1.959963984540054
-PRIOR_CV = 0.05  # relative between-launch sd before relaunches measured it (module docstring)
-PRIOR_DF = 2  # the prior's weight, in degrees of freedom (as if one configuration had three launches)
+PRIOR_CV = PRIOR_SD  # relative between-launch sd before relaunches measured it (module docstring)
 
 
 @dataclass(frozen=True)
