@@ -122,7 +122,7 @@ def versus_text(data: StudyData, chosen: TrialView, other: TrialView, i: int, la
     if c.unjoined:
         return f"{head}: {ratio}: not decided, measured on two machines no control relaunch joins, so their difference is in it"
     if not c.separated:
-        return f"{head}: {ratio}: tied, the interval holds 1{_pairing_hint(c, _short_sides(data, (chosen, other), i))}"
+        return f"{head}: {ratio}: tied, the interval holds 1{_pairing_hint(c, data, (chosen, other), i)}"
     if not c.paired and launches < MIN_LAUNCHES and o.name not in data.spread:
         return f"{head}: {ratio}: separated, but the between-launch spread is not measured yet, so one launch cannot settle it"
     return f"{head}: {ratio}: separated"
@@ -140,13 +140,14 @@ def _short_sides(data: StudyData, trials: Sequence[TrialView], i: int) -> list[t
     return short
 
 
-def _pairing_hint(c: Comparison, short: Sequence[tuple[int, int]]) -> str:
-    """How a comparison left unpaired by too few matched waves would pair (empty where it
-    paired, or has no per-position figures): the `short` sides (`_short_sides`) relaunched with
-    longer levels. Wave 0, the ramp, never pairs (`autospec.records.launches.RAMP_WAVE`), so a
-    level needs MIN_MATCHED + 1 waves."""
+def _pairing_hint(c: Comparison, data: StudyData, trials: Sequence[TrialView], i: int) -> str:
+    """How a comparison of `trials` on objective `i` left unpaired by too few matched waves
+    would pair (empty where it paired, or has no per-position figures): its short sides
+    (`_short_sides`) relaunched with longer levels. Wave 0, the ramp, never pairs
+    (`autospec.records.launches.RAMP_WAVE`), so a level needs MIN_MATCHED + 1 waves."""
     if c.paired or c.unit != "waves":
         return ""
+    short = _short_sides(data, trials, i)
     need = MIN_MATCHED + 1
     held = " and ".join(f"trial {n}'s {w} wave{'s' if w != 1 else ''}" for n, w in short) or "the waves both hold"
     return (

@@ -55,10 +55,10 @@ from typing import Any
 
 from autospec.config import SearchSpace
 from autospec.metrics import LevelSummary
-from autospec.metrics.paired import Comparison, LogSpread, Side, SpreadHistory, compare
+from autospec.metrics.paired import LogSpread, Side, SpreadHistory
 from autospec.records import StorageUnavailable, StoredTrial, TrialStore, pareto_front
 from autospec.records.launches import ObjectiveRef, comparable_interval, level_series, per_objective, pool_study
-from autospec.records.machines import MachineFactor, between_machines, study_factors, through_factor
+from autospec.records.machines import MachineFactor, compare_on_machines, study_factors
 
 __all__ = ["Race", "RaceObjective"]
 
@@ -274,30 +274,22 @@ class Race:
         """Front member `number` is better than the trial on `o`: by the paired ratio over the
         positions both measured where both have them, else beyond both intervals; measured on
         another machine, only by the paired ratio through the machines' factor."""
-        elsewhere, factor = self._machine_factor(number, o.index)
-        if elsewhere and factor is None:
+        home = per_objective(self.homes, number, o.index, frozenset())
+        here = frozenset({self.machine}) if self.machine is not None else frozenset()
+        elsewhere = bool(here and home and home != here)
+        if elsewhere and len(home) != 1:  # no one factor joins a member spanning several machines
             return False
         side = per_objective(self.sides, number, o.index, None)
         level = known.get(o.concurrency)
         found = None if level is None else level_series(_series_of(level), o.metric)
         if side is not None and found is not None:
             value = 0.5 * (mine[0] + mine[1])
-            c = compare(side, Side(value, 0.5 * (mine[1] - mine[0]), 1, (found[0],), unit=found[1]), self.log_spread.get(o.index))
+            trial = Side(value, 0.5 * (mine[1] - mine[0]), 1, (found[0],), unit=found[1])
+            spread, factors = self.log_spread.get(o.index), self.factors.get(o.index, [])
+            c = compare_on_machines(side, trial, spread, (home, here), ({}, {}), factors)
             if c is not None and c.paired and c.matched >= RACE_MIN_MATCHED:
-                c = c if factor is None else through_factor(c, factor)
                 return c.separated and (c.ratio > 1.0) == o.maximize
         return not elsewhere and _surely_better(theirs[o.index], mine, o.maximize)
-
-    def _machine_factor(self, number: int, index: int) -> tuple[bool, Comparison | None]:
-        """Whether front member `number` was measured on objective `index` on another machine
-        than this run's, and if so that machine over this one through the controls (None: no
-        control joins them, or it spans several)."""
-        home = per_objective(self.homes, number, index, frozenset())
-        if self.machine is None or not home or home == {self.machine}:
-            return False, None
-        if len(home) != 1:
-            return True, None
-        return True, between_machines(self.factors.get(index, []), next(iter(home)), self.machine)
 
     def _broken_slo(self, concurrency: int, summary: LevelSummary) -> str | None:
         for b in self.bounds:
