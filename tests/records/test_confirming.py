@@ -99,6 +99,25 @@ def test_among_equally_launched_contenders_the_one_closest_to_the_leader_is_rela
     assert low is not None and low.leader == 1 and low.distance[2] == pytest.approx(4.0 / math.hypot(5.0, 5.0))
 
 
+def test_among_equally_launched_contenders_the_runner_up_is_relaunched_before_a_closer_one():
+    """Trial 3 (99, narrow) is the runner-up the pick's sentence compares with; trial 2 (98,
+    a wide interval) is closer in units of their combined half-widths. The runner-up goes
+    first, so the comparison the report states is the one the next launch settles."""
+    figures = {
+        1: [Pooled(100.0, 10.0, 2, 1.0, 9.9)],
+        2: [Pooled(98.0, 40.0, 1, 1.0, 9.9)],
+        3: [Pooled(99.0, 2.0, 1, 1.0, 9.9)],
+    }
+    standing = _contest(PooledStudy({}, figures), 0, maximize=True)
+    assert standing is not None and standing.runner_up == 3
+    assert standing.distance[2] < standing.distance[3]
+    assert standing.wanting() == [3, 2, 1]
+    assert next_confirmation([standing]).trial == 3
+    # once the runner-up has more launches, the fewest launches come first again
+    ahead = _contest(PooledStudy({}, {**figures, 3: [Pooled(99.0, 2.0, 2, 1.0, 9.9)]}), 0, maximize=True)
+    assert ahead is not None and next_confirmation([ahead]).trial == 2
+
+
 def test_the_contests_take_turns_so_one_picks_near_ties_do_not_take_every_confirmation():
     """The latency contest has three contenders on one launch each, the throughput contest
     one on two launches: the least launched would always be a latency contender; once the

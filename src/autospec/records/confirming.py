@@ -26,8 +26,9 @@ ties instead of spending more launches on them.
 contests take turns (the one whose members were relaunched least so far goes first, so
 that one pick's many near-ties do not take every confirmation from the other pick), and
 within a contest the configuration that may be launched again with the fewest launches (a
-leader before its contenders, then the contender closest to the leader in units of their
-combined half-width: the likeliest to overturn the pick, then the lower trial number).
+leader before its contenders, then the runner-up, whose comparison with the pick is the one
+the report states, then the contender closest to the leader in units of their combined
+half-width: the likeliest to overturn the pick, then the lower trial number).
 `disagreeing_objectives` says where a configuration's launches disagree beyond their own
 intervals (the launches differ by more than their within-launch intervals allow: the
 between-launch spread shows).
@@ -115,10 +116,11 @@ class Contest:
         members = [n for n in self.members if self.launches[n] < limit]
         return sorted(members, key=self.order)
 
-    def order(self, n: int) -> tuple[int, bool, float, int]:
-        """How soon member `n` is relaunched (smaller first): fewest launches, the leader,
-        the contender closest to the leader, the lower trial number."""
-        return (self.launches[n], n != self.leader, self.distance.get(n, 0.0), n)
+    def order(self, n: int) -> tuple[int, bool, bool, float, int]:
+        """How soon member `n` is relaunched (smaller first): fewest launches, the leader, the
+        runner-up (the comparison the pick's sentence reports), the contender closest to the
+        leader, the lower trial number."""
+        return (self.launches[n], n != self.leader, n != self.runner_up, self.distance.get(n, 0.0), n)
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,7 @@ def next_confirmation(
     settled or tied. `where` names objectives in the reason (index -> "C=32"); trials in
     `exclude` are not chosen (a relaunch of them was answered without a launch)."""
     names = where or {}
-    best: tuple[tuple[int, tuple[int, bool, float, int]], Contest, int] | None = None
+    best: tuple[tuple[int, tuple[int, bool, bool, float, int]], Contest, int] | None = None
     for contest in standing:
         for n in contest.wanting():
             if n in exclude:
