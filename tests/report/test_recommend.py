@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from autospec.records.launches import PooledStudy
 from autospec.report import recommend
 from autospec.report.data import StudyData, TrialView, parse_objective
 
@@ -173,7 +174,8 @@ def test_pick_sentences_give_the_paired_ratio_to_the_runner_up_with_its_interval
     trials = [launch(1, 1.05, 1.0), launch(2, 1.0, 0.995)]
     prior_only = recommend(StudyData("m", objectives, trials), None)["latency"]
     assert prior_only.versus is not None and prior_only.versus["lo"] < 1.0 < prior_only.versus["hi"]
-    data = StudyData("m", objectives, trials, log_spread={0: LogSpread(0.01, 10, 5), 1: LogSpread(0.01, 10, 5)})
+    spreads = {0: LogSpread(0.01, 10, 5), 1: LogSpread(0.01, 10, 5)}
+    data = StudyData("m", objectives, trials, pooled=PooledStudy({}, {}, log_spread=spreads))
     picks = recommend(data, None)
     latency = picks["latency"]
     assert latency.trial.number == 1

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from autospec.records.launches import PooledStudy
 from autospec.report import recommend
 from autospec.report.data import StudyData, TrialView, parse_objective
 from autospec.report.references import gains_json, gains_lines, reference_flags, reference_gains
@@ -169,7 +170,7 @@ def test_a_gain_over_a_reference_that_measured_the_same_requests_is_the_paired_r
     defaults = _view(2, (213.0, 25.0), (990.0, 20.0), reference="sglang_defaults")
     pick.bench[1]["request_speeds"] = {k: v * 1.08 for k, v in speeds.items()}
     defaults.bench[1]["request_speeds"] = dict(speeds)
-    data = StudyData("s", OBJECTIVES, [defaults, pick], log_spread={0: LogSpread(0.01, 20, 10)})
+    data = StudyData("s", OBJECTIVES, [defaults, pick], pooled=PooledStudy({}, {}, log_spread={0: LogSpread(0.01, 20, 10)}))
     out, agg = reference_gains(data, recommend(data, None))[0].gains
     assert out.comparison is not None and out.comparison.paired and out.comparison.matched == 12
     assert out.ratio.value == pytest.approx(1.08) and out.verdict == "better"

@@ -187,8 +187,8 @@ def test_the_control_after_a_machine_change(tmp_path, monkeypatch, capsys):
 
     data = snapshot(optuna.load_study(study_name="ctl", storage=f"sqlite:///{tmp_path / 'studies' / 'ctl'}.db"))
     views = {t.number: t for t in data.trials}
-    later = next(t for t in new if t.has_measurement and not t.markers.control and t.number in data.ran_on)
-    raw = compare(data.side(views[later.number], 0), data.side(views[pick.number], 0), data.log_spread.get(0))
+    later = next(t for t in new if t.has_measurement and not t.markers.control and t.number in data.pooled.launches)
+    raw = compare(data.side(views[later.number], 0), data.side(views[pick.number], 0), data.pooled.log_spread.get(0))
     factor = data.machines[0][0].comparison
     seen = data.compare(views[later.number], views[pick.number], 0)
     assert seen == through_factor(raw, factor) and seen.ratio == pytest.approx(raw.ratio / factor.ratio)

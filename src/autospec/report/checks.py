@@ -195,7 +195,7 @@ def _measured(spread: LogSpread) -> str:
 def _paired_note(data: StudyData) -> list[str]:
     """The comparisons' own spread (`autospec.metrics.paired`): measured over the positions a
     configuration's launches share, so the per-request spread is not in it."""
-    spreads = sorted(data.log_spread.items())
+    spreads = sorted(data.pooled.log_spread.items())
     paired = [f"+-{s.shrunk()[0]:.1%} (1 sd) on {data.objectives[i].name} ({_measured(s)})" for i, s in spreads]
     if not paired:
         return []

@@ -33,13 +33,14 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from autospec.metrics import SHORT_WINDOW
-from autospec.metrics.paired import Comparison, LogSpread, Side
+from autospec.metrics.paired import Comparison, Side
 from autospec.metrics.relaunch import Pooled, Spread
 from autospec.records import StoredTrial, TrialClass, launch_groups, pareto_front, read_trials
 from autospec.records import dominates as _dominates
 from autospec.records.history import other_studies, served, spread_history
 from autospec.records.launches import (
     ObjectiveRef,
+    PooledStudy,
     level_interval,
     level_series,
     level_settled,
@@ -259,21 +260,16 @@ class StudyData:
     trials: list[TrialView]
     user_attrs: dict[str, Any] = field(default_factory=dict)
     spread: dict[str, Spread] = field(default_factory=dict)  # objective name -> between-launch spread
-    # per measured configuration (its first trial's number), per objective, its paired side;
-    # per objective the between-launch spread of a launch's log figure
-    sides: dict[int, list[Side | None]] = field(default_factory=dict)
-    log_spread: dict[int, LogSpread] = field(default_factory=dict)
-    # per objective, the machine factors its control trials measured (`autospec.records.machines`),
-    # and per measured configuration, per objective, the machine keys of its launches
+    # the pooled launches the comparisons read (`autospec.records.launches.pool_study`): each
+    # configuration's paired sides, per objective the log spread, the machines each ran on
+    pooled: PooledStudy = field(default_factory=lambda: PooledStudy({}, {}))
+    # per objective, the machine factors its control trials measured (`autospec.records.machines`)
     machines: dict[int, list[MachineFactor]] = field(default_factory=dict)
-    ran_on: dict[int, list[frozenset[str]]] = field(default_factory=dict)
-    # per measured configuration, per objective: its sides on the other machines it ran on
-    away: dict[int, list[dict[str, Side]]] = field(default_factory=dict)
 
     def side(self, t: TrialView, i: int) -> Side | None:
         """Trial `t`'s configuration on objective `i` as one side of a comparison: pooled over
         its launches where it is a measured configuration, else its own launch (a reference)."""
-        pooled = per_objective(self.sides, t.number, i, None)
+        pooled = per_objective(self.pooled.sides, t.number, i, None)
         if pooled is not None:
             return pooled
         o = self.objectives[i]
@@ -290,9 +286,9 @@ class StudyData:
         sa, sb = self.side(a, i), self.side(b, i)
         if sa is None or sb is None:
             return None
-        homes = (per_objective(self.ran_on, a.number, i, frozenset()), per_objective(self.ran_on, b.number, i, frozenset()))
-        away = (per_objective(self.away, a.number, i, {}), per_objective(self.away, b.number, i, {}))
-        return compare_on_machines(sa, sb, self.log_spread.get(i), homes, away, self.machines.get(i, []))
+        homes = (self.pooled.ran_on(a.number, i), self.pooled.ran_on(b.number, i))
+        away = (self.pooled.away_from_home(a.number, i), self.pooled.away_from_home(b.number, i))
+        return compare_on_machines(sa, sb, self.pooled.log_spread.get(i), homes, away, self.machines.get(i, []))
 
     @property
     def counts(self) -> TrialCounts:
@@ -425,18 +421,14 @@ def snapshot(study: Any) -> StudyData:
         measures = {key: Measure(p.value, p.half) for key, p in figures.items() if math.isfinite(p.value)}
         views[number] = replace(views[number], level_pooled=measures)
     spread = {objectives[i].name: s for i, s in pooled.spread.items()}
-    ran_on = {n: [pooled.ran_on(n, i) for i in range(len(per))] for n, per in pooled.launches.items()}
     return StudyData(
         study.study_name,
         objectives,
         list(views.values()),
         dict(study.user_attrs),
         spread,
-        sides=pooled.sides,
-        log_spread=pooled.log_spread,
+        pooled=pooled,
         machines=study_factors(trials, refs, pooled),
-        ran_on=ran_on,
-        away=pooled.away,
     )
 
 
