@@ -8,7 +8,8 @@ import random
 import pytest
 from scipy import stats
 
-from autospec.metrics.relaunch import PRIOR_CV, PRIOR_DF, LaunchFigure, between_launch_spread, pool_launches
+from autospec.metrics.paired import PRIOR_DF, PRIOR_SD
+from autospec.metrics.relaunch import LaunchFigure, between_launch_spread, pool_launches
 
 
 def test_spread_is_the_scatter_of_launch_means_beyond_their_measuring_error():
@@ -62,7 +63,7 @@ def test_a_known_spread_widens_every_configuration_and_relaunches_narrow_it_agai
     spread = Spread(cv=0.03, df=4, configurations=2)
     once = pool_launches([LaunchFigure(1000.0, 10.0)], spread)
     cv, df = spread.shrunk()
-    assert PRIOR_CV < cv < 0.03 and df == 4 + PRIOR_DF  # between the prior and the measurement
+    assert PRIOR_SD < cv < 0.03 and df == 4 + PRIOR_DF  # between the prior and the measurement
     t = stats.t.ppf(0.975, df)
     assert once.between_half == pytest.approx(t * cv * 1000.0)
     assert once.half == pytest.approx(math.hypot(t * cv * 1000.0, 10.0))

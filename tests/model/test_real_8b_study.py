@@ -18,7 +18,8 @@ import pytest
 from replay import FIXTURES, key
 from scipy import stats
 
-from autospec.metrics.relaunch import PRIOR_CV, LaunchFigure, between_launch_spread, pool_launches
+from autospec.metrics.paired import PRIOR_SD
+from autospec.metrics.relaunch import LaunchFigure, between_launch_spread, pool_launches
 from autospec.records import TrialRecord
 from autospec.records.launches import level_interval
 
@@ -51,7 +52,7 @@ def test_the_relaunch_measures_a_spread_the_pooled_interval_carries():
         assert pooled.value == pytest.approx(mean)
         assert pooled.half is not None and pooled.between_half and pooled.half > (pooled.within_half or 0.0)
         # the pair's 5.8% (C=1) and 7.3% (C=32), measured before one request stream per study, shrunk towards the 2% prior
-        assert PRIOR_CV < spread.shrunk()[0] < spread.cv
+        assert PRIOR_SD < spread.shrunk()[0] < spread.cv
         # shrunk towards the prior: narrower than the spread taken at face value with t(1)
         face_value = float(stats.t.ppf(0.975, 1)) * spread.cv * mean / math.sqrt(2)
         assert pooled.half < face_value

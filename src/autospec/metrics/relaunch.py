@@ -23,14 +23,13 @@ launch can say.
 A spread measured from one or two relaunches is itself barely known (t(1) = 12.7), and
 taken at face value it widens every configuration's interval many times over (seen on an
 H200: one relaunch, cv 5.8%, made every C=1 interval +-74%). So the intervals use the
-measured cv shrunk towards a prior, `PRIOR_CV` worth `PRIOR_DF` degrees of freedom (the
-conjugate scaled-inverse-chi-square update: cv^2 = (df0 cv0^2 + df cv^2) / (df0 + df), known
-to df0 + df degrees of freedom). It is the prior of the paired comparisons
-(`autospec.metrics.paired.PRIOR_SD`): the same quantity, a launch's own shift, once every launch
-sends the same requests. Relaunches of one configuration on one request stream spread by
-0.9-2.0% (SGLang 0.5.16 on an H200 and an H100, issue 37); the 5.8-7.3% above, and the 5% prior
-taken from them until 2026-12-07, were measured before a study had one request stream. With
-many relaunches the data decide.
+measured cv shrunk towards a prior, `autospec.metrics.paired.PRIOR_SD` worth its `PRIOR_DF`
+degrees of freedom (the conjugate scaled-inverse-chi-square update: cv^2 = (df0 cv0^2 + df
+cv^2) / (df0 + df), known to df0 + df degrees of freedom): the prior of the paired comparisons,
+the same quantity, a launch's own shift, once every launch sends the same requests. Relaunches
+of one configuration on one request stream spread by 0.9-2.0% (SGLang 0.5.16 on an H200 and an
+H100, issue 37); the 5.8-7.3% above, and the 5% prior taken from them until 2026-12-07, were
+measured before a study had one request stream. With many relaunches the data decide.
 """
 
 from __future__ import annotations
@@ -44,10 +43,9 @@ from scipy import stats as _stats
 
 from autospec.metrics.paired import PRIOR_DF, PRIOR_SD
 
-__all__ = ["LaunchFigure", "Spread", "Pooled", "between_launch_spread", "pool_launches", "PRIOR_CV", "PRIOR_DF"]
+__all__ = ["LaunchFigure", "Spread", "Pooled", "between_launch_spread", "pool_launches"]
 
 _Z95 = 1.959963984540054
-PRIOR_CV = PRIOR_SD  # relative between-launch sd before relaunches measured it (module docstring)
 
 
 @dataclass(frozen=True)
@@ -73,9 +71,9 @@ class Spread:
 
     def shrunk(self) -> tuple[float, int]:
         """(cv, degrees of freedom) the intervals use: the measured cv shrunk towards
-        `PRIOR_CV` (module docstring)."""
+        `PRIOR_SD` (module docstring)."""
         df = self.df + PRIOR_DF
-        return math.sqrt((PRIOR_DF * PRIOR_CV**2 + self.df * self.cv**2) / df), df
+        return math.sqrt((PRIOR_DF * PRIOR_SD**2 + self.df * self.cv**2) / df), df
 
 
 @dataclass(frozen=True)

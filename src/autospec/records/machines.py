@@ -148,11 +148,17 @@ def compare_on_machines(
 
 
 def compare_pooled(
-    pooled: PooledStudy, a: int, b: int, index: int, factors: Mapping[int, Sequence[MachineFactor]]
+    pooled: PooledStudy,
+    a: int,
+    b: int,
+    index: int,
+    factors: Mapping[int, Sequence[MachineFactor]],
+    sides: tuple[Side | None, Side | None] | None = None,
 ) -> Comparison | None:
     """Measured configuration `a` over `b` on objective `index` (`compare_on_machines`), from
-    their pooled launches (`factors`: `study_factors`)."""
-    sa, sb = pooled.side(a, index), pooled.side(b, index)
+    their pooled launches (`factors`: `study_factors`; `sides`: the two sides where the caller
+    has its own, e.g. a reference's single launch, else `PooledStudy.side`)."""
+    sa, sb = sides if sides is not None else (pooled.side(a, index), pooled.side(b, index))
     if sa is None or sb is None:
         return None
     homes = (pooled.ran_on(a, index), pooled.ran_on(b, index))

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from autospec.metrics import SHORT_WINDOW
 from autospec.metrics.paired import PRIOR_SD, LogSpread
-from autospec.metrics.relaunch import PRIOR_CV
 from autospec.records import WITHDRAWN
 from autospec.records.launches import race_check
 from autospec.report.data import StudyData, TrialView
@@ -222,7 +221,7 @@ def launch_notes(data: StudyData) -> list[str]:
     parts = [f"+-{s.shrunk()[0]:.1%} (1 sd) on {name} (measured {s.cv:.1%} over {s.df} df)" for name, s in data.spread.items()]
     relaunched = max(s.configurations for s in data.spread.values())
     notes = [
-        f"between-launch spread, from relaunches of {relaunched} configuration(s) and a prior of +-{PRIOR_CV:.0%}: "
+        f"between-launch spread, from relaunches of {relaunched} configuration(s) and a prior of +-{PRIOR_SD:.0%}: "
         f"{', '.join(parts)}; included in every figure's interval shown",
         *_paired_note(data),
     ]

@@ -48,7 +48,7 @@ from autospec.records.launches import (
     pool_levels,
     pool_study,
 )
-from autospec.records.machines import MachineFactor, compare_on_machines, study_factors
+from autospec.records.machines import MachineFactor, compare_pooled, study_factors
 from autospec.records.servers import launches_elsewhere
 
 __all__ = [
@@ -283,12 +283,7 @@ class StudyData:
 
     def compare(self, a: TrialView, b: TrialView, i: int) -> Comparison | None:
         """`a` over `b` on objective `i` (the module docstring); None without figures."""
-        sa, sb = self.side(a, i), self.side(b, i)
-        if sa is None or sb is None:
-            return None
-        homes = (self.pooled.ran_on(a.number, i), self.pooled.ran_on(b.number, i))
-        away = (self.pooled.away_from_home(a.number, i), self.pooled.away_from_home(b.number, i))
-        return compare_on_machines(sa, sb, self.pooled.log_spread.get(i), homes, away, self.machines.get(i, []))
+        return compare_pooled(self.pooled, a.number, b.number, i, self.machines, (self.side(a, i), self.side(b, i)))
 
     @property
     def counts(self) -> TrialCounts:
